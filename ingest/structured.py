@@ -1,0 +1,147 @@
+"""Structured episodes (facts given as subject / predicate / object) -> write plan, with no LLM.
+
+Entities resolve by normalised name within the group; predicates resolve through the ontology,
+whose cardinality decides whether a new value supersedes the current one.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid as uuidlib
+from collections.abc import Callable
+from datetime import datetime
+
+from ingest.hashing import content_hash
+from ingest.names import name_key
+from ingest.timeline import NewFact, TimelineWriter
+from schemas.episode import Episode, EpisodeSource
+from schemas.graph import EntityNode, EpisodicNode
+from schemas.ontology import Ontology, Predicate
+from schemas.plan import PlanSummary, WritePlan
+from schemas.store import GraphStore
+
+STRUCTURED_EXTRACTOR = "kg.structured/1"
+
+
+def new_uuid() -> str:
+    return str(uuidlib.uuid4())
+
+
+def episodic_node(
+    episode: Episode, *, uuid: str, now: datetime, extractor: str, content: str | None = None
+) -> EpisodicNode:
+    return EpisodicNode(
+        uuid=uuid,
+        group_id=episode.group_id,
+        name=episode.name,
+        source=episode.source,
+        source_description=episode.source_description,
+        content=episode.content if content is None else content,
+        content_hash=content_hash(episode),
+        valid_at=episode.reference_time,
+        created_at=now,
+        channel=episode.channel,
+        trust=episode.trust_tier,
+        extractor=extractor,
+    )
+
+
+def fact_sentence(subject: str, predicate: str, obj: str) -> str:
+    return f"{subject} {predicate.lower().replace('_', ' ')} {obj}"
+
+
+def check_structured(episode: Episode, ontology: Ontology) -> list[Predicate]:
+    """Validate everything the ontology decides before any read or write; raises ValueError."""
+    if episode.source is not EpisodeSource.facts:
+        raise ValueError(f"expected a 'facts' episode, got {episode.source.value!r}")
+    predicates = []
+    for i, f in enumerate(episode.facts):
+        try:
+            predicates.append(ontology.resolve_predicate(f.predicate))
+            ontology.resolve_entity_type(f.subject_type)
+            ontology.resolve_entity_type(f.object_type)
+        except ValueError as exc:
+            raise ValueError(f"facts[{i}]: {exc}") from exc
+    return predicates
+
+
+async def plan_structured_episode(
+    episode: Episode,
+    store: GraphStore,
+    ontology: Ontology,
+    now: datetime,
+    new_id: Callable[[], str] = new_uuid,
+) -> tuple[WritePlan, PlanSummary]:
+    predicates = check_structured(episode, ontology)
+    group = episode.group_id
+    ep_uuid = new_id()
+    facts_json = json.dumps(
+        [f.model_dump(mode="json", exclude_none=True) for f in episode.facts], ensure_ascii=False
+    )
+    ep_node = episodic_node(
+        episode, uuid=ep_uuid, now=now, extractor=STRUCTURED_EXTRACTOR, content=facts_json
+    )
+
+    # Entities: one lookup for every name the episode uses.
+    wanted: dict[str, tuple[str, str | None]] = {}
+    for f in episode.facts:
+        for raw, typ in ((f.subject, f.subject_type), (f.object, f.object_type)):
+            key = name_key(raw)
+            if key not in wanted or wanted[key][1] is None:
+                wanted[key] = (raw, ontology.resolve_entity_type(typ))
+    existing = {e.name_key: e for e in await store.entities_by_key(group, sorted(wanted))}
+    summary = PlanSummary(entities_matched=len(existing))
+    new_entities: list[EntityNode] = []
+    entities = dict(existing)
+    for key, (raw, typ) in wanted.items():
+        if key in entities:
+            continue
+        node = EntityNode(
+            uuid=new_id(),
+            group_id=group,
+            name=raw,
+            name_key=key,
+            labels=[typ] if typ else [],
+            created_at=now,
+        )
+        entities[key] = node
+        new_entities.append(node)
+    summary.entities_added = len(new_entities)
+
+    # Contradiction candidates: only live versions leaving the entities this episode names.
+    source_uuids = sorted({entities[name_key(f.subject)].uuid for f in episode.facts})
+    live = await store.live_edges(group, source_uuids, sorted({p.name for p in predicates}))
+    writer = TimelineWriter(
+        episode_uuid=ep_uuid,
+        now=now,
+        channel=episode.channel.value,
+        trust=int(episode.trust_tier),
+        extractor=STRUCTURED_EXTRACTOR,
+        group_id=group,
+        new_id=new_id,
+        live={e.uuid: e for e in live},
+        summary=summary,
+    )
+    for f, pred in zip(episode.facts, predicates, strict=True):
+        writer.add(
+            NewFact(
+                source_uuid=entities[name_key(f.subject)].uuid,
+                target_uuid=entities[name_key(f.object)].uuid,
+                predicate=pred.name,
+                single_valued=pred.single_valued,
+                fact=f.fact or fact_sentence(f.subject, pred.name, f.object),
+                valid_at=f.valid_at or episode.reference_time,
+                invalid_at=f.invalid_at,
+            )
+        )
+
+    plan = WritePlan(
+        group_id=group,
+        episode=ep_node,
+        new_entities=new_entities,
+        mentions=sorted({entities[k].uuid for k in wanted}),
+        new_edges=list(writer.new_edges.values()),
+        retirements=writer.retirements,
+        reinforcements=writer.reinforcements,
+    )
+    return plan, writer.summary

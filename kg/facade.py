@@ -1,0 +1,190 @@
+"""The public async API: `KG`.
+
+    async with await KG.open() as kg:                # embedded FalkorDB under KG_HOME
+        await kg.add_episode(source="facts", reference_time=now, facts=[...])
+        await kg.facts(subject="Alice", valid_at=march)   # what was true in March
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ValidationError
+
+from ingest import content_hash, name_key, plan_structured_episode
+from kg.errors import InputError
+from kg.store import open_store
+from kg.store.embedded import Durability
+from kg.times import TransactionClock
+from schemas.episode import Episode, EpisodeSource
+from schemas.graph import Fact
+from schemas.ontology import DEFAULT_ONTOLOGY, Ontology
+from schemas.plan import PlanSummary
+from schemas.store import FactQuery, GraphStore, StoreStats
+from schemas.validation import check_group_id
+
+
+class EpisodeResult(BaseModel):
+    episode_uuid: str
+    group_id: str
+    status: Literal["added", "duplicate"]
+    summary: PlanSummary
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "input"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+class KG:
+    def __init__(
+        self,
+        store: GraphStore,
+        *,
+        ontology: Ontology = DEFAULT_ONTOLOGY,
+        clock: TransactionClock | None = None,
+    ) -> None:
+        self.store = store
+        self.ontology = ontology
+        self.clock = clock or TransactionClock()
+        self._writers: dict[str, asyncio.Lock] = {}
+
+    @classmethod
+    async def open(
+        cls,
+        uri: str | None = None,
+        *,
+        home: str | Path | None = None,
+        ontology: Ontology = DEFAULT_ONTOLOGY,
+        durability: Durability = "everysec",
+        embedding_dim: int | None = None,
+    ) -> KG:
+        store = await open_store(uri, home=home, durability=durability, embedding_dim=embedding_dim)
+        return cls(store, ontology=ontology)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    # -- writes ---------------------------------------------------------------------------
+
+    async def add_episode(self, episode: Episode | None = None, /, **fields: Any) -> EpisodeResult:
+        """Ingest one episode; re-adding the same content to the same group is a no-op."""
+        if episode is None:
+            try:
+                episode = Episode.model_validate(fields)
+            except ValidationError as exc:
+                raise InputError(f"invalid episode: {_validation_message(exc)}") from None
+        elif fields:
+            raise TypeError("pass either an Episode or keyword fields, not both")
+        if episode.source is not EpisodeSource.facts:
+            raise InputError(
+                f"{episode.source.value!r} episodes need an LLM extractor, which this version of "
+                "kg does not include yet; send structured 'facts' episodes"
+            )
+        group = episode.group_id
+        lock = self._writers.setdefault(group, asyncio.Lock())
+        async with lock:  # one writer per group: plans are computed from what they read
+            existing = await self.store.episode_by_hash(group, content_hash(episode))
+            if existing is not None:
+                return EpisodeResult(
+                    episode_uuid=existing.uuid, group_id=group, status="duplicate",
+                    summary=PlanSummary(),
+                )  # fmt: skip
+            try:
+                plan, summary = await plan_structured_episode(
+                    episode, self.store, self.ontology, self.clock.now()
+                )
+            except ValidationError as exc:
+                raise InputError(f"invalid episode: {_validation_message(exc)}") from None
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
+            await self.store.apply(plan)
+        return EpisodeResult(
+            episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
+        )
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _predicate(self, predicate: str | None) -> str | None:
+        if predicate is None:
+            return None
+        try:
+            return self.ontology.resolve_predicate(predicate).name
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+
+    async def facts(
+        self,
+        *,
+        group_id: str = "default",
+        subject: str | None = None,
+        predicate: str | None = None,
+        object: str | None = None,  # noqa: A002 - the triple's own word
+        valid_at: datetime | None = None,
+        known_at: datetime | None = None,
+        include_contested: bool = False,
+        limit: int = 1000,
+    ) -> list[Fact]:
+        """What was true at `valid_at` (default now), as kg knew it at `known_at` (default now)."""
+        now = self.clock.now()
+        try:
+            query = FactQuery(
+                group_id=group_id,
+                valid_at=valid_at or now,
+                known_at=known_at or now,
+                subject_key=name_key(subject) if subject is not None else None,
+                predicate=self._predicate(predicate),
+                object_key=name_key(object) if object is not None else None,
+                include_contested=include_contested,
+                limit=limit,
+            )
+        except ValidationError as exc:
+            raise InputError(f"invalid query: {_validation_message(exc)}") from None
+        return await self.store.facts(query)
+
+    async def history(
+        self,
+        *,
+        group_id: str = "default",
+        subject: str | None = None,
+        predicate: str | None = None,
+        object: str | None = None,  # noqa: A002
+        limit: int = 1000,
+    ) -> list[Fact]:
+        """Every version of the matching facts, retired ones included, with provenance."""
+        try:
+            check_group_id(group_id)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        return await self.store.history(
+            group_id,
+            name_key(subject) if subject is not None else None,
+            self._predicate(predicate),
+            name_key(object) if object is not None else None,
+            limit,
+        )
+
+    async def stats(self, group_id: str = "default") -> StoreStats:
+        try:
+            check_group_id(group_id)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        return await self.store.stats(group_id, self.clock.now())
+
+    async def groups(self) -> list[str]:
+        return await self.store.groups()

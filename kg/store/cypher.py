@@ -1,0 +1,315 @@
+"""The Cypher both backends share, and the mapping between models and rows.
+
+Backends differ only in transport, in how time and vectors are stored, and in DDL; each
+supplies those through a small `Dialect`. Query text here is built from constant fragments:
+values always travel as parameters, and the only identifiers spliced in are entity type labels
+that passed the ontology's validation (re-checked by `_label_suffix`).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from schemas.graph import EntityNode, EpisodicNode, Fact, FactEdge
+from schemas.plan import WritePlan
+from schemas.store import FactQuery, StoreStats
+from schemas.validation import TYPE_NAME_RE
+
+TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
+VECTOR_FIELDS = ("fact_embedding", "name_embedding")
+# Derived from the endpoints when read; never stored on the edge.
+ENDPOINT_FIELDS = ("source_node_uuid", "target_node_uuid")
+
+
+@dataclass(frozen=True)
+class Statement:
+    query: str
+    params: dict[str, Any]
+
+
+class Dialect(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def encode_time(self, value: datetime) -> Any: ...
+
+    @abc.abstractmethod
+    def decode_time(self, value: Any) -> datetime: ...
+
+    @abc.abstractmethod
+    def vector(self, expr: str) -> str:
+        """Wrap a list expression so the backend stores it as an indexable vector."""
+
+
+def _label_suffix(labels: list[str]) -> str:
+    for label in labels:
+        if not TYPE_NAME_RE.match(label):
+            raise ValueError(f"refusing to use {label!r} as a Cypher label")
+    return "".join(f":{label}" for label in sorted(set(labels)))
+
+
+class CypherStore(abc.ABC):
+    """Implements `schemas.store.GraphStore` on top of two transport primitives."""
+
+    backend: str
+    dialect: Dialect
+
+    @abc.abstractmethod
+    async def _read(self, group_id: str, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Run a read query; rows as {column: value}."""
+
+    @abc.abstractmethod
+    async def _write(self, group_id: str, statements: list[Statement]) -> None:
+        """Run statements as one atomic unit, in order, each seeing the previous ones' writes."""
+
+    # -- row mapping ----------------------------------------------------------------------
+
+    def _encode(self, model: Any, *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        for key, value in model.model_dump(mode="python").items():
+            if key in drop or key in VECTOR_FIELDS or value is None:
+                continue
+            if isinstance(value, datetime):
+                value = self.dialect.encode_time(value)
+            elif hasattr(value, "value"):  # enums
+                value = value.value
+            row[key] = value
+        return row
+
+    def _decode(self, props: dict[str, Any]) -> dict[str, Any]:
+        row = {k: v for k, v in props.items() if k not in VECTOR_FIELDS}
+        for key in TIME_FIELDS:
+            if row.get(key) is not None:
+                row[key] = self.dialect.decode_time(row[key])
+        return row
+
+    def _edge(self, props: dict[str, Any], source: str, target: str) -> FactEdge:
+        return FactEdge.model_validate(
+            {**self._decode(props), "source_node_uuid": source, "target_node_uuid": target}
+        )
+
+    def _fact(self, row: dict[str, Any]) -> Fact:
+        edge = self._edge(row["e"], row["source"], row["target"])
+        return Fact(subject=row["subject"], predicate=edge.name, object=row["object"], edge=edge)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def episode_by_hash(self, group_id: str, content_hash: str) -> EpisodicNode | None:
+        rows = await self._read(
+            group_id,
+            "MATCH (ep:Episodic {content_hash: $hash}) WHERE ep.group_id = $group_id "
+            "RETURN properties(ep) AS ep LIMIT 1",
+            {"hash": content_hash, "group_id": group_id},
+        )
+        return EpisodicNode.model_validate(self._decode(rows[0]["ep"])) if rows else None
+
+    async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]:
+        if not name_keys:
+            return []
+        rows = await self._read(
+            group_id,
+            "UNWIND $keys AS k MATCH (n:Entity {name_key: k}) WHERE n.group_id = $group_id "
+            "RETURN properties(n) AS n ORDER BY n.created_at, n.uuid",
+            {"keys": name_keys, "group_id": group_id},
+        )
+        first: dict[str, EntityNode] = {}
+        for r in rows:
+            node = EntityNode.model_validate(self._decode(r["n"]))
+            first.setdefault(node.name_key, node)
+        return list(first.values())
+
+    async def live_edges(
+        self, group_id: str, source_uuids: list[str], predicates: list[str]
+    ) -> list[FactEdge]:
+        if not source_uuids or not predicates:
+            return []
+        rows = await self._read(
+            group_id,
+            "UNWIND $sources AS su MATCH (s:Entity {uuid: su})-[e:RELATES_TO]->(o:Entity) "
+            "WHERE e.group_id = $group_id AND e.expired_at IS NULL AND e.name IN $predicates "
+            "RETURN properties(e) AS e, s.uuid AS source, o.uuid AS target",
+            {"sources": source_uuids, "predicates": predicates, "group_id": group_id},
+        )
+        return [self._edge(r["e"], r["source"], r["target"]) for r in rows]
+
+    def _fact_match(
+        self, subject_key: str | None, predicate: str | None, object_key: str | None
+    ) -> tuple[str, dict[str, Any]]:
+        """MATCH ... WHERE prefix; anchored on the subject when given, so its index is used."""
+        params: dict[str, Any] = {}
+        subject = "(s:Entity)"
+        if subject_key is not None:
+            subject = "(s:Entity {name_key: $subject_key})"
+            params["subject_key"] = subject_key
+        where = ["s.group_id = $group_id", "e.group_id = $group_id"]
+        if predicate is not None:
+            where.append("e.name = $predicate")
+            params["predicate"] = predicate
+        if object_key is not None:
+            where.append("o.name_key = $object_key")
+            params["object_key"] = object_key
+        query = f"MATCH {subject}-[e:RELATES_TO]->(o:Entity) WHERE " + " AND ".join(where)
+        return query, params
+
+    _FACT_RETURN = (
+        " RETURN properties(e) AS e, s.uuid AS source, o.uuid AS target,"
+        " s.name AS subject, o.name AS object"
+    )
+
+    async def facts(self, query: FactQuery) -> list[Fact]:
+        match, params = self._fact_match(query.subject_key, query.predicate, query.object_key)
+        clauses = [
+            "e.valid_at <= $valid_at",
+            "(e.invalid_at IS NULL OR e.invalid_at > $valid_at)",
+            "e.created_at <= $known_at",
+            "(e.expired_at IS NULL OR e.expired_at > $known_at)",
+        ]
+        if not query.include_contested:
+            clauses.append("e.status = 'active'")
+        cypher = (
+            match
+            + " AND "
+            + " AND ".join(clauses)
+            + self._FACT_RETURN
+            + " ORDER BY subject, e.name, e.valid_at, e.uuid LIMIT $limit"
+        )
+        params.update(
+            group_id=query.group_id,
+            valid_at=self.dialect.encode_time(query.valid_at),
+            known_at=self.dialect.encode_time(query.known_at),
+            limit=query.limit,
+        )
+        return [self._fact(r) for r in await self._read(query.group_id, cypher, params)]
+
+    async def history(
+        self,
+        group_id: str,
+        subject_key: str | None,
+        predicate: str | None,
+        object_key: str | None,
+        limit: int,
+    ) -> list[Fact]:
+        match, params = self._fact_match(subject_key, predicate, object_key)
+        cypher = match + self._FACT_RETURN + (
+            " ORDER BY subject, e.name, e.valid_at, e.created_at, e.uuid LIMIT $limit"
+        )
+        params.update(group_id=group_id, limit=limit)
+        return [self._fact(r) for r in await self._read(group_id, cypher, params)]
+
+    async def stats(self, group_id: str, now: datetime) -> StoreStats:
+        t = self.dialect.encode_time(now)
+        params = {"group_id": group_id, "now": t}
+        count = {
+            "episodes": "MATCH (n:Episodic) WHERE n.group_id = $group_id RETURN count(n) AS c",
+            "entities": "MATCH (n:Entity) WHERE n.group_id = $group_id RETURN count(n) AS c",
+            "edge_versions": "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id "
+            "RETURN count(e) AS c",
+            "current_facts": "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id "
+            "AND e.expired_at IS NULL AND e.status = 'active' AND e.valid_at <= $now "
+            "AND (e.invalid_at IS NULL OR e.invalid_at > $now) RETURN count(e) AS c",
+            "contested_facts": "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id "
+            "AND e.expired_at IS NULL AND e.status = 'contested' RETURN count(e) AS c",
+        }
+        values = {}
+        for key, cypher in count.items():
+            rows = await self._read(group_id, cypher, params)
+            values[key] = int(rows[0]["c"]) if rows else 0
+        return StoreStats(group_id=group_id, **values)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def compile_plan(self, plan: WritePlan) -> list[Statement]:
+        g = plan.group_id
+        now = self.dialect.encode_time(plan.episode.created_at)
+        out = [
+            Statement("CREATE (ep:Episodic) SET ep += $episode", {"episode": self._encode(plan.episode)})
+        ]
+        by_labels: dict[str, list[dict[str, Any]]] = {}
+        for ent in plan.new_entities:
+            by_labels.setdefault(_label_suffix(ent.labels), []).append(self._encode(ent))
+        for i, (suffix, rows) in enumerate(sorted(by_labels.items())):
+            out.append(
+                Statement(
+                    f"UNWIND $entities_{i} AS r CREATE (n:Entity{suffix}) SET n += r",
+                    {f"entities_{i}": rows},
+                )
+            )
+        vectors = [
+            {"uuid": e.uuid, "v": e.name_embedding} for e in plan.new_entities if e.name_embedding
+        ]
+        if vectors:
+            out.append(
+                Statement(
+                    "UNWIND $entity_vectors AS r MATCH (n:Entity {uuid: r.uuid}) "
+                    f"WHERE n.group_id = $group_id SET n.name_embedding = {self.dialect.vector('r.v')}",
+                    {"entity_vectors": vectors, "group_id": g},
+                )
+            )
+        if plan.mentions:
+            out.append(
+                Statement(
+                    "MATCH (ep:Episodic {uuid: $mention_episode}) "
+                    "UNWIND $mentions AS m MATCH (n:Entity {uuid: m.entity}) "
+                    "WHERE n.group_id = $group_id "
+                    "CREATE (ep)-[:MENTIONS {uuid: m.uuid, group_id: $group_id, created_at: $now}]->(n)",
+                    {
+                        "mention_episode": plan.episode.uuid,
+                        "mentions": [
+                            {"entity": u, "uuid": f"{plan.episode.uuid}:{u}"} for u in plan.mentions
+                        ],
+                        "group_id": g,
+                        "now": now,
+                    },
+                )
+            )
+        if plan.retirements:
+            out.append(
+                Statement(
+                    "UNWIND $retirements AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
+                    "WHERE e.group_id = $group_id AND e.expired_at IS NULL "
+                    "SET e.expired_at = r.expired_at",
+                    {"retirements": [self._encode(r) for r in plan.retirements], "group_id": g},
+                )
+            )
+        if plan.reinforcements:
+            out.append(
+                Statement(
+                    "UNWIND $reinforcements AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
+                    "WHERE e.group_id = $group_id SET e.episodes = e.episodes + [r.episode_uuid]",
+                    {"reinforcements": [r.model_dump() for r in plan.reinforcements], "group_id": g},
+                )
+            )
+        if plan.new_edges:
+            rows = [
+                {
+                    "source": e.source_node_uuid,
+                    "target": e.target_node_uuid,
+                    "props": self._encode(e, drop=ENDPOINT_FIELDS),
+                }
+                for e in plan.new_edges
+            ]
+            out.append(
+                Statement(
+                    "UNWIND $edges AS r "
+                    "MATCH (s:Entity {uuid: r.source}), (o:Entity {uuid: r.target}) "
+                    "WHERE s.group_id = $group_id AND o.group_id = $group_id "
+                    "CREATE (s)-[e:RELATES_TO]->(o) SET e += r.props",
+                    {"edges": rows, "group_id": g},
+                )
+            )
+            vectors = [{"uuid": e.uuid, "v": e.fact_embedding} for e in plan.new_edges if e.fact_embedding]
+            if vectors:
+                out.append(
+                    Statement(
+                        "UNWIND $edge_vectors AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
+                        f"WHERE e.group_id = $group_id SET e.fact_embedding = {self.dialect.vector('r.v')}",
+                        {"edge_vectors": vectors, "group_id": g},
+                    )
+                )
+        return out
+
+    async def apply(self, plan: WritePlan) -> None:
+        await self._write(plan.group_id, self.compile_plan(plan))

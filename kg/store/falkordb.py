@@ -1,0 +1,183 @@
+"""FalkorDB backend: embedded (default) or an external server at falkordb://host:port.
+
+One graph per group: the group is a structural boundary (indexes, vector search and erasure
+are per graph), not only a filter. Nodes and edges still carry `group_id`, as Graphiti's do.
+Times are stored as fixed-width UTC ISO-8601 strings, whose lexical order is time order.
+A write plan runs as one query of CALL {} subqueries; FalkorDB executes a query atomically.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, ResponseError
+
+from kg.errors import StoreError, StoreUnavailableError
+from kg.store.cypher import CypherStore, Dialect, Statement
+from kg.store.embedded import Durability, EmbeddedServer
+from schemas.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
+from schemas.validation import check_group_id
+
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+class FalkorDialect(Dialect):
+    name = "falkordb"
+
+    def encode_time(self, value: datetime) -> str:
+        v = value.astimezone(UTC)
+        # strftime('%Y') does not zero-pad years before 1000 on glibc; pad by hand.
+        return f"{v.year:04d}" + v.strftime(_TIME_FORMAT)[len(str(v.year)) :]
+
+    def decode_time(self, value: Any) -> datetime:
+        return datetime.strptime(value, _TIME_FORMAT).replace(tzinfo=UTC)
+
+    def vector(self, expr: str) -> str:
+        return f"vecf32({expr})"
+
+
+def check_params(value: Any, path: str = "$") -> None:
+    """The falkordb client splices parameters into the query header as text; refuse what that
+    text cannot carry faithfully instead of letting it corrupt the query."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise StoreError(f"parameter {path} contains a NUL character")
+    elif isinstance(value, bool) or value is None or isinstance(value, int):
+        return
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise StoreError(f"parameter {path} is {value!r}; only finite numbers can be stored")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_params(item, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str) or not k.isidentifier():
+                raise StoreError(f"parameter {path} has a key {k!r} that is not an identifier")
+            check_params(item, f"{path}.{k}")
+    else:
+        raise StoreError(f"parameter {path} has unsupported type {type(value).__name__}")
+
+
+class FalkorDBStore(CypherStore):
+    backend = "falkordb"
+    dialect = FalkorDialect()
+
+    def __init__(self, db: Any, server: EmbeddedServer | None, embedding_dim: int | None) -> None:
+        self._db = db
+        self.server = server
+        self.embedding_dim = embedding_dim
+        self._ready: set[str] = set()
+
+    @classmethod
+    async def embedded(
+        cls,
+        home: Path,
+        *,
+        durability: Durability = "everysec",
+        embedding_dim: int | None = None,
+    ) -> FalkorDBStore:
+        from falkordb.asyncio import FalkorDB
+
+        server = EmbeddedServer(home, durability)
+        socket = await server.start()
+        db = FalkorDB(unix_socket_path=socket, max_connections=16)
+        return cls(db, server, embedding_dim)
+
+    @classmethod
+    async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> FalkorDBStore:
+        from falkordb.asyncio import FalkorDB
+
+        u = urlparse(uri)
+        try:
+            db = FalkorDB(
+                host=u.hostname or "localhost",
+                port=u.port or 6379,
+                username=u.username,
+                password=u.password,
+                socket_connect_timeout=5,
+            )
+            await db.connection.ping()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailableError(f"cannot reach FalkorDB at {uri}: {exc}") from exc
+        return cls(db, None, embedding_dim)
+
+    def _graph(self, group_id: str) -> Any:
+        return self._db.select_graph(check_group_id(group_id))
+
+    async def ensure_schema(self, group_id: str) -> None:
+        if group_id in self._ready:
+            return
+        graph = self._graph(group_id)
+        ddl = list(FALKORDB_INDEXES)
+        if self.embedding_dim:
+            ddl += falkordb_vector_indexes(self.embedding_dim)
+        for stmt in ddl:
+            await self._ddl(graph.query(stmt))
+        for label, prop in FALKORDB_UNIQUE:
+            await self._ddl(
+                self._db.connection.execute_command(
+                    "GRAPH.CONSTRAINT", "CREATE", group_id, "UNIQUE", "NODE", label,
+                    "PROPERTIES", "1", prop,
+                )
+            )  # fmt: skip
+        self._ready.add(group_id)
+
+    @staticmethod
+    async def _ddl(awaitable: Any) -> None:
+        try:
+            await awaitable
+        except ResponseError as exc:
+            msg = str(exc).lower()
+            if "already indexed" in msg or "already exists" in msg:
+                return
+            raise StoreError(f"FalkorDB refused schema statement: {exc}") from exc
+
+    async def _read(self, group_id: str, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        check_params(params)
+        try:
+            result = await self._graph(group_id).ro_query(query, params)
+        except RedisConnectionError as exc:
+            raise StoreUnavailableError(f"lost the FalkorDB server: {exc}") from exc
+        except ResponseError as exc:
+            if "empty key" in str(exc):
+                return []  # the group's graph does not exist yet
+            raise StoreError(f"FalkorDB refused a read: {exc}") from exc
+        names = [h[1] for h in result.header]
+        return [dict(zip(names, row, strict=True)) for row in result.result_set]
+
+    async def _write(self, group_id: str, statements: list[Statement]) -> None:
+        await self.ensure_schema(group_id)
+        params: dict[str, Any] = {}
+        for s in statements:
+            for k, v in s.params.items():
+                if k in params and params[k] != v:
+                    raise StoreError(f"plan statements disagree on parameter ${k}")
+                params[k] = v
+        check_params(params)
+        query = " ".join(f"CALL {{ {s.query} }}" for s in statements) + " RETURN 1"
+        try:
+            await self._graph(group_id).query(query, params)
+        except RedisConnectionError as exc:
+            raise StoreUnavailableError(f"lost the FalkorDB server: {exc}") from exc
+        except ResponseError as exc:
+            raise StoreError(f"FalkorDB refused the write plan (nothing written): {exc}") from exc
+
+    async def groups(self) -> list[str]:
+        try:
+            return sorted(await self._db.list_graphs())
+        except RedisConnectionError as exc:
+            raise StoreUnavailableError(f"lost the FalkorDB server: {exc}") from exc
+
+    async def close(self) -> None:
+        try:
+            await self._db.connection.aclose()
+        except (RedisError, OSError):
+            pass
+        if self.server is not None:
+            await self.server.stop()

@@ -1,0 +1,128 @@
+"""Neo4j 5 backend over Bolt: everything Neo4j-specific lives in this module and schemas/ddl.py.
+
+One database for all groups, each node and edge filtered by `group_id` (indexed together with
+the property that anchors each query). Times are native DateTime; a write plan runs as one
+explicit transaction. Not run against a live server in CI: see README "What was verified".
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlparse, urlunparse
+
+from kg.errors import StoreError, StoreUnavailableError
+from kg.store.cypher import CypherStore, Dialect, Statement
+from schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
+
+NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+
+
+class Neo4jDialect(Dialect):
+    name = "neo4j"
+
+    def encode_time(self, value: datetime) -> datetime:
+        return value.astimezone(UTC)
+
+    def decode_time(self, value: Any) -> datetime:
+        if hasattr(value, "to_native"):
+            value = value.to_native()
+        if isinstance(value, str):  # graphs written by other tools may hold ISO strings
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if not isinstance(value, datetime):
+            raise StoreError(f"expected a DateTime from Neo4j, got {type(value).__name__}")
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+    def vector(self, expr: str) -> str:
+        return expr
+
+
+class Neo4jStore(CypherStore):
+    backend = "neo4j"
+    dialect = Neo4jDialect()
+
+    def __init__(self, driver: Any, database: str, embedding_dim: int | None) -> None:
+        self._driver = driver
+        self._database = database
+        self.embedding_dim = embedding_dim
+        self._schema_ready = False
+
+    @classmethod
+    async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> Neo4jStore:
+        import neo4j
+        from neo4j.exceptions import AuthError, ServiceUnavailable
+
+        u = urlparse(uri)
+        user = u.username or os.environ.get("NEO4J_USER", "neo4j")
+        password = u.password or os.environ.get("NEO4J_PASSWORD", "")
+        database = u.path.strip("/") or os.environ.get("NEO4J_DATABASE", "neo4j")
+        netloc = u.hostname or "localhost"
+        if u.port:
+            netloc += f":{u.port}"
+        bare = urlunparse((u.scheme, netloc, "", "", "", ""))
+        driver = neo4j.AsyncGraphDatabase.driver(bare, auth=(user, password))
+        try:
+            await driver.verify_connectivity()
+        except (ServiceUnavailable, AuthError, OSError, ValueError) as exc:
+            await driver.close()
+            raise StoreUnavailableError(f"cannot reach Neo4j at {bare}: {exc}") from exc
+        return cls(driver, database, embedding_dim)
+
+    async def ensure_schema(self, group_id: str) -> None:
+        if self._schema_ready:
+            return
+        ddl = list(NEO4J_SCHEMA)
+        if self.embedding_dim:
+            ddl += neo4j_vector_indexes(self.embedding_dim)
+        for stmt in ddl:
+            await self._run_write([Statement(stmt, {})])
+        self._schema_ready = True
+
+    async def _read(self, group_id: str, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        import neo4j
+
+        try:
+            records, _, _ = await self._driver.execute_query(
+                query, params, database_=self._database, routing_=neo4j.RoutingControl.READ
+            )
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        return [dict(r) for r in records]
+
+    async def _write(self, group_id: str, statements: list[Statement]) -> None:
+        await self.ensure_schema(group_id)
+        await self._run_write(statements)
+
+    async def _run_write(self, statements: list[Statement]) -> None:
+        async def work(tx: Any) -> None:
+            for s in statements:
+                result = await tx.run(s.query, s.params)
+                await result.consume()
+
+        try:
+            async with self._driver.session(database=self._database) as session:
+                await session.execute_write(work)
+        except Exception as exc:
+            raise self._translate(exc) from exc
+
+    @staticmethod
+    def _translate(exc: Exception) -> Exception:
+        from neo4j.exceptions import Neo4jError, ServiceUnavailable, SessionExpired
+
+        if isinstance(exc, ServiceUnavailable | SessionExpired | OSError):
+            return StoreUnavailableError(f"lost the Neo4j server: {exc}")
+        if isinstance(exc, Neo4jError):
+            return StoreError(f"Neo4j refused the query (nothing written): {exc}")
+        return exc
+
+    async def groups(self) -> list[str]:
+        rows = await self._read(
+            "",
+            "MATCH (n) WHERE n:Episodic OR n:Entity RETURN DISTINCT n.group_id AS g ORDER BY g",
+            {},
+        )
+        return [r["g"] for r in rows if r["g"] is not None]
+
+    async def close(self) -> None:
+        await self._driver.close()

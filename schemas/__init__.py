@@ -1,0 +1,45 @@
+"""Pure data shared by every layer of kg: models, ontology, write plans, the store contract, DDL.
+
+Nothing here imports the rest of kg, so `ingest` and `retrieval` can depend on this package
+alone and never on each other.
+"""
+
+from schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
+from schemas.graph import (
+    CommunityNode,
+    EdgeStatus,
+    EntityNode,
+    EpisodeStatus,
+    EpisodicNode,
+    Fact,
+    FactEdge,
+)
+from schemas.ontology import DEFAULT_ONTOLOGY, EntityType, Ontology, Predicate
+from schemas.plan import EdgeReinforcement, EdgeRetirement, PlanSummary, WritePlan
+from schemas.store import FactQuery, GraphStore, StoreStats
+
+__all__ = [
+    "DEFAULT_ONTOLOGY",
+    "Channel",
+    "CommunityNode",
+    "EdgeReinforcement",
+    "EdgeRetirement",
+    "EdgeStatus",
+    "EntityNode",
+    "EntityType",
+    "Episode",
+    "EpisodeSource",
+    "EpisodeStatus",
+    "EpisodicNode",
+    "Fact",
+    "FactEdge",
+    "FactQuery",
+    "GraphStore",
+    "Ontology",
+    "PlanSummary",
+    "Predicate",
+    "StoreStats",
+    "StructuredFact",
+    "TrustTier",
+    "WritePlan",
+]

@@ -1,0 +1,108 @@
+"""What an agent hands to kg: an episode, and for structured episodes its facts."""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from schemas.validation import GroupId, Name, Text, UtcDatetime
+
+
+class EpisodeSource(StrEnum):
+    message = "message"
+    text = "text"
+    json = "json"
+    facts = "facts"
+
+
+class Channel(StrEnum):
+    """Where an episode came from; decides its default trust tier."""
+
+    user = "user"
+    tool = "tool"
+    document = "document"
+    agent = "agent"
+
+
+class TrustTier(IntEnum):
+    """Higher closes lower, never the reverse (user-stated > tool-observed > document > inferred)."""
+
+    agent = 0
+    document = 1
+    tool = 2
+    user = 3
+
+    @classmethod
+    def for_channel(cls, channel: Channel) -> TrustTier:
+        return cls[channel.value]
+
+
+class StructuredFact(BaseModel):
+    """One subject / predicate / object statement, with optional valid-time bounds.
+
+    `valid_at` defaults to the episode's reference time. `invalid_at`, when given, says when
+    the fact stopped being true; for a fact already stored that ends it at that time.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    subject: Name
+    predicate: Name
+    object: Name
+    valid_at: UtcDatetime | None = None
+    invalid_at: UtcDatetime | None = None
+    fact: Text | None = Field(default=None, description="Sentence form; generated when absent.")
+    subject_type: str | None = None
+    object_type: str | None = None
+
+    @model_validator(mode="after")
+    def _interval(self) -> Self:
+        if self.valid_at and self.invalid_at and self.invalid_at <= self.valid_at:
+            raise ValueError(
+                f"invalid_at ({self.invalid_at.isoformat()}) must be after "
+                f"valid_at ({self.valid_at.isoformat()})"
+            )
+        return self
+
+
+class Episode(BaseModel):
+    """The unit of ingestion. Episodes are append-only: the raw source of truth of the graph."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    group_id: GroupId = "default"
+    source: EpisodeSource
+    reference_time: UtcDatetime = Field(
+        description="When the episode happened; relative times and default valid_at use it."
+    )
+    name: Text = ""
+    content: Text = ""
+    facts: list[StructuredFact] = Field(default_factory=list)
+    source_description: Text = ""
+    channel: Channel = Channel.user
+    trust: TrustTier | None = Field(default=None, description="Defaults to the channel's tier.")
+
+    @model_validator(mode="after")
+    def _payload(self) -> Self:
+        if self.source is EpisodeSource.facts:
+            if not self.facts:
+                raise ValueError("a 'facts' episode needs at least one fact")
+        else:
+            if self.facts:
+                raise ValueError(f"a {self.source.value!r} episode carries content, not facts")
+            if not self.content.strip():
+                raise ValueError(f"a {self.source.value!r} episode needs non-empty content")
+        for i, f in enumerate(self.facts):
+            if f.invalid_at and f.valid_at is None and f.invalid_at <= self.reference_time:
+                raise ValueError(
+                    f"facts[{i}]: invalid_at ({f.invalid_at.isoformat()}) must be after the "
+                    f"episode's reference_time ({self.reference_time.isoformat()}), which is "
+                    "its valid_at by default"
+                )
+        return self
+
+    @property
+    def trust_tier(self) -> TrustTier:
+        return self.trust if self.trust is not None else TrustTier.for_channel(self.channel)

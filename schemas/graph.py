@@ -1,0 +1,141 @@
+"""The three layers of the graph as stored: episodes, entities and fact edges, communities.
+
+Labels and property names follow Graphiti's where they overlap, so a Graphiti graph can be read;
+the extra properties (name_key, fact_uuid, supersedes, status, ...) are ones Graphiti ignores.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.episode import Channel, EpisodeSource, TrustTier
+from schemas.validation import UtcDatetime
+
+
+class EpisodeStatus(StrEnum):
+    ingested = "ingested"
+    failed = "failed"
+    rolled_back = "rolled_back"
+
+
+class EdgeStatus(StrEnum):
+    active = "active"
+    # A lower trust tier tried to close a higher one: kept for review, not in the default view.
+    contested = "contested"
+
+
+class EpisodicNode(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    uuid: str
+    group_id: str
+    name: str = ""
+    source: EpisodeSource
+    source_description: str = ""
+    content: str
+    content_hash: str
+    valid_at: UtcDatetime
+    created_at: UtcDatetime
+    channel: Channel
+    trust: TrustTier
+    extractor: str
+    status: EpisodeStatus = EpisodeStatus.ingested
+
+
+class EntityNode(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    uuid: str
+    group_id: str
+    name: str
+    name_key: str = Field(description="Normalised name used for exact resolution.")
+    labels: list[str] = Field(default_factory=list)
+    summary: str = ""
+    name_embedding: list[float] | None = None
+    created_at: UtcDatetime
+
+
+class FactEdge(BaseModel):
+    """One *version* of a fact: a belief about its valid interval, held over a transaction interval.
+
+    Closing a fact never edits the interval of a stored version: the version is retired
+    (`expired_at` set) and a copy carrying the new `invalid_at` is created with `supersedes`
+    pointing back. So "true at V as known at T" is a plain filter on any version, for any T.
+    All versions of one fact share `fact_uuid`.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    uuid: str
+    fact_uuid: str
+    group_id: str
+    source_node_uuid: str
+    target_node_uuid: str
+    name: str = Field(description="The predicate, UPPER_SNAKE_CASE.")
+    fact: str
+    fact_embedding: list[float] | None = None
+    episodes: list[str] = Field(description="Supporting episode uuids; the first created it.")
+    valid_at: UtcDatetime
+    invalid_at: UtcDatetime | None = None
+    created_at: UtcDatetime
+    expired_at: UtcDatetime | None = None
+    invalidated_by: str | None = Field(default=None, description="Episode that closed it.")
+    invalidated_edge: str | None = Field(default=None, description="Edge whose fact closed it.")
+    supersedes: str | None = Field(default=None, description="Version this one replaced.")
+    channel: Channel
+    trust: TrustTier
+    extractor: str
+    status: EdgeStatus = EdgeStatus.active
+
+    def holds_at(self, at: datetime) -> bool:
+        return self.valid_at <= at and (self.invalid_at is None or self.invalid_at > at)
+
+
+class CommunityNode(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    uuid: str
+    group_id: str
+    name: str
+    summary: str = ""
+    name_embedding: list[float] | None = None
+    created_at: UtcDatetime
+
+
+class Fact(BaseModel):
+    """A fact edge as a reader sees it: the version plus its endpoints' names."""
+
+    subject: str
+    predicate: str
+    object: str
+    edge: FactEdge
+
+    @property
+    def valid_at(self) -> datetime:
+        return self.edge.valid_at
+
+    @property
+    def invalid_at(self) -> datetime | None:
+        return self.edge.invalid_at
+
+    def as_row(self) -> dict[str, Any]:
+        e = self.edge
+        return {
+            "subject": self.subject,
+            "predicate": self.predicate,
+            "object": self.object,
+            "valid_at": e.valid_at.isoformat(),
+            "invalid_at": e.invalid_at.isoformat() if e.invalid_at else None,
+            "created_at": e.created_at.isoformat(),
+            "expired_at": e.expired_at.isoformat() if e.expired_at else None,
+            "status": e.status.value,
+            "trust": e.trust.name,
+            "episodes": list(e.episodes),
+            "invalidated_by": e.invalidated_by,
+            "uuid": e.uuid,
+            "fact_uuid": e.fact_uuid,
+        }

@@ -1,0 +1,133 @@
+"""What an application declares about its world: entity types and predicates.
+
+A predicate is single-valued (cardinality "one": LIVES_IN, WORKS_AT) when a subject has at most
+one current object for it; a new value then supersedes the old deterministically, with no LLM.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from schemas.validation import PREDICATE_RE, TYPE_NAME_RE
+
+_NON_WORD = re.compile(r"[^0-9A-Za-z]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def normalize_predicate(raw: str) -> str:
+    """'lives in', 'livesIn', '<livesIn>' and 'LIVES_IN' all become 'LIVES_IN'."""
+    spaced = _CAMEL.sub("_", raw.strip())
+    return _NON_WORD.sub("_", spaced).strip("_").upper()
+
+
+class EntityType(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not TYPE_NAME_RE.match(v):
+            raise ValueError(f"entity type {v!r} must be PascalCase letters and digits (e.g. Person)")
+        return v
+
+
+class Predicate(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    cardinality: Literal["one", "many"] = "many"
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        v = normalize_predicate(v)
+        if not PREDICATE_RE.match(v):
+            raise ValueError(f"predicate {v!r} must be UPPER_SNAKE_CASE, starting with a letter")
+        return v
+
+    @property
+    def single_valued(self) -> bool:
+        return self.cardinality == "one"
+
+
+class UnknownPredicateError(ValueError):
+    pass
+
+
+class Ontology(BaseModel):
+    """`strict` ontologies reject undeclared predicates; lenient ones treat them as multi-valued."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "default"
+    entity_types: list[EntityType] = Field(default_factory=list)
+    predicates: list[Predicate] = Field(default_factory=list)
+    strict: bool = False
+
+    @model_validator(mode="after")
+    def _unique(self) -> Self:
+        for kind, names in (
+            ("predicate", [p.name for p in self.predicates]),
+            ("entity type", [t.name for t in self.entity_types]),
+        ):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{kind} declared twice: {', '.join(dupes)}")
+        return self
+
+    def resolve_predicate(self, raw: str) -> Predicate:
+        name = normalize_predicate(raw)
+        for p in self.predicates:
+            if p.name == name:
+                return p
+        if self.strict:
+            known = ", ".join(p.name for p in self.predicates) or "none"
+            raise UnknownPredicateError(
+                f"unknown predicate {raw!r} (ontology {self.name!r} is strict; it declares: {known})"
+            )
+        if not PREDICATE_RE.match(name):
+            raise UnknownPredicateError(
+                f"predicate {raw!r} has no usable name (normalised to {name!r}); "
+                "use letters, digits and underscores, starting with a letter"
+            )
+        return Predicate(name=name, cardinality="many")
+
+    def resolve_entity_type(self, raw: str | None) -> str | None:
+        if raw is None:
+            return None
+        for t in self.entity_types:
+            if t.name == raw:
+                return t.name
+        if self.strict or not TYPE_NAME_RE.match(raw):
+            known = ", ".join(t.name for t in self.entity_types) or "none"
+            raise ValueError(f"unknown entity type {raw!r} (ontology {self.name!r} declares: {known})")
+        return raw
+
+
+DEFAULT_ONTOLOGY = Ontology(
+    name="default",
+    entity_types=[
+        EntityType(name="Person"),
+        EntityType(name="Organization"),
+        EntityType(name="Place"),
+        EntityType(name="Thing"),
+    ],
+    predicates=[
+        Predicate(name="LIVES_IN", cardinality="one", description="Current home city or place."),
+        Predicate(name="WORKS_AT", cardinality="one", description="Current employer."),
+        Predicate(name="LOCATED_IN", cardinality="one"),
+        Predicate(name="MARRIED_TO", cardinality="one"),
+        Predicate(name="KNOWS"),
+        Predicate(name="LIKES"),
+        Predicate(name="OWNS"),
+        Predicate(name="MEMBER_OF"),
+    ],
+    strict=False,
+)

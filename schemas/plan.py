@@ -1,0 +1,48 @@
+"""A write plan: everything one episode changes, computed before anything is written.
+
+The store applies a plan atomically, so an episode is either fully in the graph or not at all.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from schemas.graph import EntityNode, EpisodicNode, FactEdge
+from schemas.validation import UtcDatetime
+
+
+class EdgeRetirement(BaseModel):
+    """Set `expired_at` on a stored version: the system stops believing that interval."""
+
+    uuid: str
+    expired_at: UtcDatetime
+
+
+class EdgeReinforcement(BaseModel):
+    """Another episode supports a stored version: append it to `episodes`."""
+
+    uuid: str
+    episode_uuid: str
+
+
+class WritePlan(BaseModel):
+    group_id: str
+    episode: EpisodicNode
+    new_entities: list[EntityNode] = Field(default_factory=list)
+    mentions: list[str] = Field(default_factory=list, description="Entity uuids the episode names.")
+    new_edges: list[FactEdge] = Field(default_factory=list)
+    retirements: list[EdgeRetirement] = Field(default_factory=list)
+    reinforcements: list[EdgeReinforcement] = Field(default_factory=list)
+
+
+class PlanSummary(BaseModel):
+    """What an episode did to the graph, returned to the caller of add_episode."""
+
+    entities_added: int = 0
+    entities_matched: int = 0
+    facts_added: int = 0
+    facts_reinforced: int = 0
+    facts_closed: int = 0
+    facts_contested: int = 0
+    edges_added: list[str] = Field(default_factory=list)
+    edges_closed: list[str] = Field(default_factory=list, description="Retired version uuids.")

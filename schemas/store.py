@@ -1,0 +1,78 @@
+"""The one narrow interface through which ingest, retrieval and the facade reach a graph store.
+
+Backends (embedded FalkorDB, Neo4j) implement it; nothing above them writes Cypher.
+Every method is scoped to one group: there is no call that reads across groups.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from schemas.graph import EntityNode, EpisodicNode, Fact, FactEdge
+from schemas.plan import WritePlan
+from schemas.validation import GroupId, UtcDatetime
+
+
+class FactQuery(BaseModel):
+    """'What was true at `valid_at`, as we knew it at `known_at`', optionally narrowed."""
+
+    group_id: GroupId
+    valid_at: UtcDatetime
+    known_at: UtcDatetime
+    subject_key: str | None = None
+    predicate: str | None = None
+    object_key: str | None = None
+    include_contested: bool = False
+    limit: int = Field(default=1000, ge=1, le=100_000)
+
+
+class StoreStats(BaseModel):
+    group_id: str
+    episodes: int
+    entities: int
+    edge_versions: int
+    current_facts: int = Field(description="Versions still believed and true now.")
+    contested_facts: int
+
+
+class GraphStore(Protocol):
+    backend: str
+
+    async def ensure_schema(self, group_id: str) -> None:
+        """Create constraints and indexes for the group if missing; cheap when already done."""
+        ...
+
+    async def episode_by_hash(self, group_id: str, content_hash: str) -> EpisodicNode | None: ...
+
+    async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]: ...
+
+    async def live_edges(
+        self, group_id: str, source_uuids: list[str], predicates: list[str]
+    ) -> list[FactEdge]:
+        """Versions not yet retired (expired_at null) leaving the given entities."""
+        ...
+
+    async def apply(self, plan: WritePlan) -> None:
+        """Write the whole plan atomically or raise with nothing written."""
+        ...
+
+    async def facts(self, query: FactQuery) -> list[Fact]: ...
+
+    async def history(
+        self,
+        group_id: str,
+        subject_key: str | None,
+        predicate: str | None,
+        object_key: str | None,
+        limit: int,
+    ) -> list[Fact]:
+        """Every version, retired ones included, ordered by valid time then transaction time."""
+        ...
+
+    async def stats(self, group_id: str, now: UtcDatetime) -> StoreStats: ...
+
+    async def groups(self) -> list[str]: ...
+
+    async def close(self) -> None: ...
