@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from enum import IntEnum, StrEnum
-from typing import Self
+from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schemas.validation import GroupId, Name, Text, UtcDatetime
 
@@ -83,6 +83,17 @@ class Episode(BaseModel):
     source_description: Text = ""
     channel: Channel = Channel.user
     trust: TrustTier | None = Field(default=None, description="Defaults to the channel's tier.")
+
+    @field_validator("trust", mode="before")
+    @classmethod
+    def _trust_name(cls, v: Any) -> Any:
+        if isinstance(v, str) and not v.isdigit():
+            try:
+                return TrustTier[v.strip().lower()]
+            except KeyError:
+                names = ", ".join(t.name for t in TrustTier)
+                raise ValueError(f"unknown trust tier {v!r}; use one of {names} or 0-3") from None
+        return v
 
     @model_validator(mode="after")
     def _payload(self) -> Self:

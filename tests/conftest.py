@@ -1,0 +1,45 @@
+"""Every test runs against a real embedded FalkorDB server with its own data directory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kg import KG, EpisodeResult
+
+
+def t(year: int, month: int = 1, day: int = 1) -> datetime:
+    return datetime(year, month, day, tzinfo=UTC)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "kg-home"
+
+
+@pytest.fixture
+async def kg(home: Path) -> AsyncIterator[KG]:
+    graph = await KG.open(home=home)
+    try:
+        yield graph
+    finally:
+        await graph.close()
+
+
+async def add(
+    kg: KG, ref: datetime, *facts: tuple[str, str, str] | dict[str, Any], **fields: Any
+) -> EpisodeResult:
+    """Add a structured episode; facts as (subject, predicate, object) or full dicts."""
+    rows = [
+        f if isinstance(f, dict) else {"subject": f[0], "predicate": f[1], "object": f[2]}
+        for f in facts
+    ]
+    return await kg.add_episode(source="facts", reference_time=ref, facts=rows, **fields)
+
+
+def objects(facts: list[Any]) -> list[str]:
+    return sorted(f.object for f in facts)
