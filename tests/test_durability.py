@@ -1,0 +1,119 @@
+"""The embedded store keeps its data across restarts, a killed server and a killed kg process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kg import KG, DataDirLockedError, StoreUnavailableError
+from kg.store.embedded import _pid_alive
+from kg.store.falkordb import FalkorDBStore
+from tests.conftest import add, objects, t
+
+
+def _server_pid(kg: KG) -> int:
+    assert isinstance(kg.store, FalkorDBStore) and kg.store.server is not None
+    pid = kg.store.server.pid
+    assert pid is not None
+    return pid
+
+
+def _wait_dead(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+async def test_data_survives_a_clean_restart(home: Path) -> None:
+    async with await KG.open(home=home) as kg:
+        await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"))
+        await add(kg, t(2023), ("Alice", "LIVES_IN", "Busan"))
+    async with await KG.open(home=home) as kg:
+        assert objects(await kg.facts(subject="Alice")) == ["Busan"]
+        assert objects(await kg.facts(subject="Alice", valid_at=t(2021))) == ["Seoul"]
+        # Idempotency survives too: the hash index came back with the data.
+        again = await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"))
+        assert again.status == "duplicate"
+
+
+async def test_data_survives_a_killed_server(home: Path) -> None:
+    kg = await KG.open(home=home)
+    await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"))
+    await add(kg, t(2023), ("Alice", "LIVES_IN", "Busan"))
+    pid = _server_pid(kg)
+    os.kill(pid, signal.SIGKILL)
+    assert _wait_dead(pid)
+    with pytest.raises(StoreUnavailableError):
+        await kg.facts(subject="Alice")
+    await kg.close()  # must cope with the dead server
+
+    async with await KG.open(home=home) as kg2:
+        assert objects(await kg2.facts(subject="Alice")) == ["Busan"]
+        assert len(await kg2.history(subject="Alice")) == 3
+
+
+async def test_data_survives_a_killed_kg_process(home: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import asyncio, os, signal, sys
+        from datetime import datetime, UTC
+        from kg import KG
+
+        async def main():
+            kg = await KG.open(home={str(home)!r})
+            await kg.add_episode(source="facts", reference_time=datetime(2020, 1, 1, tzinfo=UTC),
+                facts=[{{"subject": "Alice", "predicate": "LIVES_IN", "object": "Seoul"}}])
+            print(kg.store.server.pid, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)  # no close(), no atexit
+
+        asyncio.run(main())
+        """
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stdout=subprocess.PIPE, cwd=Path(__file__).parents[1]
+    )
+    out, _ = await proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    server_pid = int(out.decode().strip())
+    # The orphaned server follows its owner down instead of holding the directory.
+    assert _wait_dead(server_pid)
+
+    async with await KG.open(home=home) as kg:
+        assert objects(await kg.facts(subject="Alice")) == ["Seoul"]
+
+
+async def test_a_second_opener_of_the_same_directory_is_refused(home: Path) -> None:
+    async with await KG.open(home=home) as kg:
+        await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"))
+        with pytest.raises(DataDirLockedError, match=str(os.getpid())):
+            await KG.open(home=home)
+        # The refused opener must not have disturbed the owner.
+        assert objects(await kg.facts(subject="Alice")) == ["Seoul"]
+    async with await KG.open(home=home) as kg:  # released on close
+        assert objects(await kg.facts(subject="Alice")) == ["Seoul"]
+
+
+async def test_stale_server_from_a_dead_owner_is_reaped(home: Path) -> None:
+    kg = await KG.open(home=home)
+    await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"))
+    assert isinstance(kg.store, FalkorDBStore) and kg.store.server is not None
+    server = kg.store.server
+    # Simulate an owner that vanished without stopping its server: drop only the lock.
+    server._release_lock()
+    pid = _server_pid(kg)
+    async with await KG.open(home=home) as kg2:
+        assert _wait_dead(pid)
+        assert objects(await kg2.facts(subject="Alice")) == ["Seoul"]
+    server.process = None
+    await kg.store.close()
