@@ -70,14 +70,17 @@ class TimelineWriter:
         if any(v.trust > self.trust for v in holding):
             self._create(f, f.invalid_at, EdgeStatus.contested)
             return
+        # The new value lasts until the next start on the timeline: another version, or a
+        # later restatement of the value it interrupts.
         later_starts = [v.valid_at for v in timeline if v.valid_at > f.valid_at]
+        later_starts += [r for v in holding for r in _restated_after(v, f.valid_at)]
         ends = [t for t in (f.invalid_at, min(later_starts, default=None)) if t is not None]
         created = self._create(f, min(ends, default=None), EdgeStatus.active)
         for v in holding:
             self._close(v, f.valid_at, created.uuid)
 
     def _restate(self, v: FactEdge, f: NewFact) -> None:
-        self._reinforce(v)
+        self._reinforce(v, f.valid_at)
         ends_open_fact = f.invalid_at is not None and v.invalid_at is None
         if not ends_open_fact:
             return
@@ -87,13 +90,14 @@ class TimelineWriter:
             assert f.invalid_at is not None
             self._close(v, f.invalid_at, None)
 
-    def _reinforce(self, v: FactEdge) -> None:
+    def _reinforce(self, v: FactEdge, valid_at: datetime) -> None:
         if self.episode_uuid in v.episodes:
             return
         v.episodes.append(self.episode_uuid)
+        v.episode_valid_at.append(valid_at)
         if v.uuid not in self.new_edges:
             self.reinforcements.append(
-                EdgeReinforcement(uuid=v.uuid, episode_uuid=self.episode_uuid)
+                EdgeReinforcement(uuid=v.uuid, episode_uuid=self.episode_uuid, valid_at=valid_at)
             )
         self.summary.facts_reinforced += 1
 
@@ -109,6 +113,7 @@ class TimelineWriter:
                 "name": f.predicate,
                 "fact": f.fact,
                 "episodes": [self.episode_uuid],
+                "episode_valid_at": [f.valid_at],
                 "valid_at": f.valid_at,
                 "invalid_at": invalid_at,
                 "created_at": self.now,
@@ -128,25 +133,58 @@ class TimelineWriter:
         return edge
 
     def _close(self, v: FactEdge, at: datetime, by_edge: str | None) -> None:
-        closure = {"invalid_at": at, "invalidated_by": self.episode_uuid, "invalidated_edge": by_edge}
+        """End `v` at `at`. Support asserted after `at` resumes the fact in a continuation."""
         self.summary.facts_closed += 1
+        support = _support(v)
+        before = [(ep, va) for ep, va in support if va <= at]
+        after = [(ep, va) for ep, va in support if va > at]
+        closure = {
+            "invalid_at": at,
+            "invalidated_by": self.episode_uuid,
+            "invalidated_edge": by_edge,
+            "episodes": [ep for ep, _ in before],
+            "episode_valid_at": [va for _, va in before],
+        }
         if v.uuid in self.new_edges:
             # Written by this same episode: not stored yet, so there is no belief to retire.
+            original = v.model_copy()
             for key, value in closure.items():
                 setattr(v, key, value)
-            return
-        self.retirements.append(EdgeRetirement(uuid=v.uuid, expired_at=self.now))
-        del self.live[v.uuid]
-        copy = v.model_copy(
-            update={
-                "uuid": self.new_id(),
-                "created_at": self.now,
-                "expired_at": None,
-                "supersedes": v.uuid,
-                "episodes": list(v.episodes),
-                **closure,
-            }
+        else:
+            original = v
+            self.retirements.append(EdgeRetirement(uuid=v.uuid, expired_at=self.now))
+            del self.live[v.uuid]
+            self._add_version(v.model_copy(update={**closure, "supersedes": v.uuid}))
+            self.summary.edges_closed.append(v.uuid)
+        if after:
+            self._add_version(
+                original.model_copy(
+                    update={
+                        "valid_at": min(va for _, va in after),
+                        "invalid_at": original.invalid_at,
+                        "episodes": [ep for ep, _ in after],
+                        "episode_valid_at": [va for _, va in after],
+                        "invalidated_by": None,
+                        "invalidated_edge": None,
+                        "supersedes": original.supersedes if v.uuid in self.new_edges else v.uuid,
+                    }
+                )
+            )
+
+    def _add_version(self, edge: FactEdge) -> None:
+        copy = edge.model_copy(
+            update={"uuid": self.new_id(), "created_at": self.now, "expired_at": None}
         )
         self.new_edges[copy.uuid] = copy
         self.live[copy.uuid] = copy
-        self.summary.edges_closed.append(v.uuid)
+
+
+def _support(v: FactEdge) -> list[tuple[str, datetime]]:
+    """(episode, asserted valid time) pairs; graphs written without them count as the start."""
+    if len(v.episode_valid_at) == len(v.episodes):
+        return list(zip(v.episodes, v.episode_valid_at, strict=True))
+    return [(ep, v.valid_at) for ep in v.episodes]
+
+
+def _restated_after(v: FactEdge, at: datetime) -> list[datetime]:
+    return [va for _, va in _support(v) if va > at]

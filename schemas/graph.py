@@ -79,6 +79,12 @@ class FactEdge(BaseModel):
     fact: str
     fact_embedding: list[float] | None = None
     episodes: list[str] = Field(description="Supporting episode uuids; the first created it.")
+    episode_valid_at: list[UtcDatetime] = Field(
+        default_factory=list,
+        description="Aligned with `episodes`: the valid time each one asserted the fact at. "
+        "A restatement at a later time is a point on the timeline, kept so that closing the "
+        "fact before it lets it resume there.",
+    )
     valid_at: UtcDatetime
     invalid_at: UtcDatetime | None = None
     created_at: UtcDatetime

@@ -23,6 +23,7 @@ class EdgeReinforcement(BaseModel):
 
     uuid: str
     episode_uuid: str
+    valid_at: UtcDatetime = Field(description="The valid time the episode asserted it at.")
 
 
 class WritePlan(BaseModel):

@@ -135,3 +135,20 @@ async def test_one_episode_with_a_whole_timeline(kg: KG) -> None:
     assert objects(await kg.facts(subject="Bo")) == ["C"]
     # Nothing was stored yet, so nothing needed retiring: three versions, one per value.
     assert len(await kg.history(subject="Bo")) == 3
+
+
+async def test_closing_before_a_restatement_lets_the_fact_resume(kg: KG) -> None:
+    # Found by the order-independence property: Seoul from 2000, Seoul again observed in 2002,
+    # then a late report of Busan from 2001. Seoul must resume in 2002.
+    await add(kg, t(2030), {"subject": "Alice", "predicate": "LIVES_IN", "object": "Seoul",
+                            "valid_at": "2000-01-01T00:00:00Z"})
+    restated = await add(kg, t(2031), {"subject": "Alice", "predicate": "LIVES_IN",
+                                       "object": "Seoul", "valid_at": "2002-01-01T00:00:00Z"})
+    await add(kg, t(2032), {"subject": "Alice", "predicate": "LIVES_IN", "object": "Busan",
+                            "valid_at": "2001-01-01T00:00:00Z"})
+    assert objects(await kg.facts(subject="Alice", valid_at=t(2000, 6))) == ["Seoul"]
+    assert objects(await kg.facts(subject="Alice", valid_at=t(2001, 6))) == ["Busan"]
+    [resumed] = await kg.facts(subject="Alice", valid_at=t(2003))
+    assert resumed.object == "Seoul"
+    assert resumed.edge.valid_at == t(2002)
+    assert resumed.edge.episodes == [restated.episode_uuid]

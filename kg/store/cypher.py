@@ -19,6 +19,7 @@ from schemas.store import FactQuery, StoreStats
 from schemas.validation import TYPE_NAME_RE
 
 TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
+TIME_LIST_FIELDS = ("episode_valid_at",)
 VECTOR_FIELDS = ("fact_embedding", "name_embedding")
 # Derived from the endpoints when read; never stored on the edge.
 ENDPOINT_FIELDS = ("source_node_uuid", "target_node_uuid")
@@ -74,6 +75,8 @@ class CypherStore(abc.ABC):
                 continue
             if isinstance(value, datetime):
                 value = self.dialect.encode_time(value)
+            elif key in TIME_LIST_FIELDS:
+                value = [self.dialect.encode_time(v) for v in value]
             elif hasattr(value, "value"):  # enums
                 value = value.value
             row[key] = value
@@ -84,6 +87,9 @@ class CypherStore(abc.ABC):
         for key in TIME_FIELDS:
             if row.get(key) is not None:
                 row[key] = self.dialect.decode_time(row[key])
+        for key in TIME_LIST_FIELDS:
+            if row.get(key) is not None:
+                row[key] = [self.dialect.decode_time(v) for v in row[key]]
         return row
 
     def _edge(self, props: dict[str, Any], source: str, target: str) -> FactEdge:
@@ -278,8 +284,9 @@ class CypherStore(abc.ABC):
             out.append(
                 Statement(
                     "UNWIND $reinforcements AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
-                    "WHERE e.group_id = $group_id SET e.episodes = e.episodes + [r.episode_uuid]",
-                    {"reinforcements": [r.model_dump() for r in plan.reinforcements], "group_id": g},
+                    "WHERE e.group_id = $group_id SET e.episodes = e.episodes + [r.episode_uuid], "
+                    "e.episode_valid_at = coalesce(e.episode_valid_at, []) + [r.valid_at]",
+                    {"reinforcements": [self._encode(r) for r in plan.reinforcements], "group_id": g},
                 )
             )
         if plan.new_edges:
