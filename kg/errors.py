@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class KGError(Exception):
     """Base class: anything kg raises deliberately."""
@@ -21,3 +23,12 @@ class StoreUnavailableError(KGError):
 
 class StoreError(KGError):
     """The graph server refused a query; the write plan was not applied."""
+
+
+def validation_message(exc: ValidationError) -> str:
+    """pydantic's errors on one line: 'facts.0.predicate: Field required; ...'."""
+    parts = []
+    for e in exc.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "input"
+        parts.append(f"{loc}: {e['msg']}")
+    return "; ".join(parts)

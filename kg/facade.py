@@ -16,7 +16,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ValidationError
 
 from ingest import content_hash, name_key, plan_structured_episode
-from kg.errors import InputError
+from kg.errors import InputError, validation_message
 from kg.store import open_store
 from kg.store.embedded import Durability
 from kg.times import TransactionClock
@@ -33,14 +33,6 @@ class EpisodeResult(BaseModel):
     group_id: str
     status: Literal["added", "duplicate"]
     summary: PlanSummary
-
-
-def _validation_message(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "input"
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts)
 
 
 class KG:
@@ -88,7 +80,7 @@ class KG:
             try:
                 episode = Episode.model_validate(fields)
             except ValidationError as exc:
-                raise InputError(f"invalid episode: {_validation_message(exc)}") from None
+                raise InputError(f"invalid episode: {validation_message(exc)}") from None
         elif fields:
             raise TypeError("pass either an Episode or keyword fields, not both")
         if episode.source is not EpisodeSource.facts:
@@ -110,7 +102,7 @@ class KG:
                     episode, self.store, self.ontology, self.clock.now()
                 )
             except ValidationError as exc:
-                raise InputError(f"invalid episode: {_validation_message(exc)}") from None
+                raise InputError(f"invalid episode: {validation_message(exc)}") from None
             except ValueError as exc:
                 raise InputError(str(exc)) from None
             await self.store.apply(plan)
@@ -154,7 +146,7 @@ class KG:
                 limit=limit,
             )
         except ValidationError as exc:
-            raise InputError(f"invalid query: {_validation_message(exc)}") from None
+            raise InputError(f"invalid query: {validation_message(exc)}") from None
         return await self.store.facts(query)
 
     async def history(

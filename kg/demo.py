@@ -1,0 +1,66 @@
+"""`kg demo`: a short story told through the public API, offline and without an LLM."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+
+from kg.facade import KG
+
+
+def _t(year: int, month: int = 1, day: int = 1) -> datetime:
+    return datetime(year, month, day, tzinfo=UTC)
+
+
+def _fact(s: str, p: str, o: str) -> dict[str, str]:
+    return {"subject": s, "predicate": p, "object": o}
+
+
+async def run_demo(home: Path, console: Console) -> None:
+    from kg.cli import print_facts
+
+    console.print(f"[bold]kg demo[/] — embedded FalkorDB in {home}\n")
+    async with await KG.open(home=home) as kg:
+        steps = [
+            ("2021-03-02, Minji (user): I live in Seoul and work at Naver.", _t(2021, 3, 2),
+             [_fact("Minji", "LIVES_IN", "Seoul"), _fact("Minji", "WORKS_AT", "Naver")], "user"),
+            ("2022-07-10, Minji (user): Jun is a friend of mine.", _t(2022, 7, 10),
+             [_fact("Minji", "KNOWS", "Jun")], "user"),
+            ("2024-06-01, Minji (user): I moved to Busan.", _t(2024, 6, 1),
+             [_fact("Minji", "LIVES_IN", "Busan")], "user"),
+            ("2024-09-15, a scraped web page: Minji lives in Daegu.", _t(2024, 9, 15),
+             [_fact("Minji", "LIVES_IN", "Daegu")], "document"),
+        ]  # fmt: skip
+        learned_move_at = None
+        for text, when, facts, channel in steps:
+            if "Busan" in text:
+                learned_move_at = kg.clock.now()
+            r = await kg.add_episode(
+                source="facts", reference_time=when, facts=facts, channel=channel,
+                source_description=text,
+            )  # fmt: skip
+            s = r.summary
+            console.print(
+                f"• {text}\n  → {s.facts_added} added, {s.facts_reinforced} reinforced, "
+                f"{s.facts_closed} closed, {s.facts_contested} contested (trust: {channel})"
+            )
+        console.print()
+        print_facts(await kg.facts(subject="Minji"), as_json=False, title="What is true now")
+        console.print(
+            "The move closed Seoul (invalid_at = 2024-06-01) instead of deleting it; the web page "
+            "could not override what the user said, so Daegu is stored as contested.\n"
+        )
+        print_facts(
+            await kg.history(subject="Minji", predicate="LIVES_IN"),
+            as_json=False, title="History of LIVES_IN (every version)", transaction=True,
+        )  # fmt: skip
+        print_facts(
+            await kg.facts(subject="Minji", valid_at=_t(2023, 3, 15)),
+            as_json=False, title="What was true in March 2023?",
+        )  # fmt: skip
+        print_facts(
+            await kg.facts(subject="Minji", predicate="LIVES_IN", known_at=learned_move_at),
+            as_json=False, title="Where does Minji live, as kg believed before it heard of the move?",
+        )  # fmt: skip

@@ -1,0 +1,193 @@
+"""The `kg` command line: ingest, reads, and one-line errors with no partial writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kg.cli import app
+
+runner = CliRunner()
+
+
+def kg(home: Path, *args: str, input: str | None = None) -> tuple[int, str, str]:
+    r = runner.invoke(app, ["--home", str(home), *args], input=input)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def episode(ref: str, *facts: tuple[str, str, str], **extra: object) -> str:
+    rows = [{"subject": s, "predicate": p, "object": o} for s, p, o in facts]
+    return json.dumps({"source": "facts", "reference_time": ref, "facts": rows, **extra})
+
+
+@pytest.fixture
+def jsonl(tmp_path: Path) -> Path:
+    path = tmp_path / "episodes.jsonl"
+    # Deliberately out of reference-time order: ingest sorts per group.
+    path.write_text(
+        "\n".join([
+            episode("2024-06-01T00:00:00Z", ("Minji", "LIVES_IN", "Busan")),
+            episode("2021-03-02T00:00:00Z", ("Minji", "LIVES_IN", "Seoul"),
+                    ("Minji", "WORKS_AT", "Naver")),
+            "",
+        ])
+    )
+    return path
+
+
+def test_ingest_then_query_every_view(home: Path, jsonl: Path) -> None:
+    code, out, _ = kg(home, "ingest", str(jsonl))
+    assert code == 0, out
+    assert "ingested 2 episodes (0 already present): 3 facts added, 1 closed" in out
+
+    code, out, _ = kg(home, "facts", "--subject", "minji", "--predicate", "lives in", "--json")
+    assert code == 0
+    assert [r["object"] for r in json.loads(out)] == ["Busan"]
+
+    code, out, _ = kg(home, "as-of", "2023-03-15", "--subject", "Minji", "--json")
+    assert sorted(r["object"] for r in json.loads(out)) == ["Naver", "Seoul"]
+
+    code, out, _ = kg(home, "history", "--predicate", "LIVES_IN", "--json")
+    rows = json.loads(out)
+    assert [r["object"] for r in rows] == ["Seoul", "Seoul", "Busan"]
+    assert rows[1]["invalid_at"].startswith("2024-06-01")
+
+    code, out, _ = kg(home, "stats", "--json")
+    assert json.loads(out)["current_facts"] == 2
+
+    code, out, _ = kg(home, "ingest", str(jsonl))  # resumable: everything is already there
+    assert "ingested 0 episodes (2 already present)" in out
+
+    code, out, _ = kg(home, "facts", "--subject", "Minji")
+    assert code == 0 and "Busan" in out and "Naver" in out
+
+
+def test_known_at_from_the_cli(home: Path, jsonl: Path) -> None:
+    kg(home, "ingest", str(jsonl))
+    code, out, _ = kg(home, "facts", "--known-at", "2001-01-01", "--json")
+    assert code == 0 and json.loads(out) == []  # nothing was known in 2001
+
+
+def test_ingest_from_stdin_uses_the_group_option(home: Path) -> None:
+    data = episode("2020-01-01T00:00:00Z", ("A", "KNOWS", "B"))
+    code, out, _ = kg(home, "--group", "team-7", "ingest", "-", input=data)
+    assert code == 0, out
+    _, out, _ = kg(home, "--group", "team-7", "stats", "--json")
+    assert json.loads(out)["episodes"] == 1
+    _, out, _ = kg(home, "stats", "--json")
+    assert json.loads(out)["episodes"] == 0
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "message"),
+    [
+        ('{"source": "facts", "reference_time": ', "episodes.jsonl:2: malformed JSON"),
+        ("[1, 2]", "episodes.jsonl:2: expected a JSON object"),
+        (episode("2020-01-01T00:00:00", ("A", "KNOWS", "B")), "timezone"),
+        (episode("2020-01-01T00:00:00Z", ("A", "!!", "B")), "facts[0]: predicate"),
+        (json.dumps({"source": "text", "content": "hi", "reference_time": "2020-01-01T00:00:00Z"}),
+         "LLM extractor"),
+        (episode("2020-01-01T00:00:00Z", ("A", "KNOWS", "B"), group_id="no spaces"), "group_id"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(
+    home: Path, tmp_path: Path, bad_line: str, message: str
+) -> None:
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(episode("2020-01-01T00:00:00Z", ("Good", "KNOWS", "Line")) + "\n" + bad_line)
+    code, out, err = kg(home, "ingest", str(path))
+    assert code == 1
+    assert message in err
+    assert err.startswith("kg: error:") and err.strip().count("\n") == 0
+    _, out, _ = kg(home, "stats", "--json")
+    assert json.loads(out)["episodes"] == 0  # the good first line was not written either
+
+
+def test_unknown_predicate_with_a_strict_ontology(home: Path, tmp_path: Path) -> None:
+    onto = tmp_path / "onto.json"
+    onto.write_text(json.dumps({"name": "hr", "strict": True,
+                                "predicates": [{"name": "WORKS_AT", "cardinality": "one"}]}))
+    path = tmp_path / "e.jsonl"
+    path.write_text(episode("2020-01-01T00:00:00Z", ("A", "LIKES", "B")))
+    code, _, err = kg(home, "--ontology", str(onto), "ingest", str(path))
+    assert code == 1 and "unknown predicate 'LIKES'" in err and "WORKS_AT" in err
+
+
+def test_bad_ontology_file_is_named(home: Path, tmp_path: Path) -> None:
+    onto = tmp_path / "onto.json"
+    onto.write_text('{"predicates": [{"name": "A", "cardinality": "several"}]}')
+    code, _, err = kg(home, "--ontology", str(onto), "stats")
+    assert code == 1 and str(onto) in err and "cardinality" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["as-of", "2024-03-15T09:00:00"], "has no timezone"),
+        (["as-of", "last march"], "not an ISO-8601 time"),
+        (["facts", "--known-at", "yesterday"], "known-at"),
+        (["ingest", "/nonexistent/file.jsonl"], "cannot read /nonexistent/file.jsonl"),
+    ],
+)
+def test_bad_arguments_are_named(home: Path, args: list[str], message: str) -> None:
+    code, _, err = kg(home, *args)
+    assert code == 1 and message in err
+
+
+def test_a_locked_data_directory_is_a_clear_error(home: Path, jsonl: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import asyncio, sys\nfrom kg import KG\n"
+         "async def m():\n    kg = await KG.open(home=sys.argv[1])\n    print('ready', flush=True)\n"
+         "    await asyncio.sleep(60)\nasyncio.run(m())", str(home)],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1],
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        code, _, err = kg(home, "ingest", str(jsonl))
+        assert code == 1 and "is in use by another kg process" in err
+        assert f"pid {holder.pid}" in err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.parametrize("uri", ["bolt://127.0.0.1:1", "falkordb://127.0.0.1:1"])
+def test_a_missing_server_is_a_clear_error(tmp_path: Path, uri: str) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "kg.cli", "--uri", uri, "stats"],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[1],
+    )  # fmt: skip
+    assert r.returncode == 1
+    assert "cannot reach" in r.stderr and "127.0.0.1:1" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_unsupported_uri(home: Path) -> None:
+    code, _, err = kg(home, "--uri", "mysql://x", "stats")
+    assert code == 1 and "unsupported store URI" in err
+
+
+def test_demo_runs_offline() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "kg.cli", "demo"], capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).parents[1], env={"PATH": "/usr/bin:/bin", "COLUMNS": "140",
+                                            "HOME": "/nonexistent"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    now = r.stdout.split("What is true now")[1].split("The move closed")[0]
+    assert "Busan" in now and "Seoul" not in now and "Daegu" not in now
+    march = r.stdout.split("What was true in March 2023?")[1].split("Where does")[0]
+    assert "Seoul" in march and "Busan" not in march
+    assert "contested" in r.stdout
+
+
+def test_help_lists_every_command() -> None:
+    r = runner.invoke(app, ["--help"])
+    for command in ("ingest", "facts", "as-of", "history", "stats", "demo"):
+        assert command in r.stdout
