@@ -6,5 +6,5 @@ import unicodedata
 
 
 def name_key(name: str) -> str:
-    """NFKC, case-folded, whitespace collapsed: 'Ｓeoul ', 'seoul' and 'SEOUL' share a key."""
+    """NFKC, case-folded, whitespace collapsed: full-width 'SEOUL', 'seoul ', 'Seoul' are one."""
     return " ".join(unicodedata.normalize("NFKC", name).casefold().split())

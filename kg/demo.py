@@ -62,5 +62,6 @@ async def run_demo(home: Path, console: Console) -> None:
         )  # fmt: skip
         print_facts(
             await kg.facts(subject="Minji", predicate="LIVES_IN", known_at=learned_move_at),
-            as_json=False, title="Where does Minji live, as kg believed before it heard of the move?",
+            as_json=False,
+            title="Where does Minji live, as kg believed before it heard of the move?",
         )  # fmt: skip

@@ -1,8 +1,8 @@
 """The public async API: `KG`.
 
-    async with await KG.open() as kg:                # embedded FalkorDB under KG_HOME
-        await kg.add_episode(source="facts", reference_time=now, facts=[...])
-        await kg.facts(subject="Alice", valid_at=march)   # what was true in March
+async with await KG.open() as kg:                # embedded FalkorDB under KG_HOME
+    await kg.add_episode(source="facts", reference_time=now, facts=[...])
+    await kg.facts(subject="Alice", valid_at=march)   # what was true in March
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class KG:
         group_id: str = "default",
         subject: str | None = None,
         predicate: str | None = None,
-        object: str | None = None,  # noqa: A002 - the triple's own word
+        object: str | None = None,
         valid_at: datetime | None = None,
         known_at: datetime | None = None,
         include_contested: bool = False,
@@ -155,7 +155,7 @@ class KG:
         group_id: str = "default",
         subject: str | None = None,
         predicate: str | None = None,
-        object: str | None = None,  # noqa: A002
+        object: str | None = None,
         limit: int = 1000,
     ) -> list[Fact]:
         """Every version of the matching facts, retired ones included, with provenance."""

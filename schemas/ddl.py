@@ -47,7 +47,8 @@ NEO4J_SCHEMA: tuple[str, ...] = (
     "CREATE INDEX kg_episodic_hash IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.content_hash)",
     "CREATE INDEX kg_relates_uuid IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.uuid)",
     "CREATE INDEX kg_relates_fact_uuid IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.fact_uuid)",
-    "CREATE INDEX kg_relates_group_name IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.group_id, e.name)",
+    "CREATE INDEX kg_relates_group_name IF NOT EXISTS "
+    "FOR ()-[e:RELATES_TO]-() ON (e.group_id, e.name)",
     "CREATE FULLTEXT INDEX kg_entity_text IF NOT EXISTS FOR (n:Entity) ON EACH [n.name, n.summary]",
     "CREATE FULLTEXT INDEX kg_episode_text IF NOT EXISTS FOR (n:Episodic) ON EACH [n.content]",
     "CREATE FULLTEXT INDEX kg_fact_text IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON EACH [e.fact]",

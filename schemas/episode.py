@@ -27,7 +27,7 @@ class Channel(StrEnum):
 
 
 class TrustTier(IntEnum):
-    """Higher closes lower, never the reverse (user-stated > tool-observed > document > inferred)."""
+    """Higher closes lower, never the reverse: user-stated > tool > document > agent-inferred."""
 
     agent = 0
     document = 1

@@ -33,7 +33,9 @@ class EntityType(BaseModel):
     @classmethod
     def _name(cls, v: str) -> str:
         if not TYPE_NAME_RE.match(v):
-            raise ValueError(f"entity type {v!r} must be PascalCase letters and digits (e.g. Person)")
+            raise ValueError(
+                f"entity type {v!r} must be PascalCase letters and digits (e.g. Person)"
+            )
         return v
 
 
@@ -90,7 +92,8 @@ class Ontology(BaseModel):
         if self.strict:
             known = ", ".join(p.name for p in self.predicates) or "none"
             raise UnknownPredicateError(
-                f"unknown predicate {raw!r} (ontology {self.name!r} is strict; it declares: {known})"
+                f"unknown predicate {raw!r} "
+                f"(ontology {self.name!r} is strict; it declares: {known})"
             )
         if not PREDICATE_RE.match(name):
             raise UnknownPredicateError(
@@ -107,7 +110,9 @@ class Ontology(BaseModel):
                 return t.name
         if self.strict or not TYPE_NAME_RE.match(raw):
             known = ", ".join(t.name for t in self.entity_types) or "none"
-            raise ValueError(f"unknown entity type {raw!r} (ontology {self.name!r} declares: {known})")
+            raise ValueError(
+                f"unknown entity type {raw!r} (ontology {self.name!r} declares: {known})"
+            )
         return raw
 
 

@@ -52,7 +52,9 @@ async def test_as_of_transaction_time_answers_what_we_knew_then(kg: KG) -> None:
     assert objects(await kg.facts(subject="Alice", valid_at=t(2024), known_at=after)) == ["Busan"]
     # Asked about 2021, the answer is Seoul at both transaction times.
     for known in (before, after):
-        assert objects(await kg.facts(subject="Alice", valid_at=t(2021), known_at=known)) == ["Seoul"]
+        assert objects(await kg.facts(subject="Alice", valid_at=t(2021), known_at=known)) == [
+            "Seoul"
+        ]
 
 
 async def test_multi_valued_predicates_are_kept_side_by_side(kg: KG) -> None:
@@ -75,8 +77,16 @@ async def test_restating_a_current_fact_reinforces_it(kg: KG) -> None:
 
 async def test_late_older_fact_is_history_and_closes_nothing_current(kg: KG) -> None:
     await add(kg, t(2022), ("Alice", "LIVES_IN", "Busan"))
-    late = await add(kg, t(2024), {"subject": "Alice", "predicate": "LIVES_IN",
-                                   "object": "Daegu", "valid_at": "2018-01-01T00:00:00Z"})
+    late = await add(
+        kg,
+        t(2024),
+        {
+            "subject": "Alice",
+            "predicate": "LIVES_IN",
+            "object": "Daegu",
+            "valid_at": "2018-01-01T00:00:00Z",
+        },
+    )
     assert late.summary.facts_closed == 0
     assert objects(await kg.facts(subject="Alice")) == ["Busan"]
     assert objects(await kg.facts(subject="Alice", valid_at=t(2019))) == ["Daegu"]
@@ -88,8 +98,16 @@ async def test_late_older_fact_is_history_and_closes_nothing_current(kg: KG) -> 
 async def test_late_fact_inside_a_historical_interval_splits_it(kg: KG) -> None:
     await add(kg, t(2015), ("Alice", "LIVES_IN", "Seoul"))
     await add(kg, t(2022), ("Alice", "LIVES_IN", "Busan"))
-    late = await add(kg, t(2024), {"subject": "Alice", "predicate": "LIVES_IN",
-                                   "object": "Daegu", "valid_at": "2018-06-01T00:00:00Z"})
+    late = await add(
+        kg,
+        t(2024),
+        {
+            "subject": "Alice",
+            "predicate": "LIVES_IN",
+            "object": "Daegu",
+            "valid_at": "2018-06-01T00:00:00Z",
+        },
+    )
     assert late.summary.facts_closed == 1  # the historical Seoul interval, not current Busan
     assert objects(await kg.facts(subject="Alice", valid_at=t(2016))) == ["Seoul"]
     assert objects(await kg.facts(subject="Alice", valid_at=t(2019))) == ["Daegu"]
@@ -99,9 +117,17 @@ async def test_late_fact_inside_a_historical_interval_splits_it(kg: KG) -> None:
 
 async def test_explicit_invalid_at_ends_a_stored_fact(kg: KG) -> None:
     await add(kg, t(2020), ("Alice", "MEMBER_OF", "Chess Club"))
-    end = await add(kg, t(2023), {"subject": "Alice", "predicate": "MEMBER_OF",
-                                  "object": "Chess Club", "valid_at": "2021-01-01T00:00:00Z",
-                                  "invalid_at": "2022-01-01T00:00:00Z"})
+    end = await add(
+        kg,
+        t(2023),
+        {
+            "subject": "Alice",
+            "predicate": "MEMBER_OF",
+            "object": "Chess Club",
+            "valid_at": "2021-01-01T00:00:00Z",
+            "invalid_at": "2022-01-01T00:00:00Z",
+        },
+    )
     assert end.summary.facts_closed == 1
     assert objects(await kg.facts(subject="Alice")) == []
     assert objects(await kg.facts(subject="Alice", valid_at=t(2021, 6))) == ["Chess Club"]
@@ -111,10 +137,20 @@ async def test_facts_given_with_intervals_answer_inclusive_overlaps(kg: KG) -> N
     await add(
         kg,
         t(2024),
-        {"subject": "Pat", "predicate": "isAffiliatedTo", "object": "Reform",
-         "valid_at": "1999-01-01T00:00:00Z", "invalid_at": "2003-01-01T00:00:00Z"},
-        {"subject": "Pat", "predicate": "isAffiliatedTo", "object": "Republican",
-         "valid_at": "1999-01-01T00:00:00Z", "invalid_at": "2005-01-01T00:00:00Z"},
+        {
+            "subject": "Pat",
+            "predicate": "isAffiliatedTo",
+            "object": "Reform",
+            "valid_at": "1999-01-01T00:00:00Z",
+            "invalid_at": "2003-01-01T00:00:00Z",
+        },
+        {
+            "subject": "Pat",
+            "predicate": "isAffiliatedTo",
+            "object": "Republican",
+            "valid_at": "1999-01-01T00:00:00Z",
+            "invalid_at": "2005-01-01T00:00:00Z",
+        },
     )
     assert objects(await kg.facts(subject="Pat", valid_at=t(2002, 7))) == ["Reform", "Republican"]
     assert objects(await kg.facts(subject="Pat", valid_at=t(2004, 7))) == ["Republican"]
@@ -126,9 +162,24 @@ async def test_one_episode_with_a_whole_timeline(kg: KG) -> None:
     await add(
         kg,
         t(2024),
-        {"subject": "Bo", "predicate": "WORKS_AT", "object": "C", "valid_at": "2022-01-01T00:00:00Z"},
-        {"subject": "Bo", "predicate": "WORKS_AT", "object": "A", "valid_at": "2010-01-01T00:00:00Z"},
-        {"subject": "Bo", "predicate": "WORKS_AT", "object": "B", "valid_at": "2015-01-01T00:00:00Z"},
+        {
+            "subject": "Bo",
+            "predicate": "WORKS_AT",
+            "object": "C",
+            "valid_at": "2022-01-01T00:00:00Z",
+        },
+        {
+            "subject": "Bo",
+            "predicate": "WORKS_AT",
+            "object": "A",
+            "valid_at": "2010-01-01T00:00:00Z",
+        },
+        {
+            "subject": "Bo",
+            "predicate": "WORKS_AT",
+            "object": "B",
+            "valid_at": "2015-01-01T00:00:00Z",
+        },
     )
     assert objects(await kg.facts(subject="Bo", valid_at=t(2012))) == ["A"]
     assert objects(await kg.facts(subject="Bo", valid_at=t(2016))) == ["B"]
@@ -140,12 +191,36 @@ async def test_one_episode_with_a_whole_timeline(kg: KG) -> None:
 async def test_closing_before_a_restatement_lets_the_fact_resume(kg: KG) -> None:
     # Found by the order-independence property: Seoul from 2000, Seoul again observed in 2002,
     # then a late report of Busan from 2001. Seoul must resume in 2002.
-    await add(kg, t(2030), {"subject": "Alice", "predicate": "LIVES_IN", "object": "Seoul",
-                            "valid_at": "2000-01-01T00:00:00Z"})
-    restated = await add(kg, t(2031), {"subject": "Alice", "predicate": "LIVES_IN",
-                                       "object": "Seoul", "valid_at": "2002-01-01T00:00:00Z"})
-    await add(kg, t(2032), {"subject": "Alice", "predicate": "LIVES_IN", "object": "Busan",
-                            "valid_at": "2001-01-01T00:00:00Z"})
+    await add(
+        kg,
+        t(2030),
+        {
+            "subject": "Alice",
+            "predicate": "LIVES_IN",
+            "object": "Seoul",
+            "valid_at": "2000-01-01T00:00:00Z",
+        },
+    )
+    restated = await add(
+        kg,
+        t(2031),
+        {
+            "subject": "Alice",
+            "predicate": "LIVES_IN",
+            "object": "Seoul",
+            "valid_at": "2002-01-01T00:00:00Z",
+        },
+    )
+    await add(
+        kg,
+        t(2032),
+        {
+            "subject": "Alice",
+            "predicate": "LIVES_IN",
+            "object": "Busan",
+            "valid_at": "2001-01-01T00:00:00Z",
+        },
+    )
     assert objects(await kg.facts(subject="Alice", valid_at=t(2000, 6))) == ["Seoul"]
     assert objects(await kg.facts(subject="Alice", valid_at=t(2001, 6))) == ["Busan"]
     [resumed] = await kg.facts(subject="Alice", valid_at=t(2003))

@@ -30,12 +30,17 @@ def jsonl(tmp_path: Path) -> Path:
     path = tmp_path / "episodes.jsonl"
     # Deliberately out of reference-time order: ingest sorts per group.
     path.write_text(
-        "\n".join([
-            episode("2024-06-01T00:00:00Z", ("Minji", "LIVES_IN", "Busan")),
-            episode("2021-03-02T00:00:00Z", ("Minji", "LIVES_IN", "Seoul"),
-                    ("Minji", "WORKS_AT", "Naver")),
-            "",
-        ])
+        "\n".join(
+            [
+                episode("2024-06-01T00:00:00Z", ("Minji", "LIVES_IN", "Busan")),
+                episode(
+                    "2021-03-02T00:00:00Z",
+                    ("Minji", "LIVES_IN", "Seoul"),
+                    ("Minji", "WORKS_AT", "Naver"),
+                ),
+                "",
+            ]
+        )
     )
     return path
 
@@ -90,8 +95,12 @@ def test_ingest_from_stdin_uses_the_group_option(home: Path) -> None:
         ("[1, 2]", "episodes.jsonl:2: expected a JSON object"),
         (episode("2020-01-01T00:00:00", ("A", "KNOWS", "B")), "timezone"),
         (episode("2020-01-01T00:00:00Z", ("A", "!!", "B")), "facts[0]: predicate"),
-        (json.dumps({"source": "text", "content": "hi", "reference_time": "2020-01-01T00:00:00Z"}),
-         "LLM extractor"),
+        (
+            json.dumps(
+                {"source": "text", "content": "hi", "reference_time": "2020-01-01T00:00:00Z"}
+            ),
+            "LLM extractor",
+        ),
         (episode("2020-01-01T00:00:00Z", ("A", "KNOWS", "B"), group_id="no spaces"), "group_id"),
     ],
 )
@@ -110,8 +119,15 @@ def test_bad_input_is_one_line_and_writes_nothing(
 
 def test_unknown_predicate_with_a_strict_ontology(home: Path, tmp_path: Path) -> None:
     onto = tmp_path / "onto.json"
-    onto.write_text(json.dumps({"name": "hr", "strict": True,
-                                "predicates": [{"name": "WORKS_AT", "cardinality": "one"}]}))
+    onto.write_text(
+        json.dumps(
+            {
+                "name": "hr",
+                "strict": True,
+                "predicates": [{"name": "WORKS_AT", "cardinality": "one"}],
+            }
+        )
+    )
     path = tmp_path / "e.jsonl"
     path.write_text(episode("2020-01-01T00:00:00Z", ("A", "LIKES", "B")))
     code, _, err = kg(home, "--ontology", str(onto), "ingest", str(path))
@@ -143,7 +159,8 @@ def test_a_locked_data_directory_is_a_clear_error(home: Path, jsonl: Path) -> No
     holder = subprocess.Popen(
         [sys.executable, "-c",
          "import asyncio, sys\nfrom kg import KG\n"
-         "async def m():\n    kg = await KG.open(home=sys.argv[1])\n    print('ready', flush=True)\n"
+         "async def m():\n    kg = await KG.open(home=sys.argv[1])\n"
+         "    print('ready', flush=True)\n"
          "    await asyncio.sleep(60)\nasyncio.run(m())", str(home)],
         stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1],
     )  # fmt: skip

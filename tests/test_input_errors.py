@@ -21,8 +21,11 @@ HOSTILE = [
 
 async def test_naive_datetimes_are_refused(kg: KG) -> None:
     with pytest.raises(InputError, match="timezone"):
-        await kg.add_episode(source="facts", reference_time=datetime(2020, 1, 1),
-                             facts=[{"subject": "A", "predicate": "KNOWS", "object": "B"}])
+        await kg.add_episode(
+            source="facts",
+            reference_time=datetime(2020, 1, 1),
+            facts=[{"subject": "A", "predicate": "KNOWS", "object": "B"}],
+        )
     with pytest.raises(InputError, match="timezone"):
         await kg.facts(valid_at=datetime(2020, 1, 1))
     assert (await kg.stats()).episodes == 0
@@ -30,12 +33,28 @@ async def test_naive_datetimes_are_refused(kg: KG) -> None:
 
 async def test_interval_must_be_forward(kg: KG) -> None:
     with pytest.raises(InputError, match="must be after"):
-        await add(kg, t(2020), {"subject": "A", "predicate": "KNOWS", "object": "B",
-                                "valid_at": "2021-01-01T00:00:00Z",
-                                "invalid_at": "2020-01-01T00:00:00Z"})
+        await add(
+            kg,
+            t(2020),
+            {
+                "subject": "A",
+                "predicate": "KNOWS",
+                "object": "B",
+                "valid_at": "2021-01-01T00:00:00Z",
+                "invalid_at": "2020-01-01T00:00:00Z",
+            },
+        )
     with pytest.raises(InputError, match="reference_time"):
-        await add(kg, t(2020), {"subject": "A", "predicate": "KNOWS", "object": "B",
-                                "invalid_at": "2019-01-01T00:00:00Z"})
+        await add(
+            kg,
+            t(2020),
+            {
+                "subject": "A",
+                "predicate": "KNOWS",
+                "object": "B",
+                "invalid_at": "2019-01-01T00:00:00Z",
+            },
+        )
 
 
 @pytest.mark.parametrize(
@@ -45,8 +64,10 @@ async def test_interval_must_be_forward(kg: KG) -> None:
         ({"subject": "A", "predicate": "KNOWS", "object": "B\x00"}, "NUL"),
         ({"subject": "A", "predicate": "!!!", "object": "B"}, "predicate"),
         ({"subject": "A", "predicate": "KNOWS", "object": "B", "colour": "red"}, "colour"),
-        ({"subject": "A", "predicate": "KNOWS", "object": "B", "subject_type": "bad type"},
-         "entity type"),
+        (
+            {"subject": "A", "predicate": "KNOWS", "object": "B", "subject_type": "bad type"},
+            "entity type",
+        ),
     ],
 )
 async def test_malformed_facts_are_refused_and_nothing_is_written(
@@ -60,8 +81,9 @@ async def test_malformed_facts_are_refused_and_nothing_is_written(
 
 
 async def test_strict_ontology_rejects_unknown_predicates(home: object) -> None:
-    onto = Ontology(name="hr", predicates=[Predicate(name="WORKS_AT", cardinality="one")],
-                    strict=True)
+    onto = Ontology(
+        name="hr", predicates=[Predicate(name="WORKS_AT", cardinality="one")], strict=True
+    )
     async with await KG.open(home=home, ontology=onto) as kg:  # type: ignore[arg-type]
         with pytest.raises(InputError, match=r"unknown predicate 'LIKES'.*WORKS_AT"):
             await add(kg, t(2020), ("A", "WORKS_AT", "X"), ("A", "LIKES", "Y"))
@@ -87,7 +109,9 @@ async def test_hostile_strings_round_trip_as_data(kg: KG, text: str) -> None:
 
 async def test_entity_names_resolve_by_normalised_key(kg: KG) -> None:
     await add(kg, t(2020), ("Alice  Kim", "LIVES_IN", "Seoul"))
-    await add(kg, t(2021), ("ALICE KIM", "LIVES_IN", "ＳＥＯＵＬ"))  # full-width letters
+    await add(
+        kg, t(2021), ("ALICE KIM", "LIVES_IN", "\uff33\uff25\uff2f\uff35\uff2c")
+    )  # full-width SEOUL
     assert (await kg.stats()).entities == 2
     [fact] = await kg.facts(subject="alice kim")
     assert fact.subject == "Alice  Kim"  # first spelling is kept as the display name

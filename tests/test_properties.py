@@ -35,8 +35,9 @@ def step_function(values: list[tuple[int, str]], at: datetime) -> list[str]:
 async def current_view(kg: KG, group: str, known_at: datetime | None = None) -> list[list[str]]:
     out = []
     for at in PROBES:
-        facts = await kg.facts(group_id=group, subject="Alice", predicate="LIVES_IN",
-                               valid_at=at, known_at=known_at)
+        facts = await kg.facts(
+            group_id=group, subject="Alice", predicate="LIVES_IN", valid_at=at, known_at=known_at
+        )
         out.append(sorted(f.object for f in facts))
     return out
 
@@ -53,10 +54,17 @@ async def test_arrival_order_does_not_change_the_timeline(
     arrivals = list(timeline)
     order.shuffle(arrivals)  # type: ignore[attr-defined]
     for i, (year, city) in enumerate(arrivals):
-        await add(kg, t(2040, 1, 1 + i),
-                  {"subject": "Alice", "predicate": "LIVES_IN", "object": city,
-                   "valid_at": t(year).isoformat()},
-                  group_id=group)
+        await add(
+            kg,
+            t(2040, 1, 1 + i),
+            {
+                "subject": "Alice",
+                "predicate": "LIVES_IN",
+                "object": city,
+                "valid_at": t(year).isoformat(),
+            },
+            group_id=group,
+        )
     view = await current_view(kg, group)
     assert view == [step_function(timeline, at) for at in PROBES]
     # Single-valued: never two active values at one valid time.
@@ -78,10 +86,18 @@ async def test_known_at_replays_every_past_state(
     group = f"r{next(_counter)}"
     snapshots: list[tuple[datetime, list[list[str]]]] = []
     for i, (year, city, channel) in enumerate(episodes):
-        await add(kg, t(2040, 1, 1 + i),
-                  {"subject": "Alice", "predicate": "LIVES_IN", "object": city,
-                   "valid_at": t(year).isoformat()},
-                  group_id=group, channel=channel)
+        await add(
+            kg,
+            t(2040, 1, 1 + i),
+            {
+                "subject": "Alice",
+                "predicate": "LIVES_IN",
+                "object": city,
+                "valid_at": t(year).isoformat(),
+            },
+            group_id=group,
+            channel=channel,
+        )
         mark = kg.clock.now()
         snapshots.append((mark, await current_view(kg, group, known_at=mark)))
     for mark, seen in snapshots:

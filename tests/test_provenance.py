@@ -31,8 +31,13 @@ async def test_idempotency_is_per_group(kg: KG) -> None:
 
 async def test_lower_trust_cannot_close_a_higher_trust_fact(kg: KG) -> None:
     await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"), channel="user")
-    web = await add(kg, t(2023), ("Alice", "LIVES_IN", "Busan"), channel="document",
-                    source_description="https://example.com/profile")
+    web = await add(
+        kg,
+        t(2023),
+        ("Alice", "LIVES_IN", "Busan"),
+        channel="document",
+        source_description="https://example.com/profile",
+    )
     assert web.summary.facts_closed == 0
     assert web.summary.facts_contested == 1
     assert objects(await kg.facts(subject="Alice")) == ["Seoul"]
@@ -46,9 +51,17 @@ async def test_lower_trust_cannot_close_a_higher_trust_fact(kg: KG) -> None:
 
 async def test_lower_trust_cannot_end_a_higher_trust_fact(kg: KG) -> None:
     await add(kg, t(2020), ("Alice", "MEMBER_OF", "Chess Club"), channel="user")
-    end = await add(kg, t(2023), {"subject": "Alice", "predicate": "MEMBER_OF",
-                                  "object": "Chess Club", "invalid_at": "2024-01-01T00:00:00Z"},
-                    channel="agent")
+    end = await add(
+        kg,
+        t(2023),
+        {
+            "subject": "Alice",
+            "predicate": "MEMBER_OF",
+            "object": "Chess Club",
+            "invalid_at": "2024-01-01T00:00:00Z",
+        },
+        channel="agent",
+    )
     assert (end.summary.facts_closed, end.summary.facts_contested) == (0, 1)
     assert objects(await kg.facts(subject="Alice", valid_at=t(2025))) == ["Chess Club"]
 
@@ -69,8 +82,9 @@ async def test_explicit_trust_overrides_the_channel_default(kg: KG) -> None:
 
 
 async def test_each_version_records_its_provenance(kg: KG) -> None:
-    r = await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"), channel="tool",
-                  source_description="crm sync")
+    r = await add(
+        kg, t(2020), ("Alice", "LIVES_IN", "Seoul"), channel="tool", source_description="crm sync"
+    )
     [fact] = await kg.facts(subject="Alice")
     assert fact.edge.episodes == [r.episode_uuid]
     assert fact.edge.channel == "tool"

@@ -27,7 +27,9 @@ async def open_store(
 ) -> FalkorDBStore | Neo4jStore:
     if uri in (None, "", "embedded"):
         path = Path(home) if home is not None else default_home()
-        return await FalkorDBStore.embedded(path, durability=durability, embedding_dim=embedding_dim)
+        return await FalkorDBStore.embedded(
+            path, durability=durability, embedding_dim=embedding_dim
+        )
     scheme = urlparse(uri).scheme
     if scheme in NEO4J_SCHEMES:
         return await Neo4jStore.connect(uri, embedding_dim=embedding_dim)

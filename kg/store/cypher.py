@@ -59,7 +59,9 @@ class CypherStore(abc.ABC):
     dialect: Dialect
 
     @abc.abstractmethod
-    async def _read(self, group_id: str, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _read(
+        self, group_id: str, query: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
         """Run a read query; rows as {column: value}."""
 
     @abc.abstractmethod
@@ -199,8 +201,10 @@ class CypherStore(abc.ABC):
         limit: int,
     ) -> list[Fact]:
         match, params = self._fact_match(subject_key, predicate, object_key)
-        cypher = match + self._FACT_RETURN + (
-            " ORDER BY subject, e.name, e.valid_at, e.created_at, e.uuid LIMIT $limit"
+        cypher = (
+            match
+            + self._FACT_RETURN
+            + (" ORDER BY subject, e.name, e.valid_at, e.created_at, e.uuid LIMIT $limit")
         )
         params.update(group_id=group_id, limit=limit)
         return [self._fact(r) for r in await self._read(group_id, cypher, params)]
@@ -231,7 +235,9 @@ class CypherStore(abc.ABC):
         g = plan.group_id
         now = self.dialect.encode_time(plan.episode.created_at)
         out = [
-            Statement("CREATE (ep:Episodic) SET ep += $episode", {"episode": self._encode(plan.episode)})
+            Statement(
+                "CREATE (ep:Episodic) SET ep += $episode", {"episode": self._encode(plan.episode)}
+            )
         ]
         by_labels: dict[str, list[dict[str, Any]]] = {}
         for ent in plan.new_entities:
@@ -250,7 +256,8 @@ class CypherStore(abc.ABC):
             out.append(
                 Statement(
                     "UNWIND $entity_vectors AS r MATCH (n:Entity {uuid: r.uuid}) "
-                    f"WHERE n.group_id = $group_id SET n.name_embedding = {self.dialect.vector('r.v')}",
+                    "WHERE n.group_id = $group_id "
+                    f"SET n.name_embedding = {self.dialect.vector('r.v')}",
                     {"entity_vectors": vectors, "group_id": g},
                 )
             )
@@ -260,7 +267,8 @@ class CypherStore(abc.ABC):
                     "MATCH (ep:Episodic {uuid: $mention_episode}) "
                     "UNWIND $mentions AS m MATCH (n:Entity {uuid: m.entity}) "
                     "WHERE n.group_id = $group_id "
-                    "CREATE (ep)-[:MENTIONS {uuid: m.uuid, group_id: $group_id, created_at: $now}]->(n)",
+                    "CREATE (ep)-[:MENTIONS {uuid: m.uuid, group_id: $group_id, "
+                    "created_at: $now}]->(n)",
                     {
                         "mention_episode": plan.episode.uuid,
                         "mentions": [
@@ -286,7 +294,10 @@ class CypherStore(abc.ABC):
                     "UNWIND $reinforcements AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
                     "WHERE e.group_id = $group_id SET e.episodes = e.episodes + [r.episode_uuid], "
                     "e.episode_valid_at = coalesce(e.episode_valid_at, []) + [r.valid_at]",
-                    {"reinforcements": [self._encode(r) for r in plan.reinforcements], "group_id": g},
+                    {
+                        "reinforcements": [self._encode(r) for r in plan.reinforcements],
+                        "group_id": g,
+                    },
                 )
             )
         if plan.new_edges:
@@ -307,12 +318,15 @@ class CypherStore(abc.ABC):
                     {"edges": rows, "group_id": g},
                 )
             )
-            vectors = [{"uuid": e.uuid, "v": e.fact_embedding} for e in plan.new_edges if e.fact_embedding]
+            vectors = [
+                {"uuid": e.uuid, "v": e.fact_embedding} for e in plan.new_edges if e.fact_embedding
+            ]
             if vectors:
                 out.append(
                     Statement(
                         "UNWIND $edge_vectors AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
-                        f"WHERE e.group_id = $group_id SET e.fact_embedding = {self.dialect.vector('r.v')}",
+                        "WHERE e.group_id = $group_id "
+                        f"SET e.fact_embedding = {self.dialect.vector('r.v')}",
                         {"edge_vectors": vectors, "group_id": g},
                     )
                 )

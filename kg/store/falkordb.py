@@ -8,6 +8,7 @@ A write plan runs as one query of CALL {} subqueries; FalkorDB executes a query 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from datetime import UTC, datetime
 from pathlib import Path
@@ -138,7 +139,9 @@ class FalkorDBStore(CypherStore):
                 return
             raise StoreError(f"FalkorDB refused schema statement: {exc}") from exc
 
-    async def _read(self, group_id: str, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _read(
+        self, group_id: str, query: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
         check_params(params)
         try:
             result = await self._graph(group_id).ro_query(query, params)
@@ -175,9 +178,7 @@ class FalkorDBStore(CypherStore):
             raise StoreUnavailableError(f"lost the FalkorDB server: {exc}") from exc
 
     async def close(self) -> None:
-        try:
+        with contextlib.suppress(RedisError, OSError):
             await self._db.connection.aclose()
-        except (RedisError, OSError):
-            pass
         if self.server is not None:
             await self.server.stop()

@@ -79,7 +79,9 @@ class Neo4jStore(CypherStore):
             await self._run_write([Statement(stmt, {})])
         self._schema_ready = True
 
-    async def _read(self, group_id: str, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _read(
+        self, group_id: str, query: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
         import neo4j
 
         try:
