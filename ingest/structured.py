@@ -18,7 +18,7 @@ from schemas.episode import Episode, EpisodeSource
 from schemas.graph import EntityNode, EpisodicNode
 from schemas.ontology import Ontology, Predicate
 from schemas.plan import PlanSummary, WritePlan
-from schemas.store import GraphStore
+from schemas.store import GraphStore, TimelineKey
 
 STRUCTURED_EXTRACTOR = "kg.structured/1"
 
@@ -108,9 +108,16 @@ async def plan_structured_episode(
         new_entities.append(node)
     summary.entities_added = len(new_entities)
 
-    # Contradiction candidates: only live versions leaving the entities this episode names.
-    source_uuids = sorted({entities[name_key(f.subject)].uuid for f in episode.facts})
-    live = await store.live_edges(group, source_uuids, sorted({p.name for p in predicates}))
+    # Contradiction candidates: only live versions on the timelines this episode touches.
+    keys = [
+        TimelineKey(
+            source_uuid=entities[name_key(f.subject)].uuid,
+            predicate=p.name,
+            target_uuid=None if p.single_valued else entities[name_key(f.object)].uuid,
+        )
+        for f, p in zip(episode.facts, predicates, strict=True)
+    ]
+    live = await store.live_edges(group, keys)
     writer = TimelineWriter(
         episode_uuid=ep_uuid,
         now=now,

@@ -16,7 +16,7 @@ from schemas.graph import (
 )
 from schemas.ontology import DEFAULT_ONTOLOGY, EntityType, Ontology, Predicate
 from schemas.plan import EdgeReinforcement, EdgeRetirement, PlanSummary, WritePlan
-from schemas.store import FactQuery, GraphStore, StoreStats
+from schemas.store import FactQuery, GraphStore, StoreStats, TimelineKey
 
 __all__ = [
     "DEFAULT_ONTOLOGY",
@@ -40,6 +40,7 @@ __all__ = [
     "Predicate",
     "StoreStats",
     "StructuredFact",
+    "TimelineKey",
     "TrustTier",
     "WritePlan",
 ]

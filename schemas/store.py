@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.graph import EntityNode, EpisodicNode, Fact, FactEdge
 from schemas.plan import WritePlan
@@ -26,6 +26,17 @@ class FactQuery(BaseModel):
     object_key: str | None = None
     include_contested: bool = False
     limit: int = Field(default=1000, ge=1, le=100_000)
+
+
+class TimelineKey(BaseModel):
+    """Versions that compete for valid time: (source, predicate) for a single-valued predicate,
+    (source, predicate, target) for a multi-valued one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source_uuid: str
+    predicate: str
+    target_uuid: str | None = None
 
 
 class StoreStats(BaseModel):
@@ -48,10 +59,8 @@ class GraphStore(Protocol):
 
     async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]: ...
 
-    async def live_edges(
-        self, group_id: str, source_uuids: list[str], predicates: list[str]
-    ) -> list[FactEdge]:
-        """Versions not yet retired (expired_at null) leaving the given entities."""
+    async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
+        """Versions not yet retired (expired_at null) on the given timelines."""
         ...
 
     async def apply(self, plan: WritePlan) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from schemas.graph import EntityNode, EpisodicNode, Fact, FactEdge
 from schemas.plan import WritePlan
-from schemas.store import FactQuery, StoreStats
+from schemas.store import FactQuery, StoreStats, TimelineKey
 from schemas.validation import TYPE_NAME_RE
 
 TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
@@ -129,17 +129,22 @@ class CypherStore(abc.ABC):
             first.setdefault(node.name_key, node)
         return list(first.values())
 
-    async def live_edges(
-        self, group_id: str, source_uuids: list[str], predicates: list[str]
-    ) -> list[FactEdge]:
-        if not source_uuids or not predicates:
+    async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
+        if not keys:
             return []
         rows = await self._read(
             group_id,
-            "UNWIND $sources AS su MATCH (s:Entity {uuid: su})-[e:RELATES_TO]->(o:Entity) "
-            "WHERE e.group_id = $group_id AND e.expired_at IS NULL AND e.name IN $predicates "
-            "RETURN properties(e) AS e, s.uuid AS source, o.uuid AS target",
-            {"sources": source_uuids, "predicates": predicates, "group_id": group_id},
+            "UNWIND $keys AS k MATCH (s:Entity {uuid: k.source})-[e:RELATES_TO]->(o:Entity) "
+            "WHERE e.group_id = $group_id AND e.name = k.predicate AND e.expired_at IS NULL "
+            "AND (k.target IS NULL OR o.uuid = k.target) "
+            "RETURN DISTINCT properties(e) AS e, s.uuid AS source, o.uuid AS target",
+            {
+                "keys": [
+                    {"source": k.source_uuid, "predicate": k.predicate, "target": k.target_uuid}
+                    for k in dict.fromkeys(keys)
+                ],
+                "group_id": group_id,
+            },
         )
         return [self._edge(r["e"], r["source"], r["target"]) for r in rows]
 

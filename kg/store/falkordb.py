@@ -36,7 +36,8 @@ class FalkorDialect(Dialect):
         return f"{v.year:04d}" + v.strftime(_TIME_FORMAT)[len(str(v.year)) :]
 
     def decode_time(self, value: Any) -> datetime:
-        return datetime.strptime(value, _TIME_FORMAT).replace(tzinfo=UTC)
+        # fromisoformat reads the fixed-width 'Z' form directly, ~10x faster than strptime.
+        return datetime.fromisoformat(value)
 
     def vector(self, expr: str) -> str:
         return f"vecf32({expr})"

@@ -1,0 +1,123 @@
+"""Structured-episode ingest throughput and kg.facts latency on the embedded store.
+
+    python benchmarks/ingest_throughput.py [--sizes 10000 100000] [--facts-per-episode 10]
+
+Synthetic people with a home (LIVES_IN, single-valued: about one fact in five moves someone
+and closes their previous home), an employer (WORKS_AT, single-valued) and friends (KNOWS,
+multi-valued). The store is filled up to each size in turn, and at each size the script prints
+ingest throughput of the last batch and the latency of three query shapes. The baseline is
+the round trip of a bare PING to the same server, measured in the same run: it is the floor
+under every query on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kg import KG  # noqa: E402
+from kg.store.falkordb import FalkorDBStore  # noqa: E402
+
+START = datetime(2015, 1, 1, tzinfo=UTC)
+
+
+def make_episodes(n_facts: int, per_episode: int, rng: random.Random) -> list[dict[str, Any]]:
+    people = max(10, n_facts // 10)
+    cities = [f"City {i}" for i in range(200)]
+    companies = [f"Company {i}" for i in range(500)]
+    episodes = []
+    for e in range(n_facts // per_episode):
+        ref = START + timedelta(minutes=e)
+        facts = []
+        for _ in range(per_episode):
+            person = f"Person {rng.randrange(people)}"
+            roll = rng.random()
+            if roll < 0.4:
+                facts.append({"subject": person, "predicate": "LIVES_IN", "object": rng.choice(cities)})
+            elif roll < 0.6:
+                facts.append({"subject": person, "predicate": "WORKS_AT",
+                              "object": rng.choice(companies)})  # fmt: skip
+            else:
+                facts.append({"subject": person, "predicate": "KNOWS",
+                              "object": f"Person {rng.randrange(people)}"})  # fmt: skip
+        episodes.append({"source": "facts", "reference_time": ref, "facts": facts})
+    return episodes
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+async def timed(n: int, call: Callable[[int], Awaitable[Any]]) -> list[float]:
+    out = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        await call(i)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--facts-per-episode", type=int, default=10)
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    sizes = sorted(args.sizes)
+    episodes = make_episodes(sizes[-1], args.facts_per_episode, rng)
+
+    with tempfile.TemporaryDirectory(prefix="kg-bench-") as home:
+        async with await KG.open(home=home) as kg:
+            assert isinstance(kg.store, FalkorDBStore)
+            conn = kg.store._db.connection
+            print(f"# ingest and query benchmark: {args.facts_per_episode} facts per episode")
+            print("| facts | ingest facts/s | ms/episode | closed | facts p50/p95 ms "
+                  "| subject+predicate p50/p95 | as-of 2016 p50/p95 | PING p50 ms |")  # fmt: skip
+            print("|---|---|---|---|---|---|---|---|")
+            done = 0
+            closed = 0
+            for size in sizes:
+                batch = episodes[done // args.facts_per_episode : size // args.facts_per_episode]
+                t0 = time.perf_counter()
+                for ep in batch:
+                    r = await kg.add_episode(**ep)
+                    closed += r.summary.facts_closed
+                elapsed = time.perf_counter() - t0
+                n_facts = len(batch) * args.facts_per_episode
+                done = size
+                people = max(10, size // 10)
+                ping = await timed(args.queries, lambda i: conn.ping())
+                subj = await timed(args.queries, lambda i: kg.facts(
+                    subject=f"Person {rng.randrange(people)}"))  # fmt: skip
+                sp = await timed(args.queries, lambda i: kg.facts(
+                    subject=f"Person {rng.randrange(people)}", predicate="LIVES_IN"))  # fmt: skip
+                asof = await timed(args.queries, lambda i: kg.facts(
+                    subject=f"Person {rng.randrange(people)}",
+                    valid_at=datetime(2016, 1, 1, tzinfo=UTC)))  # fmt: skip
+                print(
+                    f"| {size:,} | {n_facts / elapsed:,.0f} | {1000 * elapsed / len(batch):.2f} "
+                    f"| {closed:,} | {pct(subj, 50):.2f} / {pct(subj, 95):.2f} "
+                    f"| {pct(sp, 50):.2f} / {pct(sp, 95):.2f} "
+                    f"| {pct(asof, 50):.2f} / {pct(asof, 95):.2f} | {pct(ping, 50):.2f} |",
+                    flush=True,
+                )
+            stats = await kg.stats()
+            print(f"\nfinal: {stats.episodes:,} episodes, {stats.entities:,} entities, "
+                  f"{stats.edge_versions:,} edge versions, {stats.current_facts:,} current facts")  # fmt: skip
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
