@@ -35,8 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ingest.names import name_key  # noqa: E402
-from kg import KG, Ontology, Predicate  # noqa: E402
+from ingest.names import name_key
+from kg import KG, Ontology, Predicate
 
 ANSWER = "ANSWER"
 ONTOLOGY = Ontology(
@@ -75,6 +75,8 @@ class Tally:
         )
         print(f"exact: {self.exact}/{self.probes} = {pct:.2f}% of well-formed probes")
         for reason, n in self.skipped.most_common():
+            if n == 0:  # records without probes: nothing left unscored
+                continue
             print(f"  not well-formed, not scored: {n:5d}  {reason}")
         for m in self.misses[:20]:
             print(f"  MISS {m}")
@@ -147,12 +149,22 @@ async def run_yago(kg: KG, path: Path, limit: int | None, rng: random.Random) ->
     return tally
 
 
+def situated_versions(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """An answerless *first* version only says nothing is known before the chain: no fact."""
+    versions = list(r["versions"])
+    if versions and not versions[0]["answer"]:
+        versions = versions[1:]
+    return versions
+
+
 def situated_problem(r: dict[str, Any]) -> str | None:
-    versions = r["versions"]
+    versions = situated_versions(r)
+    if not versions:
+        return "no version has an answer"
     if r.get("alt_timelines"):
         return "record has alternative timelines (answers disagree on the chain)"
     if any(not v["answer"] for v in versions):
-        return "a version has no answer"
+        return "a later version has no answer"
     if any(len(v["answer"]) > 1 for v in versions):
         return "a version has several simultaneous answers (not single-valued)"
     if any(v["valid_from"] is None for v in versions):
@@ -174,13 +186,13 @@ async def run_situated(kg: KG, path: Path, limit: int | None, rng: random.Random
             tally.skipped[problem] += len(r["probes"])
             continue
         subject = f"q{i}: {r['key']}"
-        answers = {name_key(v["answer"][0]) for v in r["versions"]}
+        answers = {name_key(v["answer"][0]) for v in situated_versions(r)}
         for p in r["probes"]:
             if {name_key(e) for e in p["expected"]} <= answers and len(p["expected"]) == 1:
                 scored.append((subject, p))
             else:
                 tally.skipped["probe expects an answer that is no version of the record"] += 1
-        for v in r["versions"]:
+        for v in situated_versions(r):
             fact = {"subject": subject, "predicate": ANSWER, "object": v["answer"][0],
                     "valid_at": parse_when(v["valid_from"]).isoformat()}  # fmt: skip
             episodes.append((fact, "situatedqa"))

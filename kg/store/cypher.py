@@ -187,13 +187,13 @@ class CypherStore(abc.ABC):
             + " AND "
             + " AND ".join(clauses)
             + self._FACT_RETURN
-            + " ORDER BY subject, e.name, e.valid_at, e.uuid LIMIT $limit"
+            + " ORDER BY subject, e.name, e.valid_at, e.uuid LIMIT $max_rows"
         )
         params.update(
             group_id=query.group_id,
             valid_at=self.dialect.encode_time(query.valid_at),
             known_at=self.dialect.encode_time(query.known_at),
-            limit=query.limit,
+            max_rows=query.limit,
         )
         return [self._fact(r) for r in await self._read(query.group_id, cypher, params)]
 
@@ -209,9 +209,9 @@ class CypherStore(abc.ABC):
         cypher = (
             match
             + self._FACT_RETURN
-            + (" ORDER BY subject, e.name, e.valid_at, e.created_at, e.uuid LIMIT $limit")
+            + (" ORDER BY subject, e.name, e.valid_at, e.created_at, e.uuid LIMIT $max_rows")
         )
-        params.update(group_id=group_id, limit=limit)
+        params.update(group_id=group_id, max_rows=limit)
         return [self._fact(r) for r in await self._read(group_id, cypher, params)]
 
     async def stats(self, group_id: str, now: datetime) -> StoreStats:

@@ -1,0 +1,33 @@
+"""Documentation that shows Cypher must show Cypher that works."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kg import KG
+from kg.store.falkordb import FalkorDBStore
+from tests.conftest import add, t
+from tests.test_neo4j_offline import parse
+
+DOC = Path(__file__).parents[1] / "docs" / "temporal-queries.md"
+
+
+def cypher_blocks() -> list[str]:
+    return re.findall(r"```cypher\n(.*?)```", DOC.read_text(), re.S)
+
+
+async def test_documented_falkordb_as_of_query_runs_verbatim(kg: KG) -> None:
+    await add(kg, t(2021, 3, 2), ("Minji", "LIVES_IN", "Seoul"), ("Minji", "WORKS_AT", "Naver"))
+    await add(kg, t(2024, 6, 1), ("Minji", "LIVES_IN", "Busan"))
+    falkor_query = cypher_blocks()[0]
+    assert isinstance(kg.store, FalkorDBStore)
+    result = await kg.store._graph("default").ro_query(falkor_query)
+    rows = [(r[0], r[1], r[2]) for r in result.result_set]
+    assert rows == [("Minji", "LIVES_IN", "Seoul"), ("Minji", "WORKS_AT", "Naver")]
+
+
+def test_documented_neo4j_query_parses() -> None:
+    neo4j_query = cypher_blocks()[1]
+    assert "datetime(" in neo4j_query
+    parse(neo4j_query)

@@ -1,0 +1,198 @@
+"""What can be checked of the Neo4j backend without a Neo4j server (none runs on these machines).
+
+- every DML statement and read query it sends parses under an openCypher grammar;
+- its DDL has the documented Neo4j 5 shape, named and idempotent;
+- a write plan runs as one transaction, statements in order; errors are translated;
+- DateTime values round-trip through the dialect.
+What this cannot show, and the README says so: that a live Neo4j executes them as intended.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import neo4j
+import pytest
+from antlr4 import CommonTokenStream, InputStream
+from antlr4.error.ErrorListener import ErrorListener
+from antlr4_cypher import CypherLexer, CypherParser
+from neo4j.exceptions import ClientError, ServiceUnavailable
+
+from ingest.structured import plan_structured_episode
+from kg.errors import StoreError, StoreUnavailableError
+from kg.store.cypher import Statement
+from kg.store.neo4j import Neo4jDialect, Neo4jStore
+from schemas import DEFAULT_ONTOLOGY, Episode, FactQuery
+from schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
+from schemas.plan import EdgeReinforcement, EdgeRetirement
+from tests.conftest import t
+
+
+class _Raise(ErrorListener):  # type: ignore[misc]
+    def syntaxError(
+        self, recognizer: Any, symbol: Any, line: int, col: int, msg: str, e: Any
+    ) -> None:
+        raise SyntaxError(f"{line}:{col} {msg}")
+
+
+def parse(query: str) -> None:
+    lexer = CypherLexer(InputStream(query))
+    lexer.removeErrorListeners()
+    lexer.addErrorListener(_Raise())
+    parser = CypherParser(CommonTokenStream(lexer))
+    parser.removeErrorListeners()
+    parser.addErrorListener(_Raise())
+    parser.script()
+
+
+class FakeTx:
+    def __init__(self, log: list[tuple[str, dict[str, Any]]], fail_on: str | None) -> None:
+        self.log, self.fail_on = log, fail_on
+
+    async def run(self, query: str, params: dict[str, Any]) -> Any:
+        if self.fail_on and self.fail_on in query:
+            raise ClientError("Neo.ClientError.Statement.SyntaxError: boom")
+        self.log.append((query, params))
+
+        class Result:
+            async def consume(self) -> None:
+                return None
+
+        return Result()
+
+
+class FakeDriver:
+    """Just enough of neo4j.AsyncDriver to see how the store drives it."""
+
+    def __init__(self, fail_on: str | None = None, down: bool = False) -> None:
+        self.transactions: list[list[tuple[str, dict[str, Any]]]] = []
+        self.reads: list[tuple[str, dict[str, Any]]] = []
+        self.fail_on, self.down = fail_on, down
+
+    def session(self, database: str) -> Any:
+        driver = self
+
+        class Session:
+            async def __aenter__(self) -> Any:
+                return self
+
+            async def __aexit__(self, *exc: object) -> None:
+                return None
+
+            async def execute_write(self, work: Any) -> None:
+                if driver.down:
+                    raise ServiceUnavailable("connection refused")
+                log: list[tuple[str, dict[str, Any]]] = []
+                await work(FakeTx(log, driver.fail_on))
+                driver.transactions.append(log)
+
+        return Session()
+
+    async def execute_query(self, query: str, params: dict[str, Any], **kw: Any) -> Any:
+        assert kw["routing_"] is neo4j.RoutingControl.READ
+        self.reads.append((query, params))
+        return [], None, []
+
+    async def close(self) -> None:
+        return None
+
+
+async def _full_plan(store: Neo4jStore) -> list[Statement]:
+    episode = Episode(
+        source="facts", reference_time=t(2020),
+        facts=[{"subject": "Alice", "predicate": "LIVES_IN", "object": "Seoul",
+                "subject_type": "Person"},
+               {"subject": "Alice", "predicate": "KNOWS", "object": "Bob"}],
+    )  # fmt: skip
+    plan, _ = await plan_structured_episode(episode, store, DEFAULT_ONTOLOGY, t(2021))
+    plan.new_edges[0].fact_embedding = [0.1, 0.2]
+    plan.new_entities[0].name_embedding = [0.3, 0.4]
+    plan.retirements.append(EdgeRetirement(uuid="old", expired_at=t(2021)))
+    plan.reinforcements.append(EdgeReinforcement(uuid="x", episode_uuid="e", valid_at=t(2020)))
+    return store.compile_plan(plan)
+
+
+async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
+    driver = FakeDriver()
+    store = Neo4jStore(driver, "neo4j", embedding_dim=None)
+    statements = await _full_plan(store)
+    kinds = {s.query.split()[0] for s in statements}
+    assert kinds == {"CREATE", "UNWIND", "MATCH"}
+    now = datetime.now(UTC)
+    await store.facts(FactQuery(group_id="g", valid_at=now, known_at=now))
+    await store.facts(
+        FactQuery(
+            group_id="g",
+            valid_at=now,
+            known_at=now,
+            subject_key="a",
+            predicate="KNOWS",
+            object_key="b",
+            include_contested=True,
+        )
+    )
+    await store.history("g", "a", "KNOWS", None, 10)
+    await store.stats("g", now)
+    await store.groups()
+    await store.episode_by_hash("g", "h")
+    queries = [s.query for s in statements] + [q for q, _ in driver.reads]
+    assert len(driver.reads) >= 10
+    for q in queries:
+        try:
+            parse(q)
+        except SyntaxError as exc:  # pragma: no cover - the message is the point
+            pytest.fail(f"does not parse: {q}\n{exc}")
+
+
+def test_the_parser_rejects_broken_cypher() -> None:
+    with pytest.raises(SyntaxError):
+        parse("MATCH (n) RETURN n ORDER")
+
+
+@pytest.mark.parametrize("ddl", [*NEO4J_SCHEMA, *neo4j_vector_indexes(384)])
+def test_ddl_has_the_documented_neo4j5_shape(ddl: str) -> None:
+    pattern = (
+        r"^CREATE (CONSTRAINT|(FULLTEXT |VECTOR )?INDEX) kg_[a-z_]+ IF NOT EXISTS "
+        r"FOR (\(n:[A-Z][a-z]+\)|\(\)-\[e:RELATES_TO\]-\(\)) "
+        r"(REQUIRE n\.uuid IS UNIQUE|ON \(.+\)|ON EACH \[.+\])( OPTIONS \{indexConfig: .+\}\})?$"
+    )
+    assert re.match(pattern, ddl), ddl
+    if "VECTOR" in ddl:
+        assert "`vector.dimensions`: 384" in ddl and "'cosine'" in ddl
+
+
+async def test_a_plan_is_one_transaction_in_order() -> None:
+    driver = FakeDriver()
+    store = Neo4jStore(driver, "neo4j", embedding_dim=384)
+    statements = await _full_plan(store)
+    await store._write("default", statements)
+    schema, plan_tx = driver.transactions[:-1], driver.transactions[-1]
+    assert [q for tx in schema for q, _ in tx] == [*NEO4J_SCHEMA, *neo4j_vector_indexes(384)]
+    assert [q for q, _ in plan_tx] == [s.query for s in statements]
+    # Times go to Neo4j as native datetimes, never as strings.
+    episode = plan_tx[0][1]["episode"]
+    assert isinstance(episode["valid_at"], datetime) and episode["valid_at"].tzinfo is not None
+    await store._write("default", statements)  # schema only once per store
+    assert len(driver.transactions) == len(schema) + 2
+
+
+async def test_neo4j_errors_become_kg_errors() -> None:
+    store = Neo4jStore(FakeDriver(fail_on="RELATES_TO"), "neo4j", embedding_dim=None)
+    store._schema_ready = True
+    with pytest.raises(StoreError, match="nothing written"):
+        await store._write("g", await _full_plan(store))
+    down = Neo4jStore(FakeDriver(down=True), "neo4j", embedding_dim=None)
+    down._schema_ready = True
+    with pytest.raises(StoreUnavailableError, match="lost the Neo4j server"):
+        await down._write("g", [Statement("RETURN 1", {})])
+
+
+def test_dialect_round_trips_neo4j_datetimes() -> None:
+    d = Neo4jDialect()
+    value = datetime(812, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
+    assert d.decode_time(neo4j.time.DateTime.from_native(d.encode_time(value))) == value
+    assert d.decode_time("2024-01-01T00:00:00Z") == datetime(2024, 1, 1, tzinfo=UTC)
+    with pytest.raises(StoreError):
+        d.decode_time(12)
