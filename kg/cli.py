@@ -92,7 +92,7 @@ def main_options(
     ctx: typer.Context,
     home: Annotated[
         Path | None,
-        typer.Option(envvar="KG_HOME", help="Embedded data directory [default: ~/.kg]."),
+        typer.Option(envvar="KG_HOME", help="Embedded data directory (default: ~/.kg)."),
     ] = None,
     uri: Annotated[
         str | None,
@@ -237,7 +237,7 @@ SubjectOpt = Annotated[str | None, typer.Option(help="Subject entity name.")]
 PredicateOpt = Annotated[str | None, typer.Option(help="Predicate, e.g. LIVES_IN.")]
 ObjectOpt = Annotated[str | None, typer.Option("--object", help="Object entity name.")]
 KnownAtOpt = Annotated[
-    str | None, typer.Option(help="Transaction time: as kg knew it then [default: now].")
+    str | None, typer.Option(help="Transaction time: as kg knew it then (default: now).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -275,7 +275,7 @@ def facts(
     predicate: PredicateOpt = None,
     object_: ObjectOpt = None,
     valid_at: Annotated[
-        str | None, typer.Option(help="Valid time: what was true then [default: now].")
+        str | None, typer.Option(help="Valid time: what was true then (default: now).")
     ] = None,
     known_at: KnownAtOpt = None,
     contested: Annotated[bool, typer.Option(help="Include contested facts.")] = False,
