@@ -66,6 +66,13 @@ class Tally:
     ingest_s: float = 0.0
     query_s: float = 0.0
 
+    def score(self, label: str, expected: set[str], got: set[str]) -> None:
+        self.probes += 1
+        if got == expected:
+            self.exact += 1
+        else:
+            self.misses.append(f"{label}: expected {sorted(expected)}, got {sorted(got)}")
+
     def report(self) -> None:
         pct = 100.0 * self.exact / self.probes if self.probes else 0.0
         print(f"\n## {self.name}")
@@ -139,12 +146,7 @@ async def run_yago(kg: KG, path: Path, limit: int | None, rng: random.Random) ->
         for p in r["probes"]:
             expected = {name_key(clean(o)) for o in p["expected"]}
             got = await answer(kg, "yago", subject, predicate.name, year(p["as_of_year"], 7, 1))
-            tally.probes += 1
-            if got == expected:
-                tally.exact += 1
-            else:
-                tally.misses.append(f"{subject} {predicate.name} @{p['as_of_year']}: "
-                                    f"expected {sorted(expected)}, got {sorted(got)}")  # fmt: skip
+            tally.score(f"{subject} {predicate.name} @{p['as_of_year']}", expected, got)
     tally.query_s = time.perf_counter() - t0
     return tally
 
@@ -201,12 +203,7 @@ async def run_situated(kg: KG, path: Path, limit: int | None, rng: random.Random
     for subject, p in scored:
         expected = {name_key(e) for e in p["expected"]}
         got = await answer(kg, "situatedqa", subject, ANSWER, parse_when(p["as_of"]))
-        tally.probes += 1
-        if got == expected:
-            tally.exact += 1
-        else:
-            tally.misses.append(f"{subject!r} @{p['as_of']}: expected {sorted(expected)}, "
-                                f"got {sorted(got)}")  # fmt: skip
+        tally.score(f"{subject!r} @{p['as_of']}", expected, got)
     tally.query_s = time.perf_counter() - t0
     return tally
 

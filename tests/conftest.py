@@ -30,6 +30,20 @@ async def kg(home: Path) -> AsyncIterator[KG]:
         await graph.close()
 
 
+def fact(
+    subject: str,
+    predicate: str,
+    obj: str,
+    valid_at: datetime | str | None = None,
+    invalid_at: datetime | str | None = None,
+) -> dict[str, Any]:
+    row: dict[str, Any] = {"subject": subject, "predicate": predicate, "object": obj}
+    for key, value in (("valid_at", valid_at), ("invalid_at", invalid_at)):
+        if value is not None:
+            row[key] = value.isoformat() if isinstance(value, datetime) else value
+    return row
+
+
 async def add(
     kg: KG, ref: datetime, *facts: tuple[str, str, str] | dict[str, Any], **fields: Any
 ) -> EpisodeResult:

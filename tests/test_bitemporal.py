@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kg import KG
-from tests.conftest import add, objects, t
+from tests.conftest import add, fact, objects, t
 
 
 async def test_single_valued_supersede_closes_old_fact_with_provenance(kg: KG) -> None:
@@ -80,12 +80,7 @@ async def test_late_older_fact_is_history_and_closes_nothing_current(kg: KG) -> 
     late = await add(
         kg,
         t(2024),
-        {
-            "subject": "Alice",
-            "predicate": "LIVES_IN",
-            "object": "Daegu",
-            "valid_at": "2018-01-01T00:00:00Z",
-        },
+        fact("Alice", "LIVES_IN", "Daegu", "2018-01-01T00:00:00Z"),
     )
     assert late.summary.facts_closed == 0
     assert objects(await kg.facts(subject="Alice")) == ["Busan"]
@@ -101,12 +96,7 @@ async def test_late_fact_inside_a_historical_interval_splits_it(kg: KG) -> None:
     late = await add(
         kg,
         t(2024),
-        {
-            "subject": "Alice",
-            "predicate": "LIVES_IN",
-            "object": "Daegu",
-            "valid_at": "2018-06-01T00:00:00Z",
-        },
+        fact("Alice", "LIVES_IN", "Daegu", "2018-06-01T00:00:00Z"),
     )
     assert late.summary.facts_closed == 1  # the historical Seoul interval, not current Busan
     assert objects(await kg.facts(subject="Alice", valid_at=t(2016))) == ["Seoul"]
@@ -120,13 +110,7 @@ async def test_explicit_invalid_at_ends_a_stored_fact(kg: KG) -> None:
     end = await add(
         kg,
         t(2023),
-        {
-            "subject": "Alice",
-            "predicate": "MEMBER_OF",
-            "object": "Chess Club",
-            "valid_at": "2021-01-01T00:00:00Z",
-            "invalid_at": "2022-01-01T00:00:00Z",
-        },
+        fact("Alice", "MEMBER_OF", "Chess Club", "2021-01-01T00:00:00Z", "2022-01-01T00:00:00Z"),
     )
     assert end.summary.facts_closed == 1
     assert objects(await kg.facts(subject="Alice")) == []
@@ -137,20 +121,8 @@ async def test_facts_given_with_intervals_answer_inclusive_overlaps(kg: KG) -> N
     await add(
         kg,
         t(2024),
-        {
-            "subject": "Pat",
-            "predicate": "isAffiliatedTo",
-            "object": "Reform",
-            "valid_at": "1999-01-01T00:00:00Z",
-            "invalid_at": "2003-01-01T00:00:00Z",
-        },
-        {
-            "subject": "Pat",
-            "predicate": "isAffiliatedTo",
-            "object": "Republican",
-            "valid_at": "1999-01-01T00:00:00Z",
-            "invalid_at": "2005-01-01T00:00:00Z",
-        },
+        fact("Pat", "isAffiliatedTo", "Reform", "1999-01-01T00:00:00Z", "2003-01-01T00:00:00Z"),
+        fact("Pat", "isAffiliatedTo", "Republican", "1999-01-01T00:00:00Z", "2005-01-01T00:00:00Z"),
     )
     assert objects(await kg.facts(subject="Pat", valid_at=t(2002, 7))) == ["Reform", "Republican"]
     assert objects(await kg.facts(subject="Pat", valid_at=t(2004, 7))) == ["Republican"]
@@ -162,24 +134,9 @@ async def test_one_episode_with_a_whole_timeline(kg: KG) -> None:
     await add(
         kg,
         t(2024),
-        {
-            "subject": "Bo",
-            "predicate": "WORKS_AT",
-            "object": "C",
-            "valid_at": "2022-01-01T00:00:00Z",
-        },
-        {
-            "subject": "Bo",
-            "predicate": "WORKS_AT",
-            "object": "A",
-            "valid_at": "2010-01-01T00:00:00Z",
-        },
-        {
-            "subject": "Bo",
-            "predicate": "WORKS_AT",
-            "object": "B",
-            "valid_at": "2015-01-01T00:00:00Z",
-        },
+        fact("Bo", "WORKS_AT", "C", "2022-01-01T00:00:00Z"),
+        fact("Bo", "WORKS_AT", "A", "2010-01-01T00:00:00Z"),
+        fact("Bo", "WORKS_AT", "B", "2015-01-01T00:00:00Z"),
     )
     assert objects(await kg.facts(subject="Bo", valid_at=t(2012))) == ["A"]
     assert objects(await kg.facts(subject="Bo", valid_at=t(2016))) == ["B"]
@@ -194,32 +151,17 @@ async def test_closing_before_a_restatement_lets_the_fact_resume(kg: KG) -> None
     await add(
         kg,
         t(2030),
-        {
-            "subject": "Alice",
-            "predicate": "LIVES_IN",
-            "object": "Seoul",
-            "valid_at": "2000-01-01T00:00:00Z",
-        },
+        fact("Alice", "LIVES_IN", "Seoul", "2000-01-01T00:00:00Z"),
     )
     restated = await add(
         kg,
         t(2031),
-        {
-            "subject": "Alice",
-            "predicate": "LIVES_IN",
-            "object": "Seoul",
-            "valid_at": "2002-01-01T00:00:00Z",
-        },
+        fact("Alice", "LIVES_IN", "Seoul", "2002-01-01T00:00:00Z"),
     )
     await add(
         kg,
         t(2032),
-        {
-            "subject": "Alice",
-            "predicate": "LIVES_IN",
-            "object": "Busan",
-            "valid_at": "2001-01-01T00:00:00Z",
-        },
+        fact("Alice", "LIVES_IN", "Busan", "2001-01-01T00:00:00Z"),
     )
     assert objects(await kg.facts(subject="Alice", valid_at=t(2000, 6))) == ["Seoul"]
     assert objects(await kg.facts(subject="Alice", valid_at=t(2001, 6))) == ["Busan"]

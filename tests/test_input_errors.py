@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from kg import KG, InputError, Ontology, Predicate
-from tests.conftest import add, objects, t
+from tests.conftest import add, fact, objects, t
 
 HOSTILE = [
     'x"}) MATCH (n) DETACH DELETE n //',
@@ -36,24 +36,13 @@ async def test_interval_must_be_forward(kg: KG) -> None:
         await add(
             kg,
             t(2020),
-            {
-                "subject": "A",
-                "predicate": "KNOWS",
-                "object": "B",
-                "valid_at": "2021-01-01T00:00:00Z",
-                "invalid_at": "2020-01-01T00:00:00Z",
-            },
+            fact("A", "KNOWS", "B", "2021-01-01T00:00:00Z", "2020-01-01T00:00:00Z"),
         )
     with pytest.raises(InputError, match="reference_time"):
         await add(
             kg,
             t(2020),
-            {
-                "subject": "A",
-                "predicate": "KNOWS",
-                "object": "B",
-                "invalid_at": "2019-01-01T00:00:00Z",
-            },
+            fact("A", "KNOWS", "B", None, "2019-01-01T00:00:00Z"),
         )
 
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kg import KG
-from tests.conftest import add, t
+from tests.conftest import add, fact, t
 
 _counter = itertools.count()
 YEARS = st.integers(min_value=2000, max_value=2030)
@@ -57,12 +57,7 @@ async def test_arrival_order_does_not_change_the_timeline(
         await add(
             kg,
             t(2040, 1, 1 + i),
-            {
-                "subject": "Alice",
-                "predicate": "LIVES_IN",
-                "object": city,
-                "valid_at": t(year).isoformat(),
-            },
+            fact("Alice", "LIVES_IN", city, t(year).isoformat()),
             group_id=group,
         )
     view = await current_view(kg, group)
@@ -89,12 +84,7 @@ async def test_known_at_replays_every_past_state(
         await add(
             kg,
             t(2040, 1, 1 + i),
-            {
-                "subject": "Alice",
-                "predicate": "LIVES_IN",
-                "object": city,
-                "valid_at": t(year).isoformat(),
-            },
+            fact("Alice", "LIVES_IN", city, t(year).isoformat()),
             group_id=group,
             channel=channel,
         )

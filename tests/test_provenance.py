@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kg import KG
-from tests.conftest import add, objects, t
+from tests.conftest import add, fact, objects, t
 
 
 async def test_re_adding_the_same_episode_is_a_no_op(kg: KG) -> None:
@@ -54,12 +54,7 @@ async def test_lower_trust_cannot_end_a_higher_trust_fact(kg: KG) -> None:
     end = await add(
         kg,
         t(2023),
-        {
-            "subject": "Alice",
-            "predicate": "MEMBER_OF",
-            "object": "Chess Club",
-            "invalid_at": "2024-01-01T00:00:00Z",
-        },
+        fact("Alice", "MEMBER_OF", "Chess Club", None, "2024-01-01T00:00:00Z"),
         channel="agent",
     )
     assert (end.summary.facts_closed, end.summary.facts_contested) == (0, 1)

@@ -254,18 +254,10 @@ class CypherStore(abc.ABC):
                     {f"entities_{i}": rows},
                 )
             )
-        vectors = [
-            {"uuid": e.uuid, "v": e.name_embedding} for e in plan.new_entities if e.name_embedding
-        ]
-        if vectors:
-            out.append(
-                Statement(
-                    "UNWIND $entity_vectors AS r MATCH (n:Entity {uuid: r.uuid}) "
-                    "WHERE n.group_id = $group_id "
-                    f"SET n.name_embedding = {self.dialect.vector('r.v')}",
-                    {"entity_vectors": vectors, "group_id": g},
-                )
-            )
+        out += self._vectors(
+            "entity_vectors", "(n:Entity {uuid: r.uuid})", "n.name_embedding", g,
+            [(e.uuid, e.name_embedding) for e in plan.new_entities],
+        )  # fmt: skip
         if plan.mentions:
             out.append(
                 Statement(
@@ -323,19 +315,32 @@ class CypherStore(abc.ABC):
                     {"edges": rows, "group_id": g},
                 )
             )
-            vectors = [
-                {"uuid": e.uuid, "v": e.fact_embedding} for e in plan.new_edges if e.fact_embedding
-            ]
-            if vectors:
-                out.append(
-                    Statement(
-                        "UNWIND $edge_vectors AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
-                        "WHERE e.group_id = $group_id "
-                        f"SET e.fact_embedding = {self.dialect.vector('r.v')}",
-                        {"edge_vectors": vectors, "group_id": g},
-                    )
-                )
+            out += self._vectors(
+                "edge_vectors", "()-[e:RELATES_TO {uuid: r.uuid}]->()", "e.fact_embedding", g,
+                [(e.uuid, e.fact_embedding) for e in plan.new_edges],
+            )  # fmt: skip
         return out
+
+    def _vectors(
+        self,
+        param: str,
+        pattern: str,
+        prop: str,
+        group_id: str,
+        items: list[tuple[str, list[float] | None]],
+    ) -> list[Statement]:
+        """Embeddings go in a statement of their own: each backend stores vectors its own way."""
+        rows = [{"uuid": uuid, "v": v} for uuid, v in items if v]
+        if not rows:
+            return []
+        var = prop.split(".")[0]
+        return [
+            Statement(
+                f"UNWIND ${param} AS r MATCH {pattern} WHERE {var}.group_id = $group_id "
+                f"SET {prop} = {self.dialect.vector('r.v')}",
+                {param: rows, "group_id": group_id},
+            )
+        ]  # fmt: skip
 
     async def apply(self, plan: WritePlan) -> None:
         await self._write(plan.group_id, self.compile_plan(plan))
