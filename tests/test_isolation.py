@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from kg import KG, InputError
@@ -42,3 +44,14 @@ async def test_invalid_group_ids_are_refused_everywhere(kg: KG, bad: str) -> Non
         await kg.history(group_id=bad)
     with pytest.raises(InputError, match="group_id"):
         await kg.stats(bad)
+
+
+async def test_concurrent_readers_and_writers_queue_instead_of_failing(kg: KG) -> None:
+    await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"))
+    writes = [add(kg, t(2021), (f"P{i}", "LIVES_IN", "Busan"), group_id=f"g{i % 4}")
+              for i in range(40)]  # fmt: skip
+    reads = [kg.facts(subject="Alice") for _ in range(100)]
+    results = await asyncio.gather(*writes, *reads)
+    assert all(objects(r) == ["Seoul"] for r in results[40:])
+    per_group = [(await kg.stats(f"g{i}")).episodes for i in range(4)]
+    assert per_group == [10, 10, 10, 10]

@@ -66,6 +66,14 @@ def check_params(value: Any, path: str = "$") -> None:
         raise StoreError(f"parameter {path} has unsupported type {type(value).__name__}")
 
 
+def _pool(**kwargs: Any) -> Any:
+    """Callers beyond the pool size wait for a connection instead of failing ("Too many
+    connections" is what redis-py's default pool raises), so concurrent agents just queue."""
+    from redis.asyncio import BlockingConnectionPool
+
+    return BlockingConnectionPool(max_connections=16, timeout=60, decode_responses=True, **kwargs)
+
+
 class FalkorDBStore(CypherStore):
     backend = "falkordb"
     dialect = FalkorDialect()
@@ -85,11 +93,12 @@ class FalkorDBStore(CypherStore):
         embedding_dim: int | None = None,
     ) -> FalkorDBStore:
         from falkordb.asyncio import FalkorDB
+        from redis.asyncio import UnixDomainSocketConnection
 
         server = EmbeddedServer(home, durability)
         socket = await server.start()
-        db = FalkorDB(unix_socket_path=socket, max_connections=16)
-        return cls(db, server, embedding_dim)
+        pool = _pool(connection_class=UnixDomainSocketConnection, path=socket)
+        return cls(FalkorDB(connection_pool=pool), server, embedding_dim)
 
     @classmethod
     async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> FalkorDBStore:
@@ -97,13 +106,14 @@ class FalkorDBStore(CypherStore):
 
         u = urlparse(uri)
         try:
-            db = FalkorDB(
+            pool = _pool(
                 host=u.hostname or "localhost",
                 port=u.port or 6379,
                 username=u.username,
                 password=u.password,
                 socket_connect_timeout=5,
             )
+            db = FalkorDB(connection_pool=pool)
             await db.connection.ping()
         except (RedisError, OSError) as exc:
             raise StoreUnavailableError(f"cannot reach FalkorDB at {uri}: {exc}") from exc
