@@ -14,11 +14,11 @@ from datetime import datetime
 from ingest.hashing import content_hash
 from ingest.names import name_key
 from ingest.timeline import NewFact, TimelineWriter
-from schemas.episode import Episode, EpisodeSource
+from schemas.episode import Episode, EpisodeSource, StructuredFact
 from schemas.graph import EntityNode, EpisodicNode
 from schemas.ontology import Ontology, Predicate
 from schemas.plan import PlanSummary, WritePlan
-from schemas.store import GraphStore, TimelineKey
+from schemas.store import GraphStore
 
 STRUCTURED_EXTRACTOR = "kg.structured/1"
 
@@ -48,6 +48,30 @@ def episodic_node(
 
 def fact_sentence(subject: str, predicate: str, obj: str) -> str:
     return f"{subject} {predicate.lower().replace('_', ' ')} {obj}"
+
+
+def new_fact(
+    f: StructuredFact, pred: Predicate, entities: dict[str, EntityNode], reference_time: datetime
+) -> NewFact:
+    return NewFact(
+        source_uuid=entities[name_key(f.subject)].uuid,
+        target_uuid=entities[name_key(f.object)].uuid,
+        predicate=pred.name,
+        single_valued=pred.single_valued,
+        fact=f.fact or fact_sentence(f.subject, pred.name, f.object),
+        valid_at=f.valid_at or reference_time,
+        invalid_at=f.invalid_at,
+    )
+
+
+def stored_facts(episode: EpisodicNode) -> list[StructuredFact]:
+    """The facts of a stored structured episode, as ingested (its content is their JSON)."""
+    if episode.source is not EpisodeSource.facts:
+        raise ValueError(
+            f"episode {episode.uuid} is a {episode.source.value!r} episode; only structured "
+            "'facts' episodes can be replayed by this version of kg"
+        )
+    return [StructuredFact.model_validate(row) for row in json.loads(episode.content)]
 
 
 def check_structured(episode: Episode, ontology: Ontology) -> list[Predicate]:
@@ -110,11 +134,7 @@ async def plan_structured_episode(
 
     # Contradiction candidates: only live versions on the timelines this episode touches.
     keys = [
-        TimelineKey(
-            source_uuid=entities[name_key(f.subject)].uuid,
-            predicate=p.name,
-            target_uuid=None if p.single_valued else entities[name_key(f.object)].uuid,
-        )
+        new_fact(f, p, entities, episode.reference_time).key
         for f, p in zip(episode.facts, predicates, strict=True)
     ]
     live = await store.live_edges(group, keys)
@@ -130,17 +150,7 @@ async def plan_structured_episode(
         summary=summary,
     )
     for f, pred in zip(episode.facts, predicates, strict=True):
-        writer.add(
-            NewFact(
-                source_uuid=entities[name_key(f.subject)].uuid,
-                target_uuid=entities[name_key(f.object)].uuid,
-                predicate=pred.name,
-                single_valued=pred.single_valued,
-                fact=f.fact or fact_sentence(f.subject, pred.name, f.object),
-                valid_at=f.valid_at or episode.reference_time,
-                invalid_at=f.invalid_at,
-            )
-        )
+        writer.add(new_fact(f, pred, entities, episode.reference_time))
 
     plan = WritePlan(
         group_id=group,

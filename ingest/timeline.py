@@ -22,6 +22,7 @@ from datetime import datetime
 
 from schemas.graph import EdgeStatus, FactEdge
 from schemas.plan import EdgeReinforcement, EdgeRetirement, PlanSummary
+from schemas.store import TimelineKey
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,14 @@ class NewFact:
     fact: str
     valid_at: datetime
     invalid_at: datetime | None
+
+    @property
+    def key(self) -> TimelineKey:
+        return TimelineKey(
+            source_uuid=self.source_uuid,
+            predicate=self.predicate,
+            target_uuid=None if self.single_valued else self.target_uuid,
+        )
 
 
 @dataclass

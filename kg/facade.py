@@ -17,11 +17,12 @@ from pydantic import BaseModel, ValidationError
 
 from ingest import content_hash, name_key, plan_structured_episode
 from kg.errors import InputError, validation_message
+from kg.rollback import RollbackReport, plan_rollback
 from kg.store import open_store
 from kg.store.embedded import Durability
 from kg.times import TransactionClock
 from schemas.episode import Episode, EpisodeSource
-from schemas.graph import Fact
+from schemas.graph import AuditEvent, EpisodicNode, Fact
 from schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from schemas.plan import PlanSummary
 from schemas.store import FactQuery, GraphStore, StoreStats
@@ -33,6 +34,11 @@ class EpisodeResult(BaseModel):
     group_id: str
     status: Literal["added", "duplicate"]
     summary: PlanSummary
+
+
+class Explanation(BaseModel):
+    versions: list[Fact]
+    episodes: list[EpisodicNode]
 
 
 class KG:
@@ -110,6 +116,63 @@ class KG:
             episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
         )
 
+    async def rollback(
+        self, episode_ids: str | list[str], *, group_id: str = "default", apply: bool = False
+    ) -> RollbackReport:
+        """Plan (and with `apply=True` carry out, atomically) undoing episodes; see kg.rollback."""
+        ids = [episode_ids] if isinstance(episode_ids, str) else list(episode_ids)
+        if not ids:
+            raise InputError("rollback needs at least one episode id")
+        self._check_group(group_id)
+        async with self._writers.setdefault(group_id, asyncio.Lock()):
+            plan, report = await plan_rollback(
+                self.store, self.ontology, group_id, ids, self.clock.now()
+            )
+            if apply and not report.noop:
+                await self.store.rewrite(plan)
+                report.applied = True
+        return report
+
+    async def rollback_source(
+        self,
+        source_description: str,
+        *,
+        since: datetime | None = None,
+        group_id: str = "default",
+        apply: bool = False,
+    ) -> RollbackReport:
+        """Undo every ingested episode from one source (e.g. a web page), optionally since T."""
+        self._check_group(group_id)
+        if since is not None and since.tzinfo is None:
+            raise InputError("since: naive datetime; give it a timezone")
+        episodes = await self.store.find_episodes(group_id, source_description, since)
+        if not episodes:
+            return RollbackReport(group_id=group_id, episodes=[])
+        return await self.rollback([e.uuid for e in episodes], group_id=group_id, apply=apply)
+
+    async def why(self, fact_id: str, *, group_id: str = "default") -> Explanation:
+        """Every version of a fact and the episodes that created, reinforced and closed it."""
+        self._check_group(group_id)
+        versions = await self.store.fact_versions(group_id, fact_id)
+        if not versions:
+            raise InputError(f"no fact or fact version {fact_id!r} in group {group_id!r}")
+        ids = {ep for v in versions for ep in v.edge.episodes}
+        ids |= {v.edge.invalidated_by for v in versions if v.edge.invalidated_by}
+        episodes = await self.store.episodes(group_id, sorted(ids))
+        return Explanation(versions=versions, episodes=episodes)
+
+    async def log(self, *, group_id: str = "default", limit: int = 100) -> list[AuditEvent]:
+        """Rollbacks and erasures, newest first."""
+        self._check_group(group_id)
+        return await self.store.audit_log(group_id, limit)
+
+    @staticmethod
+    def _check_group(group_id: str) -> None:
+        try:
+            check_group_id(group_id)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+
     # -- reads ----------------------------------------------------------------------------
 
     def _predicate(self, predicate: str | None) -> str | None:
@@ -159,10 +222,7 @@ class KG:
         limit: int = 1000,
     ) -> list[Fact]:
         """Every version of the matching facts, retired ones included, with provenance."""
-        try:
-            check_group_id(group_id)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
+        self._check_group(group_id)
         return await self.store.history(
             group_id,
             name_key(subject) if subject is not None else None,
@@ -172,10 +232,7 @@ class KG:
         )
 
     async def stats(self, group_id: str = "default") -> StoreStats:
-        try:
-            check_group_id(group_id)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
+        self._check_group(group_id)
         return await self.store.stats(group_id, self.clock.now())
 
     async def groups(self) -> list[str]:

@@ -101,6 +101,23 @@ class FactEdge(BaseModel):
         return self.valid_at <= at and (self.invalid_at is None or self.invalid_at > at)
 
 
+class AuditEvent(BaseModel):
+    """A record of something kg did to the graph on request: a rollback or an erasure.
+
+    `detail` is counts and ids only, never fact text or names: an erasure must leave nothing
+    of its subject behind, audit trail included.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    uuid: str
+    group_id: str
+    kind: str
+    created_at: UtcDatetime
+    episodes: list[str] = Field(default_factory=list)
+    detail: str = ""
+
+
 class CommunityNode(BaseModel):
     model_config = ConfigDict(extra="ignore")
 

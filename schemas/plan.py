@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from schemas.graph import EntityNode, EpisodicNode, FactEdge
+from schemas.graph import AuditEvent, EntityNode, EpisodicNode, FactEdge
 from schemas.validation import UtcDatetime
 
 
@@ -34,6 +34,26 @@ class WritePlan(BaseModel):
     new_edges: list[FactEdge] = Field(default_factory=list)
     retirements: list[EdgeRetirement] = Field(default_factory=list)
     reinforcements: list[EdgeReinforcement] = Field(default_factory=list)
+
+
+class RewritePlan(BaseModel):
+    """Rewrites timelines and retires or removes episodes: rollback and erasure.
+
+    Applied atomically like a WritePlan. `delete_edges` and `new_edges` swap the versions of
+    the timelines being recomputed; the rest of the graph is untouched.
+    """
+
+    group_id: str
+    delete_edges: list[str] = Field(default_factory=list)
+    new_edges: list[FactEdge] = Field(default_factory=list)
+    drop_mentions_from: list[str] = Field(default_factory=list)
+    orphan_candidates: list[str] = Field(
+        default_factory=list, description="Entity uuids deleted if nothing refers to them any more."
+    )
+    rolled_back: list[str] = Field(default_factory=list, description="Episodes to mark.")
+    delete_episodes: list[str] = Field(default_factory=list, description="Erasure only.")
+    delete_entities: list[str] = Field(default_factory=list, description="Erasure only.")
+    audit: AuditEvent | None = None
 
 
 class PlanSummary(BaseModel):

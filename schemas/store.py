@@ -10,8 +10,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.graph import EntityNode, EpisodicNode, Fact, FactEdge
-from schemas.plan import WritePlan
+from schemas.graph import AuditEvent, EntityNode, EpisodicNode, Fact, FactEdge
+from schemas.plan import RewritePlan, WritePlan
 from schemas.validation import GroupId, UtcDatetime
 
 
@@ -63,8 +63,40 @@ class GraphStore(Protocol):
         """Versions not yet retired (expired_at null) on the given timelines."""
         ...
 
+    async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
+        """Every version on the given timelines, retired ones included."""
+        ...
+
+    async def episodes(self, group_id: str, uuids: list[str]) -> list[EpisodicNode]: ...
+
+    async def find_episodes(
+        self, group_id: str, source_description: str | None, since: UtcDatetime | None
+    ) -> list[EpisodicNode]:
+        """Ingested (not rolled back) episodes, oldest first, optionally narrowed."""
+        ...
+
+    async def episodes_mentioning(self, group_id: str, entity_uuid: str) -> list[EpisodicNode]: ...
+
+    async def fact_versions(self, group_id: str, uuid: str) -> list[Fact]:
+        """All versions of the fact that the version (or fact) uuid belongs to."""
+        ...
+
+    async def audit_log(self, group_id: str, limit: int) -> list[AuditEvent]: ...
+
     async def apply(self, plan: WritePlan) -> None:
         """Write the whole plan atomically or raise with nothing written."""
+        ...
+
+    async def rewrite(self, plan: RewritePlan) -> None:
+        """Apply a rollback or erasure atomically or raise with nothing written."""
+        ...
+
+    async def drop_group(self, group_id: str) -> None:
+        """Physically delete everything of the group."""
+        ...
+
+    async def compact(self) -> None:
+        """Make deletions reach the files on disk (no history of deleted data kept there)."""
         ...
 
     async def facts(self, query: FactQuery) -> list[Fact]: ...

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from schemas.graph import EntityNode, EpisodicNode, Fact, FactEdge
-from schemas.plan import WritePlan
+from schemas.graph import AuditEvent, EntityNode, EpisodicNode, Fact, FactEdge
+from schemas.plan import RewritePlan, WritePlan
 from schemas.store import FactQuery, StoreStats, TimelineKey
 from schemas.validation import TYPE_NAME_RE
 
@@ -43,6 +43,10 @@ class Dialect(abc.ABC):
     @abc.abstractmethod
     def vector(self, expr: str) -> str:
         """Wrap a list expression so the backend stores it as an indexable vector."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _label_suffix(labels: list[str]) -> str:
@@ -130,12 +134,21 @@ class CypherStore(abc.ABC):
         return list(first.values())
 
     async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
+        return await self._timeline(group_id, keys, live_only=True)
+
+    async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
+        return await self._timeline(group_id, keys, live_only=False)
+
+    async def _timeline(
+        self, group_id: str, keys: list[TimelineKey], *, live_only: bool
+    ) -> list[FactEdge]:
         if not keys:
             return []
+        live = "AND e.expired_at IS NULL " if live_only else ""
         rows = await self._read(
             group_id,
             "UNWIND $keys AS k MATCH (s:Entity {uuid: k.source})-[e:RELATES_TO]->(o:Entity) "
-            "WHERE e.group_id = $group_id AND e.name = k.predicate AND e.expired_at IS NULL "
+            f"WHERE e.group_id = $group_id AND e.name = k.predicate {live}"
             "AND (k.target IS NULL OR o.uuid = k.target) "
             "RETURN DISTINCT properties(e) AS e, s.uuid AS source, o.uuid AS target",
             {
@@ -147,6 +160,76 @@ class CypherStore(abc.ABC):
             },
         )
         return [self._edge(r["e"], r["source"], r["target"]) for r in rows]
+
+    def _episodes(self, rows: list[dict[str, Any]]) -> list[EpisodicNode]:
+        return [EpisodicNode.model_validate(self._decode(r["ep"])) for r in rows]
+
+    async def episodes(self, group_id: str, uuids: list[str]) -> list[EpisodicNode]:
+        if not uuids:
+            return []
+        rows = await self._read(
+            group_id,
+            "UNWIND $uuids AS u MATCH (ep:Episodic {uuid: u}) WHERE ep.group_id = $group_id "
+            "RETURN properties(ep) AS ep ORDER BY ep.created_at, ep.uuid",
+            {"uuids": sorted(set(uuids)), "group_id": group_id},
+        )
+        return self._episodes(rows)
+
+    async def find_episodes(
+        self, group_id: str, source_description: str | None, since: datetime | None
+    ) -> list[EpisodicNode]:
+        where = ["ep.group_id = $group_id", "ep.status = 'ingested'"]
+        params: dict[str, Any] = {"group_id": group_id}
+        if source_description is not None:
+            where.append("ep.source_description = $source_description")
+            params["source_description"] = source_description
+        if since is not None:
+            where.append("ep.created_at >= $since")
+            params["since"] = self.dialect.encode_time(since)
+        rows = await self._read(
+            group_id,
+            "MATCH (ep:Episodic) WHERE " + " AND ".join(where) + " "
+            "RETURN properties(ep) AS ep ORDER BY ep.created_at, ep.uuid",
+            params,
+        )
+        return self._episodes(rows)
+
+    async def episodes_mentioning(self, group_id: str, entity_uuid: str) -> list[EpisodicNode]:
+        rows = await self._read(
+            group_id,
+            "MATCH (ep:Episodic)-[:MENTIONS]->(n:Entity {uuid: $entity}) "
+            "WHERE ep.group_id = $group_id "
+            "RETURN properties(ep) AS ep ORDER BY ep.created_at, ep.uuid",
+            {"entity": entity_uuid, "group_id": group_id},
+        )
+        return self._episodes(rows)
+
+    async def fact_versions(self, group_id: str, uuid: str) -> list[Fact]:
+        rows = await self._read(
+            group_id,
+            "MATCH ()-[x:RELATES_TO {uuid: $uuid}]->() WHERE x.group_id = $group_id "
+            "RETURN x.fact_uuid AS f",
+            {"uuid": uuid, "group_id": group_id},
+        )
+        fact_uuid = rows[0]["f"] if rows else uuid
+        rows = await self._read(
+            group_id,
+            "MATCH (s:Entity)-[e:RELATES_TO {fact_uuid: $fact_uuid}]->(o:Entity) "
+            "WHERE e.group_id = $group_id"
+            + self._FACT_RETURN
+            + " ORDER BY e.valid_at, e.created_at, e.uuid",
+            {"fact_uuid": fact_uuid, "group_id": group_id},
+        )
+        return [self._fact(r) for r in rows]
+
+    async def audit_log(self, group_id: str, limit: int) -> list[AuditEvent]:
+        rows = await self._read(
+            group_id,
+            "MATCH (a:AuditEvent) WHERE a.group_id = $group_id "
+            "RETURN properties(a) AS a ORDER BY a.created_at DESC LIMIT $max_rows",
+            {"group_id": group_id, "max_rows": limit},
+        )
+        return [AuditEvent.model_validate(self._decode(r["a"])) for r in rows]
 
     def _fact_match(
         self, subject_key: str | None, predicate: str | None, object_key: str | None
@@ -297,29 +380,87 @@ class CypherStore(abc.ABC):
                     },
                 )
             )
-        if plan.new_edges:
-            rows = [
-                {
-                    "source": e.source_node_uuid,
-                    "target": e.target_node_uuid,
-                    "props": self._encode(e, drop=ENDPOINT_FIELDS),
-                }
-                for e in plan.new_edges
-            ]
-            out.append(
-                Statement(
-                    "UNWIND $edges AS r "
-                    "MATCH (s:Entity {uuid: r.source}), (o:Entity {uuid: r.target}) "
-                    "WHERE s.group_id = $group_id AND o.group_id = $group_id "
-                    "CREATE (s)-[e:RELATES_TO]->(o) SET e += r.props",
-                    {"edges": rows, "group_id": g},
-                )
-            )
-            out += self._vectors(
+        return out + self._create_edges(plan.new_edges, g)
+
+    def _create_edges(self, edges: list[FactEdge], g: str) -> list[Statement]:
+        if not edges:
+            return []
+        rows = [
+            {
+                "source": e.source_node_uuid,
+                "target": e.target_node_uuid,
+                "props": self._encode(e, drop=ENDPOINT_FIELDS),
+            }
+            for e in edges
+        ]
+        return [
+            Statement(
+                "UNWIND $edges AS r "
+                "MATCH (s:Entity {uuid: r.source}), (o:Entity {uuid: r.target}) "
+                "WHERE s.group_id = $group_id AND o.group_id = $group_id "
+                "CREATE (s)-[e:RELATES_TO]->(o) SET e += r.props",
+                {"edges": rows, "group_id": g},
+            ),
+            *self._vectors(
                 "edge_vectors", "()-[e:RELATES_TO {uuid: r.uuid}]->()", "e.fact_embedding", g,
-                [(e.uuid, e.fact_embedding) for e in plan.new_edges],
-            )  # fmt: skip
-        return out
+                [(e.uuid, e.fact_embedding) for e in edges],
+            ),
+        ]  # fmt: skip
+
+    def compile_rewrite(self, plan: RewritePlan, now: datetime) -> list[Statement]:
+        g = plan.group_id
+        out: list[Statement] = []
+
+        def add(query: str, **params: Any) -> None:
+            out.append(Statement(query, {**params, "group_id": g}))
+
+        if plan.delete_edges:
+            add(
+                "UNWIND $delete_edges AS u MATCH ()-[e:RELATES_TO {uuid: u}]->() "
+                "WHERE e.group_id = $group_id DELETE e",
+                delete_edges=plan.delete_edges,
+            )
+        out += self._create_edges(plan.new_edges, g)
+        if plan.drop_mentions_from:
+            add(
+                "UNWIND $drop_mentions AS u MATCH (ep:Episodic {uuid: u})-[m:MENTIONS]->() "
+                "WHERE ep.group_id = $group_id DELETE m",
+                drop_mentions=plan.drop_mentions_from,
+            )
+        if plan.delete_episodes:
+            add(
+                "UNWIND $delete_episodes AS u MATCH (ep:Episodic {uuid: u}) "
+                "WHERE ep.group_id = $group_id DETACH DELETE ep",
+                delete_episodes=plan.delete_episodes,
+            )
+        if plan.delete_entities:
+            add(
+                "UNWIND $delete_entities AS u MATCH (n:Entity {uuid: u}) "
+                "WHERE n.group_id = $group_id DETACH DELETE n",
+                delete_entities=plan.delete_entities,
+            )
+        if plan.orphan_candidates:
+            add(
+                "UNWIND $orphans AS u MATCH (n:Entity {uuid: u}) WHERE n.group_id = $group_id "
+                "OPTIONAL MATCH (n)-[r]-() WITH n, count(r) AS degree WHERE degree = 0 DELETE n",
+                orphans=plan.orphan_candidates,
+            )
+        if plan.rolled_back:
+            add(
+                "UNWIND $rolled_back AS u MATCH (ep:Episodic {uuid: u}) "
+                "WHERE ep.group_id = $group_id "
+                "SET ep.status = 'rolled_back', ep.rolled_back_at = $rolled_back_at",
+                rolled_back=plan.rolled_back,
+                rolled_back_at=self.dialect.encode_time(now),
+            )
+        if plan.audit is not None:
+            add("CREATE (a:AuditEvent) SET a += $audit", audit=self._encode(plan.audit))
+        return out  # fmt: skip
+
+    async def rewrite(self, plan: RewritePlan) -> None:
+        statements = self.compile_rewrite(plan, plan.audit.created_at if plan.audit else _now())
+        if statements:
+            await self._write(plan.group_id, statements)
 
     def _vectors(
         self,

@@ -8,6 +8,7 @@ A write plan runs as one query of CALL {} subqueries; FalkorDB executes a query 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 from datetime import UTC, datetime
@@ -181,6 +182,44 @@ class FalkorDBStore(CypherStore):
             raise StoreUnavailableError(f"lost the FalkorDB server: {exc}") from exc
         except ResponseError as exc:
             raise StoreError(f"FalkorDB refused the write plan (nothing written): {exc}") from exc
+
+    async def drop_group(self, group_id: str) -> None:
+        try:
+            await self._graph(group_id).delete()
+        except ResponseError as exc:
+            if "empty key" not in str(exc):
+                raise StoreError(f"FalkorDB refused to delete group {group_id!r}: {exc}") from exc
+        self._ready.discard(group_id)
+
+    async def compact(self, timeout: float = 120.0) -> None:
+        """Rewrite the append-only file from the live data set: the old AOF, which still holds
+        every command ever run (deleted text included), is replaced and removed."""
+        conn = self._db.connection
+        info = await conn.info("persistence")
+        command = "BGREWRITEAOF" if info.get("aof_enabled") else "BGSAVE"
+        busy = ("aof_rewrite_in_progress", "aof_rewrite_scheduled", "rdb_bgsave_in_progress")
+        deadline = asyncio.get_running_loop().time() + timeout
+        done_before = info.get("aof_rewrites", 0) if command == "BGREWRITEAOF" else None
+        while True:
+            try:
+                await conn.execute_command(command)
+                break
+            except ResponseError as exc:  # another rewrite or save is running: wait for it
+                if "in progress" not in str(exc) and "already" not in str(exc):
+                    raise StoreError(f"FalkorDB refused {command}: {exc}") from exc
+            if asyncio.get_running_loop().time() > deadline:
+                raise StoreError(f"{command} did not start within {timeout:.0f}s")
+            await asyncio.sleep(0.05)
+        while True:
+            info = await conn.info("persistence")
+            finished = not any(info.get(k) for k in busy)
+            if finished and (done_before is None or info.get("aof_rewrites", 0) > done_before):
+                if info.get("aof_last_bgrewrite_status", "ok") != "ok":
+                    raise StoreError("FalkorDB's AOF rewrite failed; see redis.log")
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise StoreError(f"{command} did not finish within {timeout:.0f}s")
+            await asyncio.sleep(0.05)
 
     async def groups(self) -> list[str]:
         try:

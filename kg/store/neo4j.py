@@ -118,6 +118,16 @@ class Neo4jStore(CypherStore):
             return StoreError(f"Neo4j refused the query (nothing written): {exc}")
         return exc
 
+    async def drop_group(self, group_id: str) -> None:
+        await self._run_write(
+            [Statement("MATCH (n) WHERE n.group_id = $group_id DETACH DELETE n",
+                       {"group_id": group_id})]
+        )  # fmt: skip
+
+    async def compact(self) -> None:
+        """Neo4j reuses the space of deleted records; it offers no online way to scrub them
+        from store files (offline: neo4j-admin database copy). Documented in the README."""
+
     async def groups(self) -> list[str]:
         rows = await self._read(
             "",

@@ -1,0 +1,225 @@
+"""Rollback: undo episodes by recomputing every timeline they touched, without them.
+
+Removing only what an episode wrote is not enough once later episodes built on it (a later
+move closes the poisoned value, not the true one it displaced). So kg replays, at their
+original transaction times, all the *other* episodes that touched those timelines, and swaps
+in the result: facts only the episode supported disappear, facts it closed re-open (unless
+another episode also closed them), reinforcements lose it. The outcome is the graph
+that ingesting everything but the episode would have produced, at every valid and
+transaction time. Versions that come out identical keep their uuids. The episode itself stays,
+marked rolled back (so re-adding it is still a no-op), and an audit event records the rollback.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid as uuidlib
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ingest.names import name_key
+from ingest.replay import ReplayEpisode, replay_timelines
+from ingest.structured import new_fact, stored_facts
+from kg.errors import InputError
+from schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, FactEdge
+from schemas.ontology import Ontology
+from schemas.plan import RewritePlan
+from schemas.store import GraphStore, TimelineKey
+
+
+class FactChange(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    subject: str
+    predicate: str
+    object: str
+    valid_at: datetime
+    invalid_at: datetime | None
+    status: str
+
+
+class RollbackReport(BaseModel):
+    group_id: str
+    episodes: list[str] = Field(description="Episodes this rollback undoes.")
+    already_rolled_back: list[str] = Field(default_factory=list)
+    removed: list[FactChange] = Field(
+        default_factory=list, description="Believed now before, gone after."
+    )
+    restored: list[FactChange] = Field(
+        default_factory=list, description="Believed now after, not before (re-opened)."
+    )
+    versions_deleted: int = 0
+    versions_created: int = 0
+    versions_kept: int = 0
+    applied: bool = False
+
+    @property
+    def noop(self) -> bool:
+        return not self.episodes
+
+
+def _signature(v: FactEdge) -> tuple[Any, ...]:
+    return (
+        v.source_node_uuid, v.target_node_uuid, v.name, v.fact, v.valid_at, v.invalid_at,
+        v.created_at, v.expired_at, tuple(v.episodes), tuple(v.episode_valid_at),
+        v.invalidated_by, v.channel, v.trust, v.extractor, v.status,
+    )  # fmt: skip
+
+
+def _reconcile(
+    old: list[FactEdge], new: list[FactEdge]
+) -> tuple[list[FactEdge], list[FactEdge], list[FactEdge]]:
+    """(kept old, old to delete, new to create): identical versions keep their stored uuid."""
+    by_sig: dict[tuple[Any, ...], list[FactEdge]] = {}
+    for v in old:
+        by_sig.setdefault(_signature(v), []).append(v)
+    rename: dict[str, str] = {}
+    matched: dict[str, FactEdge] = {}
+    for v in new:
+        pool = by_sig.get(_signature(v))
+        if pool:
+            stored = pool.pop()
+            rename[v.uuid] = stored.uuid
+            matched[v.uuid] = stored
+
+    def mapped(u: str | None) -> str | None:
+        return rename.get(u, u) if u is not None else None
+
+    # A match only holds if its links (fact, supersedes, closing edge) also point the same way.
+    new_by_uuid = {v.uuid: v for v in new}
+    for new_uuid, stored in list(matched.items()):
+        v = new_by_uuid[new_uuid]
+        if (mapped(v.fact_uuid), mapped(v.supersedes), mapped(v.invalidated_edge)) != (
+            stored.fact_uuid, stored.supersedes, stored.invalidated_edge,
+        ):  # fmt: skip
+            del matched[new_uuid]
+            del rename[new_uuid]
+    kept_uuids = {s.uuid for s in matched.values()}
+    kept = [v for v in old if v.uuid in kept_uuids]
+    delete = [v for v in old if v.uuid not in kept_uuids]
+    create = [
+        v.model_copy(
+            update={
+                "fact_uuid": mapped(v.fact_uuid),
+                "supersedes": mapped(v.supersedes),
+                "invalidated_edge": mapped(v.invalidated_edge),
+            }
+        )
+        for v in new
+        if v.uuid not in matched
+    ]
+    return kept, delete, create
+
+
+def _current(versions: list[FactEdge], names: dict[str, str]) -> Counter[FactChange]:
+    def change(v: FactEdge) -> FactChange:
+        return FactChange(
+            subject=names.get(v.source_node_uuid, v.source_node_uuid),
+            predicate=v.name,
+            object=names.get(v.target_node_uuid, v.target_node_uuid),
+            valid_at=v.valid_at,
+            invalid_at=v.invalid_at,
+            status=v.status.value,
+        )
+
+    return Counter(change(v) for v in versions if v.expired_at is None)
+
+
+async def _resolve(
+    store: GraphStore, group_id: str, episodes: list[EpisodicNode], ontology: Ontology
+) -> tuple[list[ReplayEpisode], dict[str, EntityNode]]:
+    parsed = [(ep, stored_facts(ep)) for ep in episodes]
+    keys = sorted(
+        {name_key(n) for _, facts in parsed for f in facts for n in (f.subject, f.object)}
+    )
+    entities = {e.name_key: e for e in await store.entities_by_key(group_id, keys)}
+    replay = []
+    for ep, facts in parsed:
+        try:
+            news = [
+                new_fact(f, ontology.resolve_predicate(f.predicate), entities, ep.valid_at)
+                for f in facts
+            ]
+        except KeyError as exc:
+            raise InputError(f"episode {ep.uuid} names an entity that is gone: {exc}") from None
+        except ValueError as exc:
+            raise InputError(f"episode {ep.uuid}: {exc}") from None
+        replay.append(
+            ReplayEpisode(uuid=ep.uuid, created_at=ep.created_at, channel=ep.channel.value,
+                          trust=int(ep.trust), extractor=ep.extractor, facts=news)
+        )  # fmt: skip
+    return replay, entities
+
+
+async def plan_rollback(
+    store: GraphStore,
+    ontology: Ontology,
+    group_id: str,
+    episode_uuids: list[str],
+    now: datetime,
+    *,
+    kind: str = "rollback",
+) -> tuple[RewritePlan, RollbackReport]:
+    found = {ep.uuid: ep for ep in await store.episodes(group_id, episode_uuids)}
+    missing = [u for u in episode_uuids if u not in found]
+    if missing:
+        raise InputError(f"no episode {missing[0]!r} in group {group_id!r}")
+    targets = [found[u] for u in dict.fromkeys(episode_uuids) if found[u].status == "ingested"]
+    report = RollbackReport(
+        group_id=group_id,
+        episodes=[e.uuid for e in targets],
+        already_rolled_back=[u for u in dict.fromkeys(episode_uuids)
+                             if found[u].status == EpisodeStatus.rolled_back],
+    )  # fmt: skip
+    if not targets:
+        return RewritePlan(group_id=group_id), report
+    undone = {e.uuid for e in targets}
+
+    target_replay, entities = await _resolve(store, group_id, targets, ontology)
+    keys: set[TimelineKey] = {f.key for ep in target_replay for f in ep.facts}
+    old = await store.timeline_versions(group_id, sorted(keys, key=lambda k: k.model_dump_json()))
+    supporters = {ep for v in old for ep in v.episodes} | {
+        v.invalidated_by for v in old if v.invalidated_by
+    }
+    others = [
+        ep for ep in await store.episodes(group_id, sorted(supporters - undone))
+        if ep.status == EpisodeStatus.ingested
+    ]  # fmt: skip
+    others_replay, more_entities = await _resolve(store, group_id, others, ontology)
+    entities.update(more_entities)
+    new = replay_timelines(group_id, others_replay, keys)
+    kept, delete, create = _reconcile(old, new)
+
+    names = {e.uuid: e.name for e in entities.values()}
+    before, after = _current(old, names), _current(kept + create, names)
+    report.removed = sorted((before - after).elements(), key=lambda c: c.model_dump_json())
+    report.restored = sorted((after - before).elements(), key=lambda c: c.model_dump_json())
+    report.versions_deleted, report.versions_created = len(delete), len(create)
+    report.versions_kept = len(kept)
+
+    mentioned = sorted({f.source_uuid for ep in target_replay for f in ep.facts}
+                       | {f.target_uuid for ep in target_replay for f in ep.facts})  # fmt: skip
+    plan = RewritePlan(
+        group_id=group_id,
+        delete_edges=[v.uuid for v in delete],
+        new_edges=create,
+        drop_mentions_from=sorted(undone),
+        orphan_candidates=mentioned,
+        rolled_back=sorted(undone) if kind == "rollback" else [],
+        audit=AuditEvent(
+            uuid=str(uuidlib.uuid4()),
+            group_id=group_id,
+            kind=kind,
+            created_at=now,
+            episodes=sorted(undone) if kind == "rollback" else [],
+            detail=json.dumps({
+                "episodes": len(undone), "versions_deleted": len(delete),
+                "versions_created": len(create), "facts_removed": len(report.removed),
+                "facts_restored": len(report.restored),
+            }),
+        ),
+    )  # fmt: skip
+    return plan, report
