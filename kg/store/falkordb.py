@@ -191,35 +191,35 @@ class FalkorDBStore(CypherStore):
                 raise StoreError(f"FalkorDB refused to delete group {group_id!r}: {exc}") from exc
         self._ready.discard(group_id)
 
-    async def compact(self, timeout: float = 120.0) -> None:
+    async def compact(self) -> None:
         """Rewrite the append-only file from the live data set: the old AOF, which still holds
         every command ever run (deleted text included), is replaced and removed."""
         conn = self._db.connection
         info = await conn.info("persistence")
-        command = "BGREWRITEAOF" if info.get("aof_enabled") else "BGSAVE"
+        aof = bool(info.get("aof_enabled"))
+        command = "BGREWRITEAOF" if aof else "BGSAVE"
+        rewrites_before = info.get("aof_rewrites", 0)
         busy = ("aof_rewrite_in_progress", "aof_rewrite_scheduled", "rdb_bgsave_in_progress")
-        deadline = asyncio.get_running_loop().time() + timeout
-        done_before = info.get("aof_rewrites", 0) if command == "BGREWRITEAOF" else None
-        while True:
-            try:
-                await conn.execute_command(command)
-                break
-            except ResponseError as exc:  # another rewrite or save is running: wait for it
-                if "in progress" not in str(exc) and "already" not in str(exc):
-                    raise StoreError(f"FalkorDB refused {command}: {exc}") from exc
-            if asyncio.get_running_loop().time() > deadline:
-                raise StoreError(f"{command} did not start within {timeout:.0f}s")
-            await asyncio.sleep(0.05)
-        while True:
-            info = await conn.info("persistence")
-            finished = not any(info.get(k) for k in busy)
-            if finished and (done_before is None or info.get("aof_rewrites", 0) > done_before):
-                if info.get("aof_last_bgrewrite_status", "ok") != "ok":
-                    raise StoreError("FalkorDB's AOF rewrite failed; see redis.log")
-                return
-            if asyncio.get_running_loop().time() > deadline:
-                raise StoreError(f"{command} did not finish within {timeout:.0f}s")
-            await asyncio.sleep(0.05)
+        try:
+            async with asyncio.timeout(120):
+                while True:
+                    try:
+                        await conn.execute_command(command)
+                        break
+                    except ResponseError as exc:  # another rewrite or save is running
+                        if "in progress" not in str(exc) and "already" not in str(exc):
+                            raise StoreError(f"FalkorDB refused {command}: {exc}") from exc
+                    await asyncio.sleep(0.05)
+                while True:
+                    info = await conn.info("persistence")
+                    idle = not any(info.get(k) for k in busy)
+                    if idle and (not aof or info.get("aof_rewrites", 0) > rewrites_before):
+                        break
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            raise StoreError(f"{command} did not finish within 120s; see redis.log") from None
+        if aof and info.get("aof_last_bgrewrite_status", "ok") != "ok":
+            raise StoreError("FalkorDB's AOF rewrite failed; see redis.log")
 
     async def groups(self) -> list[str]:
         try:
