@@ -20,8 +20,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ingest.structured import check_structured
+from kg.erasure import ErasureReceipt
 from kg.errors import InputError, KGError, validation_message
 from kg.facade import KG
+from kg.rollback import RollbackReport
 from kg.times import parse_time
 from schemas.episode import Episode, EpisodeSource
 from schemas.graph import Fact
@@ -332,6 +334,154 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     for key, value in s.model_dump(exclude={"group_id"}).items():
         table.add_row(key.replace("_", " "), str(value))
     out.print(table)
+
+
+# -- provenance: rollback, why, log, erase ---------------------------------------------------
+
+
+def print_rollback(report: RollbackReport) -> None:
+    if report.noop:
+        already = ", ".join(report.already_rolled_back)
+        out.print(f"nothing to roll back{f' (already rolled back: {already})' if already else ''}")
+        return
+    verb = "rolled back" if report.applied else "would roll back"
+    out.print(f"{verb} {len(report.episodes)} episode(s): {', '.join(report.episodes)}")
+    for title, rows, style in (("removed", report.removed, "red"),
+                               ("re-opened / restored", report.restored, "green")):  # fmt: skip
+        if not rows:
+            continue
+        table = Table(title=title, title_justify="left", title_style=style)
+        for col in ("subject", "predicate", "object", "valid", "status"):
+            table.add_column(col)
+        for c in rows:
+            table.add_row(c.subject, c.predicate, c.object, _interval(c.valid_at, c.invalid_at),
+                          c.status)  # fmt: skip
+        out.print(table)
+    out.print(
+        f"fact versions: {report.versions_deleted} deleted, {report.versions_created} created, "
+        f"{report.versions_kept} kept"
+    )
+    if not report.applied:
+        out.print("dry run: nothing changed. Re-run with --apply to carry it out.")
+
+
+@app.command()
+def rollback(
+    ctx: typer.Context,
+    episode_ids: Annotated[list[str] | None, typer.Argument(help="Episode uuid(s).")] = None,
+    source_description: Annotated[
+        str | None, typer.Option(help="Instead of ids: every episode from this source.")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="With --source-description: ingested since this time.")
+    ] = None,
+    apply: Annotated[bool, typer.Option("--apply", help="Carry out the plan.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Undo episodes as if never ingested: shows the plan; --apply carries it out atomically.
+
+    Facts only they supported are deleted, facts they closed are re-opened (unless another
+    episode also closed them), and reinforcements lose them. The episodes stay, marked rolled
+    back, so re-sending them is still a no-op.
+    """
+    settings: Settings = ctx.obj
+    if bool(episode_ids) == (source_description is not None):
+        raise _fail("give episode ids or --source-description, not both and not neither")
+    if since is not None and source_description is None:
+        raise _fail("--since goes with --source-description")
+    try:
+        since_at = _time(since, "since")
+    except KGError as exc:
+        raise _fail(str(exc)) from None
+
+    async def work(kg: KG) -> RollbackReport:
+        if source_description is not None:
+            return await kg.rollback_source(
+                source_description, since=since_at, group_id=settings.group, apply=apply
+            )
+        return await kg.rollback(episode_ids or [], group_id=settings.group, apply=apply)
+
+    report = _run(_with_kg(settings, work))
+    if as_json:
+        out.print_json(report.model_dump_json())
+    else:
+        print_rollback(report)
+
+
+@app.command()
+def why(ctx: typer.Context, fact_id: Annotated[str, typer.Argument(help="Fact or version uuid.")],
+        as_json: JsonOpt = False) -> None:  # fmt: skip
+    """A fact's versions and the episodes that created, reinforced and closed it."""
+    settings: Settings = ctx.obj
+    explanation = _run(_with_kg(settings, lambda kg: kg.why(fact_id, group_id=settings.group)))
+    if as_json:
+        out.print_json(explanation.model_dump_json())
+        return
+    print_facts(explanation.versions, as_json=False, title=f"versions of {fact_id}",
+                transaction=True)  # fmt: skip
+    table = Table(title="episodes", title_justify="left")
+    for col in ("episode", "ingested", "reference time", "channel", "trust", "extractor",
+                "source", "status"):  # fmt: skip
+        table.add_column(col)
+    for ep in explanation.episodes:
+        table.add_row(ep.uuid, ep.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                      ep.valid_at.isoformat(), ep.channel.value, ep.trust.name, ep.extractor,
+                      ep.source_description, ep.status.value)  # fmt: skip
+    out.print(table)
+
+
+@app.command("log")
+def log_(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100,
+    as_json: JsonOpt = False,
+) -> None:
+    """The audit trail: rollbacks and erasures, newest first (closures: see `kg history`)."""
+    settings: Settings = ctx.obj
+    events = _run(_with_kg(settings, lambda kg: kg.log(group_id=settings.group, limit=limit)))
+    if as_json:
+        out.print_json(json.dumps([e.model_dump(mode="json") for e in events]))
+        return
+    if not events:
+        out.print("audit log: empty")
+        return
+    table = Table(title="audit log", title_justify="left")
+    for col in ("time", "kind", "episodes", "detail"):
+        table.add_column(col)
+    for e in events:
+        table.add_row(e.created_at.strftime("%Y-%m-%d %H:%M:%S"), e.kind,
+                      ", ".join(e.episodes), e.detail)  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+def erase(
+    ctx: typer.Context,
+    entity: Annotated[str | None, typer.Option(help="Erase this subject from the group.")] = None,
+    whole_group: Annotated[
+        bool, typer.Option("--whole-group", help="Erase the entire group (--group).")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Physically delete a subject or a whole group, with its traces on disk. Not undoable."""
+    settings: Settings = ctx.obj
+    if (entity is None) == (not whole_group):
+        raise _fail("give --entity NAME or --whole-group, not both and not neither")
+    target = f"entity {entity!r}" if entity else f"the whole group {settings.group!r}"
+    if not yes and not typer.confirm(f"Permanently erase {target} from group {settings.group!r}?"):
+        raise _fail("not confirmed; nothing erased")
+
+    async def work(kg: KG) -> ErasureReceipt:
+        if entity is not None:
+            return await kg.erase_entity(entity, group_id=settings.group)
+        return await kg.erase_group(settings.group)
+
+    receipt = _run(_with_kg(settings, work))
+    out.print(
+        f"erased {target}: {receipt.episodes_deleted} episodes, {receipt.entities_deleted} "
+        f"entities, {receipt.fact_versions_deleted} fact versions deleted; "
+        f"{receipt.other_facts_recomputed} other facts recomputed; store files compacted"
+    )
 
 
 @app.command()

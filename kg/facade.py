@@ -16,6 +16,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ValidationError
 
 from ingest import content_hash, name_key, plan_structured_episode
+from kg.erasure import ErasureReceipt, erase_entity, erase_group
 from kg.errors import InputError, validation_message
 from kg.rollback import RollbackReport, plan_rollback
 from kg.store import open_store
@@ -165,6 +166,18 @@ class KG:
         """Rollbacks and erasures, newest first."""
         self._check_group(group_id)
         return await self.store.audit_log(group_id, limit)
+
+    async def erase_entity(self, name: str, *, group_id: str = "default") -> ErasureReceipt:
+        """Physically delete a subject: its episodes, facts, entity, and their traces on disk."""
+        self._check_group(group_id)
+        async with self._writers.setdefault(group_id, asyncio.Lock()):
+            return await erase_entity(self.store, self.ontology, group_id, name, self.clock.now())
+
+    async def erase_group(self, group_id: str) -> ErasureReceipt:
+        """Physically delete a whole group, and compact the store's files."""
+        self._check_group(group_id)
+        async with self._writers.setdefault(group_id, asyncio.Lock()):
+            return await erase_group(self.store, group_id, self.clock.now())
 
     @staticmethod
     def _check_group(group_id: str) -> None:

@@ -70,9 +70,14 @@ class GraphStore(Protocol):
     async def episodes(self, group_id: str, uuids: list[str]) -> list[EpisodicNode]: ...
 
     async def find_episodes(
-        self, group_id: str, source_description: str | None, since: UtcDatetime | None
+        self,
+        group_id: str,
+        source_description: str | None,
+        since: UtcDatetime | None,
+        *,
+        include_rolled_back: bool = False,
     ) -> list[EpisodicNode]:
-        """Ingested (not rolled back) episodes, oldest first, optionally narrowed."""
+        """Episodes oldest first, optionally narrowed; rolled-back ones only when asked."""
         ...
 
     async def episodes_mentioning(self, group_id: str, entity_uuid: str) -> list[EpisodicNode]: ...

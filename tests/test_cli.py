@@ -206,5 +206,87 @@ def test_demo_runs_offline() -> None:
 
 def test_help_lists_every_command() -> None:
     r = runner.invoke(app, ["--help"])
-    for command in ("ingest", "facts", "as-of", "history", "stats", "demo"):
+    for command in (
+        "ingest",
+        "facts",
+        "as-of",
+        "history",
+        "stats",
+        "rollback",
+        "why",
+        "log",
+        "erase",
+        "demo",
+    ):
         assert command in r.stdout
+
+
+def test_rollback_dry_run_then_apply(home: Path, jsonl: Path) -> None:
+    kg(home, "ingest", str(jsonl))
+    _, out, _ = kg(home, "facts", "--predicate", "LIVES_IN", "--json")
+    move = json.loads(out)[0]["episodes"][0]  # the episode that moved Minji to Busan
+
+    code, out, _ = kg(home, "rollback", move)
+    assert code == 0
+    assert "would roll back 1 episode" in out and "dry run: nothing changed" in out
+    assert "Busan" in out and "Seoul" in out
+    _, now, _ = kg(home, "facts", "--predicate", "LIVES_IN", "--json")
+    assert [r["object"] for r in json.loads(now)] == ["Busan"]
+
+    code, out, _ = kg(home, "rollback", move, "--apply")
+    assert code == 0 and "rolled back 1 episode" in out
+    _, now, _ = kg(home, "facts", "--predicate", "LIVES_IN", "--json")
+    assert [r["object"] for r in json.loads(now)] == ["Seoul"]  # re-opened
+
+    code, out, _ = kg(home, "rollback", move, "--apply")
+    assert code == 0 and "nothing to roll back (already rolled back" in out
+    code, out, _ = kg(home, "log", "--json")
+    assert [e["kind"] for e in json.loads(out)] == ["rollback"]
+
+
+def test_rollback_by_source_and_argument_errors(home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    path.write_text("\n".join([
+        episode("2020-01-01T00:00:00Z", ("A", "LIVES_IN", "X")),
+        episode("2021-01-01T00:00:00Z", ("A", "LIVES_IN", "Y"), source_description="web:evil"),
+    ]))  # fmt: skip
+    kg(home, "ingest", str(path))
+    code, out, _ = kg(home, "rollback", "--source-description", "web:evil", "--apply")
+    assert code == 0 and "rolled back 1 episode" in out
+    _, now, _ = kg(home, "facts", "--json")
+    assert [r["object"] for r in json.loads(now)] == ["X"]
+    cases = [
+        (["rollback"], "give episode ids or --source-description"),
+        (["rollback", "x", "--since", "2020-01-01"], "--since goes with"),
+        (["rollback", "no-such-episode"], "no episode 'no-such-episode'"),
+    ]
+    for args, message in cases:
+        code, _, err = kg(home, *args)
+        assert code == 1 and message in err, args
+
+
+def test_why_shows_versions_and_episodes(home: Path, jsonl: Path) -> None:
+    kg(home, "ingest", str(jsonl))
+    _, out, _ = kg(home, "history", "--predicate", "LIVES_IN", "--json")
+    seoul = json.loads(out)[0]["uuid"]
+    code, out, _ = kg(home, "why", seoul, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert [v["object"] for v in data["versions"]] == ["Seoul", "Seoul"]
+    assert len(data["episodes"]) == 2
+    code, _, err = kg(home, "why", "missing")
+    assert code == 1 and "no fact" in err
+
+
+def test_erase_needs_confirmation_and_a_target(home: Path, jsonl: Path) -> None:
+    kg(home, "ingest", str(jsonl))
+    code, _, err = kg(home, "erase", "--entity", "Minji", input="n\n")
+    assert code == 1 and "nothing erased" in err
+    code, _, err = kg(home, "erase")
+    assert code == 1 and "--entity NAME or --whole-group" in err
+    code, out, _ = kg(home, "erase", "--entity", "Minji", "--yes")
+    assert code == 0 and "erased entity 'Minji': 2 episodes" in out
+    _, out, _ = kg(home, "stats", "--json")
+    assert json.loads(out)["episodes"] == 0
+    code, out, _ = kg(home, "erase", "--whole-group", "--yes")
+    assert code == 0 and "erased the whole group" in out

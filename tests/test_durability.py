@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kg import KG, DataDirLockedError, StoreUnavailableError
 from kg.store.embedded import _pid_alive
 from kg.store.falkordb import FalkorDBStore
-from tests.conftest import add, objects, t
+from tests.conftest import add, fact, objects, t
 
 
 def _server_pid(kg: KG) -> int:
@@ -117,3 +120,44 @@ async def test_stale_server_from_a_dead_owner_is_reaped(home: Path) -> None:
         assert objects(await kg2.facts(subject="Alice")) == ["Seoul"]
     server.process = None
     await kg.store.close()
+
+
+async def test_a_rollback_killed_mid_write_is_all_or_nothing(home: Path) -> None:
+    """Kill the server while it runs a large rollback: after restart, fully before or after."""
+    n = 1500
+    kg = await KG.open(home=home)
+    people = [f"P{i}" for i in range(n)]
+    await kg.add_episode(source="facts", reference_time=t(2020),
+                         facts=[fact(p, "LIVES_IN", "Seoul") for p in people])  # fmt: skip
+    poison = await kg.add_episode(source="facts", reference_time=t(2022),
+                                  facts=[fact(p, "LIVES_IN", "Busan") for p in people])  # fmt: skip
+    assert isinstance(kg.store, FalkorDBStore)
+    store = kg.store
+    sent = asyncio.Event()
+    real_write = store._write
+
+    async def write_and_signal(group_id: str, statements: list[Any]) -> None:
+        sent.set()
+        await real_write(group_id, statements)
+
+    store._write = write_and_signal  # type: ignore[method-assign]
+    rollback = asyncio.create_task(kg.rollback(poison.episode_uuid, apply=True))
+    await sent.wait()
+    # The rewrite of 1,500 timelines runs ~300 ms on the build machine; 20 ms lands inside it.
+    await asyncio.sleep(0.02)
+    os.kill(_server_pid(kg), signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        await rollback
+    await kg.close()
+
+    async with await KG.open(home=home) as after:
+        homes = Counter(f.object for f in await after.facts(predicate="LIVES_IN", limit=10_000))
+        [ep] = await after.store.episodes("default", [poison.episode_uuid])
+        if ep.status == "rolled_back":
+            assert homes == {"Seoul": n}
+        else:
+            assert homes == {"Busan": n}, homes
+            # Not applied: the rollback can simply be run again.
+            await after.rollback(poison.episode_uuid, apply=True)
+            assert Counter(f.object for f in await after.facts(limit=10_000)) == {"Seoul": n}
+        assert (await after.stats()).current_facts == n

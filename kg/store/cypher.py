@@ -176,9 +176,16 @@ class CypherStore(abc.ABC):
         return self._episodes(rows)
 
     async def find_episodes(
-        self, group_id: str, source_description: str | None, since: datetime | None
+        self,
+        group_id: str,
+        source_description: str | None,
+        since: datetime | None,
+        *,
+        include_rolled_back: bool = False,
     ) -> list[EpisodicNode]:
-        where = ["ep.group_id = $group_id", "ep.status = 'ingested'"]
+        where = ["ep.group_id = $group_id"]
+        if not include_rolled_back:
+            where.append("ep.status = 'ingested'")
         params: dict[str, Any] = {"group_id": group_id}
         if source_description is not None:
             where.append("ep.source_description = $source_description")

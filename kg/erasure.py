@@ -1,0 +1,95 @@
+"""Erasure: physical deletion of a subject or a whole group. Erasure is not invalidation.
+
+Erasing an entity removes every episode that names it (as an entity or, whole-word, in its
+text), every fact version touching it, the entities nothing else refers to afterwards, and the
+entity itself. Facts about *other* subjects that those episodes supported are recomputed
+without them, exactly as rollback does. Then the store compacts its files (FalkorDB rewrites
+the append-only file, which otherwise still holds every command ever run). The audit event
+records counts only, never the subject's name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+
+from pydantic import BaseModel
+
+from ingest.names import name_key
+from kg.errors import InputError
+from kg.rollback import plan_rollback
+from schemas.graph import EpisodeStatus
+from schemas.ontology import Ontology
+from schemas.store import GraphStore
+
+
+class ErasureReceipt(BaseModel):
+    """What was removed; returned to the caller, never stored."""
+
+    group_id: str
+    subject: str | None
+    episodes_deleted: int
+    entities_deleted: int
+    fact_versions_deleted: int
+    other_facts_recomputed: int
+    files_compacted: bool
+
+
+async def erase_group(store: GraphStore, group_id: str, now: datetime) -> ErasureReceipt:
+    before = await store.stats(group_id, now)
+    await store.drop_group(group_id)
+    await store.compact()
+    return ErasureReceipt(
+        group_id=group_id,
+        subject=None,
+        episodes_deleted=before.episodes,
+        entities_deleted=before.entities,
+        fact_versions_deleted=before.edge_versions,
+        other_facts_recomputed=0,
+        files_compacted=True,
+    )
+
+
+def _names_subject(text: str, name: str) -> bool:
+    pattern = r"(?<!\w)" + re.escape(name) + r"(?!\w)"
+    return re.search(pattern, text, re.IGNORECASE) is not None
+
+
+async def erase_entity(
+    store: GraphStore, ontology: Ontology, group_id: str, name: str, now: datetime
+) -> ErasureReceipt:
+    found = await store.entities_by_key(group_id, [name_key(name)])
+    if not found:
+        raise InputError(f"no entity named {name!r} in group {group_id!r}")
+    entity = found[0]
+    mentioning = {e.uuid: e for e in await store.episodes_mentioning(group_id, entity.uuid)}
+    for ep in await store.find_episodes(group_id, None, None, include_rolled_back=True):
+        if ep.uuid not in mentioning and _names_subject(ep.content, entity.name):
+            mentioning[ep.uuid] = ep
+    live = [u for u, e in mentioning.items() if e.status == EpisodeStatus.ingested]
+    plan, report = await plan_rollback(store, ontology, group_id, live, now, kind="erasure")
+    before = await store.stats(group_id, now)
+    plan.delete_episodes = sorted(mentioning)
+    plan.delete_entities = [entity.uuid]
+    plan.drop_mentions_from = []  # the episodes go entirely
+    touching = {
+        v.edge.uuid for v in await store.history(group_id, entity.name_key, None, None, 100_000)
+    } | {v.edge.uuid for v in await store.history(group_id, None, None, entity.name_key, 100_000)}
+    deleted_versions = len(set(plan.delete_edges) | touching)
+    if plan.audit is not None:
+        plan.audit.detail = json.dumps(
+            {"episodes_deleted": len(mentioning), "fact_versions_deleted": deleted_versions}
+        )
+    await store.rewrite(plan)
+    after = await store.stats(group_id, now)
+    await store.compact()
+    return ErasureReceipt(
+        group_id=group_id,
+        subject=entity.name,
+        episodes_deleted=before.episodes - after.episodes,
+        entities_deleted=before.entities - after.entities,
+        fact_versions_deleted=deleted_versions,
+        other_facts_recomputed=len(report.restored),
+        files_compacted=True,
+    )
