@@ -207,12 +207,19 @@ def _interval(start: datetime, end: datetime | None) -> str:
     return f"{fmt(start)} → {fmt(end) if end else 'now'}"
 
 
-def print_facts(facts: list[Fact], *, as_json: bool, title: str, transaction: bool = False) -> None:
+def print_facts(
+    facts: list[Fact],
+    *,
+    as_json: bool,
+    title: str,
+    transaction: bool = False,
+    console: Console = out,
+) -> None:
     if as_json:
-        out.print_json(json.dumps([f.as_row() for f in facts]))
+        console.print_json(json.dumps([f.as_row() for f in facts]))
         return
     if not facts:
-        out.print(f"{title}: no facts")
+        console.print(f"{title}: no facts")
         return
     table = Table(title=title, title_justify="left")
     for col in ("subject", "predicate", "object", "valid"):
@@ -232,7 +239,7 @@ def print_facts(facts: list[Fact], *, as_json: bool, title: str, transaction: bo
         if transaction:
             row.append(_interval(e.created_at, e.expired_at))
         table.add_row(*row, e.trust.name, ", ".join(note))
-    out.print(table)
+    console.print(table)
 
 
 SubjectOpt = Annotated[str | None, typer.Option(help="Subject entity name.")]
@@ -339,13 +346,15 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 # -- provenance: rollback, why, log, erase ---------------------------------------------------
 
 
-def print_rollback(report: RollbackReport) -> None:
+def print_rollback(report: RollbackReport, console: Console = out) -> None:
     if report.noop:
         already = ", ".join(report.already_rolled_back)
-        out.print(f"nothing to roll back{f' (already rolled back: {already})' if already else ''}")
+        console.print(
+            f"nothing to roll back{f' (already rolled back: {already})' if already else ''}"
+        )
         return
     verb = "rolled back" if report.applied else "would roll back"
-    out.print(f"{verb} {len(report.episodes)} episode(s): {', '.join(report.episodes)}")
+    console.print(f"{verb} {len(report.episodes)} episode(s): {', '.join(report.episodes)}")
     for title, rows, style in (("removed", report.removed, "red"),
                                ("re-opened / restored", report.restored, "green")):  # fmt: skip
         if not rows:
@@ -356,13 +365,13 @@ def print_rollback(report: RollbackReport) -> None:
         for c in rows:
             table.add_row(c.subject, c.predicate, c.object, _interval(c.valid_at, c.invalid_at),
                           c.status)  # fmt: skip
-        out.print(table)
-    out.print(
-        f"fact versions: {report.versions_deleted} deleted, {report.versions_created} created, "
-        f"{report.versions_kept} kept"
+        console.print(table)
+    console.print(
+        f"fact versions: {report.versions_deleted} deleted, {report.versions_reopened} re-opened, "
+        f"{report.versions_created} created, {report.versions_kept} untouched"
     )
     if not report.applied:
-        out.print("dry run: nothing changed. Re-run with --apply to carry it out.")
+        console.print("dry run: nothing changed. Re-run with --apply to carry it out.")
 
 
 @app.command()
@@ -406,6 +415,35 @@ def rollback(
         out.print_json(report.model_dump_json())
     else:
         print_rollback(report)
+
+
+@app.command()
+def replay(
+    ctx: typer.Context,
+    apply: Annotated[bool, typer.Option("--apply", help="Replace the live timelines.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rebuild the group from its episode log with the current ontology; print the differences.
+
+    --apply swaps in the rebuilt timelines atomically (e.g. after changing a cardinality).
+    """
+    settings: Settings = ctx.obj
+    report = _run(_with_kg(settings, lambda kg: kg.replay(group_id=settings.group, apply=apply)))
+    if as_json:
+        out.print_json(report.model_dump_json())
+        return
+    out.print(f"replayed {report.episodes} episodes: {report.versions_matching} fact versions "
+              f"match the live graph")  # fmt: skip
+    if report.identical:
+        out.print("the live graph equals its replay")
+        return
+    for label, rows in (("only in the live graph", report.only_in_graph),
+                        ("only in the replay", report.only_in_replay)):  # fmt: skip
+        for c in rows:
+            out.print(f"  {label}: {c.subject} {c.predicate} {c.object} "
+                      f"{_interval(c.valid_at, c.invalid_at)} ({c.status})")  # fmt: skip
+    out.print(f"{report.versions_deleted} versions to delete, {report.versions_created} to create"
+              + ("; applied" if report.applied else "; dry run, re-run with --apply"))  # fmt: skip
 
 
 @app.command()

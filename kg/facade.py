@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from ingest import content_hash, name_key, plan_structured_episode
 from kg.erasure import ErasureReceipt, erase_entity, erase_group
 from kg.errors import InputError, validation_message
-from kg.rollback import RollbackReport, plan_rollback
+from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.store import open_store
 from kg.store.embedded import Durability
 from kg.times import TransactionClock
@@ -150,6 +150,17 @@ class KG:
         if not episodes:
             return RollbackReport(group_id=group_id, episodes=[])
         return await self.rollback([e.uuid for e in episodes], group_id=group_id, apply=apply)
+
+    async def replay(self, *, group_id: str = "default", apply: bool = False) -> ReplayReport:
+        """Rebuild the group from its episode log (e.g. after an ontology change) and compare;
+        with `apply=True`, replace the live timelines with the rebuilt ones, atomically."""
+        self._check_group(group_id)
+        async with self._writers.setdefault(group_id, asyncio.Lock()):
+            plan, report = await plan_replay(self.store, self.ontology, group_id)
+            if apply and not report.identical:
+                await self.store.rewrite(plan)
+                report.applied = True
+        return report
 
     async def why(self, fact_id: str, *, group_id: str = "default") -> Explanation:
         """Every version of a fact and the episodes that created, reinforced and closed it."""

@@ -54,6 +54,7 @@ class RollbackReport(BaseModel):
     versions_deleted: int = 0
     versions_created: int = 0
     versions_kept: int = 0
+    versions_reopened: int = Field(default=0, description="Rewritten under their stored uuid.")
     applied: bool = False
 
     @property
@@ -69,10 +70,19 @@ def _signature(v: FactEdge) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+def _unexpired(v: FactEdge) -> tuple[Any, ...]:
+    return _signature(v.model_copy(update={"expired_at": None}))
+
+
 def _reconcile(
     old: list[FactEdge], new: list[FactEdge]
 ) -> tuple[list[FactEdge], list[FactEdge], list[FactEdge]]:
-    """(kept old, old to delete, new to create): identical versions keep their stored uuid."""
+    """(kept old, old to delete, new to create).
+
+    Identical versions are kept as stored. A version that differs only in `expired_at` (a fact
+    the undone episode had retired, now re-opened) is rewritten under its stored uuid, so
+    re-opened facts keep their identity and links to them stay valid.
+    """
     by_sig: dict[tuple[Any, ...], list[FactEdge]] = {}
     for v in old:
         by_sig.setdefault(_signature(v), []).append(v)
@@ -84,6 +94,14 @@ def _reconcile(
             stored = pool.pop()
             rename[v.uuid] = stored.uuid
             matched[v.uuid] = stored
+    taken = {s.uuid for s in matched.values()}
+    by_unexpired: dict[tuple[Any, ...], list[FactEdge]] = {}
+    for v in old:
+        if v.uuid not in taken:
+            by_unexpired.setdefault(_unexpired(v), []).append(v)
+    for v in new:
+        if v.uuid not in matched and (pool := by_unexpired.get(_unexpired(v))):
+            rename[v.uuid] = pool.pop().uuid  # same identity, new belief interval
 
     def mapped(u: str | None) -> str | None:
         return rename.get(u, u) if u is not None else None
@@ -103,6 +121,7 @@ def _reconcile(
     create = [
         v.model_copy(
             update={
+                "uuid": mapped(v.uuid),
                 "fact_uuid": mapped(v.fact_uuid),
                 "supersedes": mapped(v.supersedes),
                 "invalidated_edge": mapped(v.invalidated_edge),
@@ -154,6 +173,49 @@ async def _resolve(
     return replay, entities
 
 
+class ReplayReport(BaseModel):
+    group_id: str
+    episodes: int
+    versions_matching: int
+    only_in_graph: list[FactChange] = Field(default_factory=list, description="Believed now.")
+    only_in_replay: list[FactChange] = Field(default_factory=list, description="Believed now.")
+    versions_deleted: int = 0
+    versions_created: int = 0
+    applied: bool = False
+
+    @property
+    def identical(self) -> bool:
+        return self.versions_deleted == 0 and self.versions_created == 0
+
+
+async def plan_replay(
+    store: GraphStore, ontology: Ontology, group_id: str
+) -> tuple[RewritePlan, ReplayReport]:
+    """Rebuild every timeline of the group from its episode log with today's ontology."""
+    episodes = await store.find_episodes(group_id, None, None)
+    replay, entities = await _resolve(store, group_id, episodes, ontology)
+    keys = {f.key for ep in replay for f in ep.facts}
+    # Read by (subject, predicate) whatever the cardinality: that also finds versions keyed
+    # differently before an ontology change (a predicate that became multi-valued).
+    wide = {TimelineKey(source_uuid=k.source_uuid, predicate=k.predicate) for k in keys}
+    old = await store.timeline_versions(group_id, sorted(wide, key=lambda k: k.model_dump_json()))
+    new = replay_timelines(group_id, replay, keys)
+    kept, delete, create = _reconcile(old, new)
+    names = {e.uuid: e.name for e in entities.values()}
+    before, after = _current(old, names), _current(kept + create, names)
+    report = ReplayReport(
+        group_id=group_id,
+        episodes=len(episodes),
+        versions_matching=len(kept),
+        only_in_graph=sorted((before - after).elements(), key=lambda c: c.model_dump_json()),
+        only_in_replay=sorted((after - before).elements(), key=lambda c: c.model_dump_json()),
+        versions_deleted=len(delete),
+        versions_created=len(create),
+    )
+    plan = RewritePlan(group_id=group_id, delete_edges=[v.uuid for v in delete], new_edges=create)
+    return plan, report
+
+
 async def plan_rollback(
     store: GraphStore,
     ontology: Ontology,
@@ -197,8 +259,10 @@ async def plan_rollback(
     before, after = _current(old, names), _current(kept + create, names)
     report.removed = sorted((before - after).elements(), key=lambda c: c.model_dump_json())
     report.restored = sorted((after - before).elements(), key=lambda c: c.model_dump_json())
-    report.versions_deleted, report.versions_created = len(delete), len(create)
-    report.versions_kept = len(kept)
+    reopened = {v.uuid for v in delete} & {v.uuid for v in create}
+    report.versions_deleted = len(delete) - len(reopened)
+    report.versions_created = len(create) - len(reopened)
+    report.versions_kept, report.versions_reopened = len(kept), len(reopened)
 
     mentioned = sorted({f.source_uuid for ep in target_replay for f in ep.facts}
                        | {f.target_uuid for ep in target_replay for f in ep.facts})  # fmt: skip

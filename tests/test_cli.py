@@ -202,6 +202,9 @@ def test_demo_runs_offline() -> None:
     march = r.stdout.split("What was true in March 2023?")[1].split("Where does")[0]
     assert "Seoul" in march and "Busan" not in march
     assert "contested" in r.stdout
+    after = r.stdout.split("After the rollback")[1]
+    assert "Busan" in after and "Naver" in after
+    assert "Pyongyang" not in after and "Evil Corp" not in after
 
 
 def test_help_lists_every_command() -> None:
@@ -290,3 +293,15 @@ def test_erase_needs_confirmation_and_a_target(home: Path, jsonl: Path) -> None:
     assert json.loads(out)["episodes"] == 0
     code, out, _ = kg(home, "erase", "--whole-group", "--yes")
     assert code == 0 and "erased the whole group" in out
+
+
+def test_replay_command(home: Path, jsonl: Path, tmp_path: Path) -> None:
+    kg(home, "ingest", str(jsonl))
+    code, out, _ = kg(home, "replay")
+    assert code == 0 and "the live graph equals its replay" in out
+    onto = tmp_path / "onto.json"
+    onto.write_text(json.dumps({"predicates": [{"name": "LIVES_IN", "cardinality": "many"}]}))
+    code, out, _ = kg(home, "--ontology", str(onto), "replay")
+    assert code == 0 and "only in the replay: Minji LIVES_IN Seoul" in out and "dry run" in out
+    code, out, _ = kg(home, "--ontology", str(onto), "replay", "--apply")
+    assert code == 0 and "applied" in out

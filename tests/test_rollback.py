@@ -36,6 +36,7 @@ async def trusted_history(kg: KG) -> None:
 async def test_poisoned_episode_is_undone_at_every_time(kg: KG) -> None:
     await trusted_history(kg)
     before_now = await view(kg)
+    [seoul] = await kg.facts(subject="Alice", predicate="LIVES_IN")
     mark = kg.clock.now()
     poison = await add(
         kg, t(2022),
@@ -60,6 +61,10 @@ async def test_poisoned_episode_is_undone_at_every_time(kg: KG) -> None:
     for i, (b, a) in enumerate(zip(before_now, after, strict=True)):
         expected = sorted([*b, "Alice KNOWS Carol active"]) if i >= carol_from else b
         assert a == expected, GRID[i]
+    # The re-opened fact is the same fact, under the same uuid, not a look-alike.
+    [reopened] = await kg.facts(subject="Alice", predicate="LIVES_IN")
+    assert reopened.edge.uuid == seoul.edge.uuid and reopened.edge.expired_at is None
+    assert done.versions_reopened == 3  # Seoul, Daegu, Kakao
     # And what we knew before the injection is unchanged.
     assert await view(kg, known_at=mark) == before_now
     # Entities only the poison mentioned are gone.
@@ -193,3 +198,31 @@ async def test_rollback_equals_never_ingesting(
     state = await view(kg, a)
     assert (await kg.rollback(marks_a[k][0], group_id=a, apply=True)).noop
     assert await view(kg, a) == state
+
+
+async def test_replay_of_an_untouched_group_is_identical(kg: KG) -> None:
+    await trusted_history(kg)
+    bad = await add(kg, t(2022), ("Alice", "LIVES_IN", "Busan"))
+    await kg.rollback(bad.episode_uuid, apply=True)
+    report = await kg.replay()
+    assert report.identical and report.episodes == 3
+    assert report.only_in_graph == report.only_in_replay == []
+
+
+async def test_replay_after_an_ontology_change_shows_and_applies_the_difference(
+    home: object,
+) -> None:
+    from kg import Ontology, Predicate
+
+    async with await KG.open(home=home) as kg:  # type: ignore[arg-type]
+        await add(kg, t(2015), ("Alice", "LIVES_IN", "Seoul"))
+        await add(kg, t(2020), ("Alice", "LIVES_IN", "Busan"))
+    many = Ontology(predicates=[Predicate(name="LIVES_IN", cardinality="many")])
+    async with await KG.open(home=home, ontology=many) as kg:  # type: ignore[arg-type]
+        report = await kg.replay()
+        assert not report.identical
+        assert {c.object for c in report.only_in_replay} == {"Seoul"}  # no longer closed
+        assert objects(await kg.facts(subject="Alice")) == ["Busan"]  # dry run
+        await kg.replay(apply=True)
+        assert objects(await kg.facts(subject="Alice")) == ["Busan", "Seoul"]
+        assert (await kg.replay()).identical
