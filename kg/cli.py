@@ -472,11 +472,13 @@ def why(ctx: typer.Context, fact_id: Annotated[str, typer.Argument(help="Fact or
 def log_(
     ctx: typer.Context,
     limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100,
+    closures: Annotated[bool, typer.Option(help="Include closures of facts.")] = True,
     as_json: JsonOpt = False,
 ) -> None:
-    """The audit trail: rollbacks and erasures, newest first (closures: see `kg history`)."""
+    """The audit trail, newest first: rollbacks, erasures, and every closure of a fact."""
     settings: Settings = ctx.obj
-    events = _run(_with_kg(settings, lambda kg: kg.log(group_id=settings.group, limit=limit)))
+    events = _run(_with_kg(settings, lambda kg: kg.log(group_id=settings.group, limit=limit,
+                                                       closures=closures)))  # fmt: skip
     if as_json:
         out.print_json(json.dumps([e.model_dump(mode="json") for e in events]))
         return

@@ -173,10 +173,22 @@ class KG:
         episodes = await self.store.episodes(group_id, sorted(ids))
         return Explanation(versions=versions, episodes=episodes)
 
-    async def log(self, *, group_id: str = "default", limit: int = 100) -> list[AuditEvent]:
-        """Rollbacks and erasures, newest first."""
+    async def log(
+        self, *, group_id: str = "default", limit: int = 100, closures: bool = True
+    ) -> list[AuditEvent]:
+        """Rollbacks, erasures and (derived from the versions themselves) closures, newest first."""
         self._check_group(group_id)
-        return await self.store.audit_log(group_id, limit)
+        events = await self.store.audit_log(group_id, limit)
+        if closures:
+            for f in await self.store.closures(group_id, limit):
+                e = f.edge
+                until = e.invalid_at.isoformat() if e.invalid_at else "?"
+                events.append(AuditEvent(
+                    uuid=e.uuid, group_id=group_id, kind="closure", created_at=e.created_at,
+                    episodes=[e.invalidated_by or ""],
+                    detail=f"{f.subject} {f.predicate} {f.object}: true until {until}",
+                ))  # fmt: skip
+        return sorted(events, key=lambda ev: ev.created_at, reverse=True)[:limit]
 
     async def erase_entity(self, name: str, *, group_id: str = "default") -> ErasureReceipt:
         """Physically delete a subject: its episodes, facts, entity, and their traces on disk."""

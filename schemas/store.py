@@ -88,6 +88,10 @@ class GraphStore(Protocol):
 
     async def audit_log(self, group_id: str, limit: int) -> list[AuditEvent]: ...
 
+    async def closures(self, group_id: str, limit: int) -> list[Fact]:
+        """Closed versions (those with `invalidated_by`), newest first."""
+        ...
+
     async def apply(self, plan: WritePlan) -> None:
         """Write the whole plan atomically or raise with nothing written."""
         ...

@@ -229,6 +229,11 @@ def test_rollback_dry_run_then_apply(home: Path, jsonl: Path) -> None:
     _, out, _ = kg(home, "facts", "--predicate", "LIVES_IN", "--json")
     move = json.loads(out)[0]["episodes"][0]  # the episode that moved Minji to Busan
 
+    _, out, _ = kg(home, "log", "--json")
+    assert [(e["kind"], e["episodes"]) for e in json.loads(out)] == [("closure", [move])]
+    _, out, _ = kg(home, "log", "--no-closures")
+    assert "audit log: empty" in out
+
     code, out, _ = kg(home, "rollback", move)
     assert code == 0
     assert "would roll back 1 episode" in out and "dry run: nothing changed" in out
@@ -244,6 +249,7 @@ def test_rollback_dry_run_then_apply(home: Path, jsonl: Path) -> None:
     code, out, _ = kg(home, "rollback", move, "--apply")
     assert code == 0 and "nothing to roll back (already rolled back" in out
     code, out, _ = kg(home, "log", "--json")
+    # The closure the move caused went with it; the rollback itself is on record.
     assert [e["kind"] for e in json.loads(out)] == ["rollback"]
 
 

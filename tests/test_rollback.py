@@ -139,13 +139,20 @@ async def test_why_lists_versions_and_episodes(kg: KG) -> None:
         await kg.why("missing")
 
 
-async def test_the_audit_log_records_rollbacks(kg: KG) -> None:
-    bad = await add(kg, t(2022), ("Alice", "LIVES_IN", "Busan"))
+async def test_the_audit_log_records_rollbacks_and_closures(kg: KG) -> None:
+    await add(kg, t(2020), ("Alice", "LIVES_IN", "Busan"))
+    bad = await add(kg, t(2022), ("Alice", "KNOWS", "Mallory"))
     await kg.rollback(bad.episode_uuid)  # dry run: not logged
     assert await kg.log() == []
     await kg.rollback(bad.episode_uuid, apply=True)
     [event] = await kg.log()
     assert event.kind == "rollback" and event.episodes == [bad.episode_uuid]
+    move = await add(kg, t(2023), ("Alice", "LIVES_IN", "Daegu"))
+    newest, older = await kg.log()
+    assert newest.kind == "closure" and newest.episodes == [move.episode_uuid]
+    assert newest.detail.startswith("Alice LIVES_IN Busan: true until 2023-01-01")
+    assert older == event
+    assert [e.kind for e in await kg.log(closures=False)] == ["rollback"]
 
 
 # -- property: rollback of k == never ingesting k ---------------------------------------------

@@ -238,6 +238,17 @@ class CypherStore(abc.ABC):
         )
         return [AuditEvent.model_validate(self._decode(r["a"])) for r in rows]
 
+    async def closures(self, group_id: str, limit: int) -> list[Fact]:
+        match, params = self._fact_match(None, None, None)
+        cypher = (
+            match
+            + " AND e.invalidated_by IS NOT NULL"
+            + self._FACT_RETURN
+            + " ORDER BY e.created_at DESC, e.uuid LIMIT $max_rows"
+        )
+        params.update(group_id=group_id, max_rows=limit)
+        return [self._fact(r) for r in await self._read(group_id, cypher, params)]
+
     def _fact_match(
         self, subject_key: str | None, predicate: str | None, object_key: str | None
     ) -> tuple[str, dict[str, Any]]:
