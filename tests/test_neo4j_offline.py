@@ -24,9 +24,10 @@ from ingest.structured import plan_structured_episode
 from kg.errors import StoreError, StoreUnavailableError
 from kg.store.cypher import Statement
 from kg.store.neo4j import Neo4jDialect, Neo4jStore
-from schemas import DEFAULT_ONTOLOGY, Episode, FactQuery
+from schemas import DEFAULT_ONTOLOGY, Episode, FactQuery, TimelineKey, WritePlan
 from schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
-from schemas.plan import EdgeReinforcement, EdgeRetirement
+from schemas.graph import AuditEvent
+from schemas.plan import EdgeReinforcement, EdgeRetirement, RewritePlan
 from tests.conftest import t
 
 
@@ -99,7 +100,7 @@ class FakeDriver:
         return None
 
 
-async def _full_plan(store: Neo4jStore) -> list[Statement]:
+async def _plan(store: Neo4jStore) -> WritePlan:
     episode = Episode(
         source="facts", reference_time=t(2020),
         facts=[{"subject": "Alice", "predicate": "LIVES_IN", "object": "Seoul",
@@ -107,6 +108,11 @@ async def _full_plan(store: Neo4jStore) -> list[Statement]:
                {"subject": "Alice", "predicate": "KNOWS", "object": "Bob"}],
     )  # fmt: skip
     plan, _ = await plan_structured_episode(episode, store, DEFAULT_ONTOLOGY, t(2021))
+    return plan
+
+
+async def _full_plan(store: Neo4jStore) -> list[Statement]:
+    plan = await _plan(store)
     plan.new_edges[0].fact_embedding = [0.1, 0.2]
     plan.new_entities[0].name_embedding = [0.3, 0.4]
     plan.retirements.append(EdgeRetirement(uuid="old", expired_at=t(2021)))
@@ -137,8 +143,25 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     await store.stats("g", now)
     await store.groups()
     await store.episode_by_hash("g", "h")
-    queries = [s.query for s in statements] + [q for q, _ in driver.reads]
-    assert len(driver.reads) >= 10
+    key = TimelineKey(source_uuid="s", predicate="KNOWS", target_uuid="o")
+    await store.timeline_versions("g", [key])
+    await store.live_edges("g", [key])
+    await store.episodes("g", ["e"])
+    await store.find_episodes("g", "web", now, include_rolled_back=True)
+    await store.episodes_mentioning("g", "n")
+    await store.fact_versions("g", "f")
+    await store.audit_log("g", 10)
+    await store.closures("g", 10)
+    rewrite = RewritePlan(
+        group_id="g", delete_edges=["x"], new_edges=(await _plan(store)).new_edges,
+        drop_mentions_from=["e"], orphan_candidates=["n"], rolled_back=["e"],
+        delete_episodes=["e"], delete_entities=["n"],
+        audit=AuditEvent(uuid="a", group_id="g", kind="rollback", created_at=now),
+    )  # fmt: skip
+    rewrite_statements = store.compile_rewrite(rewrite, now)
+    assert len(rewrite_statements) == 8  # every kind of rewrite statement, no vectors
+    queries = [s.query for s in statements + rewrite_statements] + [q for q, _ in driver.reads]
+    assert len(driver.reads) >= 20
     for q in queries:
         try:
             parse(q)
