@@ -150,7 +150,10 @@ def _current(versions: list[FactEdge], names: dict[str, str]) -> Counter[FactCha
 async def _resolve(
     store: GraphStore, group_id: str, episodes: list[EpisodicNode], ontology: Ontology
 ) -> tuple[list[ReplayEpisode], dict[str, EntityNode]]:
-    parsed = [(ep, stored_facts(ep)) for ep in episodes]
+    try:
+        parsed = [(ep, stored_facts(ep)) for ep in episodes]
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     keys = sorted(
         {name_key(n) for _, facts in parsed for f in facts for n in (f.subject, f.object)}
     )

@@ -233,3 +233,18 @@ async def test_replay_after_an_ontology_change_shows_and_applies_the_difference(
         await kg.replay(apply=True)
         assert objects(await kg.facts(subject="Alice")) == ["Busan", "Seoul"]
         assert (await kg.replay()).identical
+
+
+async def test_an_episode_that_cannot_be_replayed_is_a_clear_error(kg: KG) -> None:
+    from kg.store.falkordb import FalkorDBStore
+
+    r = await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"))
+    assert isinstance(kg.store, FalkorDBStore)
+    # As an LLM-extracted episode would look today: text content, no stored extraction.
+    await kg.store._graph("default").query(
+        "MATCH (ep:Episodic {uuid: $u}) SET ep.source = 'text', ep.content = 'hello'",
+        {"u": r.episode_uuid},
+    )
+    with pytest.raises(InputError, match="only structured 'facts' episodes can be replayed"):
+        await kg.rollback(r.episode_uuid)
+    assert objects(await kg.facts(subject="Alice")) == ["Seoul"]
