@@ -65,13 +65,18 @@ def new_fact(
 
 
 def stored_facts(episode: EpisodicNode) -> list[StructuredFact]:
-    """The facts of a stored structured episode, as ingested (its content is their JSON)."""
-    if episode.source is not EpisodeSource.facts:
+    """The facts an episode contributed: its content (structured) or its stored extraction."""
+    if episode.source is EpisodeSource.facts:
+        record = episode.content
+    elif episode.extraction is not None:
+        record = episode.extraction
+    else:
         raise ValueError(
-            f"episode {episode.uuid} is a {episode.source.value!r} episode; only structured "
-            "'facts' episodes can be replayed by this version of kg"
+            f"episode {episode.uuid} is a {episode.source.value!r} episode without a stored "
+            "extraction; only structured 'facts' episodes and LLM episodes that kept their "
+            "extraction can be replayed"
         )
-    return [StructuredFact.model_validate(row) for row in json.loads(episode.content)]
+    return [StructuredFact.model_validate(row) for row in json.loads(record)]
 
 
 def check_structured(episode: Episode, ontology: Ontology) -> list[Predicate]:
@@ -96,19 +101,31 @@ async def plan_structured_episode(
     now: datetime,
     new_id: Callable[[], str] = new_uuid,
 ) -> tuple[WritePlan, PlanSummary]:
-    predicates = check_structured(episode, ontology)
-    group = episode.group_id
-    ep_uuid = new_id()
+    check_structured(episode, ontology)
     facts_json = json.dumps(
         [f.model_dump(mode="json", exclude_none=True) for f in episode.facts], ensure_ascii=False
     )
-    ep_node = episodic_node(
-        episode, uuid=ep_uuid, now=now, extractor=STRUCTURED_EXTRACTOR, content=facts_json
+    node = episodic_node(
+        episode, uuid=new_id(), now=now, extractor=STRUCTURED_EXTRACTOR, content=facts_json
     )
+    return await plan_facts(node, list(episode.facts), store, ontology, now, new_id)
+
+
+async def plan_facts(
+    node: EpisodicNode,
+    facts: list[StructuredFact],
+    store: GraphStore,
+    ontology: Ontology,
+    now: datetime,
+    new_id: Callable[[], str] = new_uuid,
+) -> tuple[WritePlan, PlanSummary]:
+    """Resolve entities and place each fact on its timeline; `node` is the episode to write."""
+    group = node.group_id
+    predicates = [ontology.resolve_predicate(f.predicate) for f in facts]
 
     # Entities: one lookup for every name the episode uses.
     wanted: dict[str, tuple[str, str | None]] = {}
-    for f in episode.facts:
+    for f in facts:
         for raw, typ in ((f.subject, f.subject_type), (f.object, f.object_type)):
             key = name_key(raw)
             if key not in wanted or wanted[key][1] is None:
@@ -120,7 +137,7 @@ async def plan_structured_episode(
     for key, (raw, typ) in wanted.items():
         if key in entities:
             continue
-        node = EntityNode(
+        entity = EntityNode(
             uuid=new_id(),
             group_id=group,
             name=raw,
@@ -128,33 +145,30 @@ async def plan_structured_episode(
             labels=[typ] if typ else [],
             created_at=now,
         )
-        entities[key] = node
-        new_entities.append(node)
+        entities[key] = entity
+        new_entities.append(entity)
     summary.entities_added = len(new_entities)
 
     # Contradiction candidates: only live versions on the timelines this episode touches.
-    keys = [
-        new_fact(f, p, entities, episode.reference_time).key
-        for f, p in zip(episode.facts, predicates, strict=True)
-    ]
-    live = await store.live_edges(group, keys)
+    news = [new_fact(f, p, entities, node.valid_at) for f, p in zip(facts, predicates, strict=True)]
+    live = await store.live_edges(group, [n.key for n in news])
     writer = TimelineWriter(
-        episode_uuid=ep_uuid,
+        episode_uuid=node.uuid,
         now=now,
-        channel=episode.channel.value,
-        trust=int(episode.trust_tier),
-        extractor=STRUCTURED_EXTRACTOR,
+        channel=node.channel.value,
+        trust=int(node.trust),
+        extractor=node.extractor,
         group_id=group,
         new_id=new_id,
         live={e.uuid: e for e in live},
         summary=summary,
     )
-    for f, pred in zip(episode.facts, predicates, strict=True):
-        writer.add(new_fact(f, pred, entities, episode.reference_time))
+    for n in news:
+        writer.add(n)
 
     plan = WritePlan(
         group_id=group,
-        episode=ep_node,
+        episode=node,
         new_entities=new_entities,
         mentions=sorted({entities[k].uuid for k in wanted}),
         new_edges=list(writer.new_edges.values()),

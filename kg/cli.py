@@ -135,8 +135,8 @@ def read_episodes(path: Path | None, text: str, group: str, ontology: Ontology) 
             raise InputError(f"{where}: {validation_message(exc)}") from None
         if episode.source is not EpisodeSource.facts:
             raise InputError(
-                f"{where}: {episode.source.value!r} episodes need an LLM extractor, which this "
-                "version of kg does not include yet"
+                f"{where}: {episode.source.value!r} episodes need an LLM, which `kg ingest` "
+                "cannot configure yet; ingest them from Python with KG.open(llm=...)"
             )
         try:
             check_structured(episode, ontology)

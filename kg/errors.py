@@ -21,6 +21,10 @@ class StoreUnavailableError(KGError):
     """The graph server cannot be started or reached."""
 
 
+class ExtractionError(KGError):
+    """The LLM step failed; the episode is recorded as failed (retryable), no facts written."""
+
+
 class StoreError(KGError):
     """The graph server refused a query; the write plan was not applied."""
 

@@ -16,16 +16,19 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ValidationError
 
 from ingest import content_hash, name_key, plan_structured_episode
+from ingest.extraction import LLM_EXTRACTOR, Guards, extract, extraction_record, vet
+from ingest.llm import LLMError, StructuredLLM
+from ingest.structured import episodic_node, new_uuid, plan_facts
 from kg.erasure import ErasureReceipt, erase_entity, erase_group
-from kg.errors import InputError, validation_message
+from kg.errors import ExtractionError, InputError, validation_message
 from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.store import open_store
 from kg.store.embedded import Durability
 from kg.times import TransactionClock
 from schemas.episode import Episode, EpisodeSource
-from schemas.graph import AuditEvent, EpisodicNode, Fact
+from schemas.graph import AuditEvent, EpisodeStatus, EpisodicNode, Fact
 from schemas.ontology import DEFAULT_ONTOLOGY, Ontology
-from schemas.plan import PlanSummary
+from schemas.plan import PlanSummary, WritePlan
 from schemas.store import FactQuery, GraphStore, StoreStats
 from schemas.validation import check_group_id
 
@@ -49,10 +52,16 @@ class KG:
         *,
         ontology: Ontology = DEFAULT_ONTOLOGY,
         clock: TransactionClock | None = None,
+        llm: StructuredLLM | None = None,
+        guards: Guards | None = None,
+        context_episodes: int = 3,
     ) -> None:
         self.store = store
         self.ontology = ontology
         self.clock = clock or TransactionClock()
+        self.llm = llm
+        self.guards = guards or Guards()
+        self.context_episodes = context_episodes
         self._writers: dict[str, asyncio.Lock] = {}
 
     @classmethod
@@ -64,9 +73,11 @@ class KG:
         ontology: Ontology = DEFAULT_ONTOLOGY,
         durability: Durability = "everysec",
         embedding_dim: int | None = None,
+        llm: StructuredLLM | None = None,
+        guards: Guards | None = None,
     ) -> KG:
         store = await open_store(uri, home=home, durability=durability, embedding_dim=embedding_dim)
-        return cls(store, ontology=ontology)
+        return cls(store, ontology=ontology, llm=llm, guards=guards)
 
     async def __aenter__(self) -> Self:
         return self
@@ -90,28 +101,33 @@ class KG:
                 raise InputError(f"invalid episode: {validation_message(exc)}") from None
         elif fields:
             raise TypeError("pass either an Episode or keyword fields, not both")
-        if episode.source is not EpisodeSource.facts:
+        if episode.source is not EpisodeSource.facts and self.llm is None:
             raise InputError(
-                f"{episode.source.value!r} episodes need an LLM extractor, which this version of "
-                "kg does not include yet; send structured 'facts' episodes"
+                f"{episode.source.value!r} episodes need an LLM: open kg with llm=OpenAILLM(...) "
+                "(any OpenAI-compatible endpoint), or send structured 'facts' episodes"
             )
         group = episode.group_id
         lock = self._writers.setdefault(group, asyncio.Lock())
         async with lock:  # one writer per group: plans are computed from what they read
             existing = await self.store.episode_by_hash(group, content_hash(episode))
-            if existing is not None:
+            if existing is not None and existing.status != EpisodeStatus.failed:
                 return EpisodeResult(
                     episode_uuid=existing.uuid, group_id=group, status="duplicate",
                     summary=PlanSummary(),
                 )  # fmt: skip
+            failed = existing.uuid if existing is not None else None
             try:
-                plan, summary = await plan_structured_episode(
-                    episode, self.store, self.ontology, self.clock.now()
-                )
+                if episode.source is EpisodeSource.facts:
+                    plan, summary = await plan_structured_episode(
+                        episode, self.store, self.ontology, self.clock.now()
+                    )
+                else:
+                    plan, summary = await self._plan_with_llm(episode, failed)
             except ValidationError as exc:
                 raise InputError(f"invalid episode: {validation_message(exc)}") from None
             except ValueError as exc:
                 raise InputError(str(exc)) from None
+            plan.replaces_failed = failed
             await self.store.apply(plan)
         return EpisodeResult(
             episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
@@ -208,6 +224,33 @@ class KG:
             check_group_id(group_id)
         except ValueError as exc:
             raise InputError(str(exc)) from None
+
+    async def _plan_with_llm(
+        self, episode: Episode, failed: str | None
+    ) -> tuple[WritePlan, PlanSummary]:
+        assert self.llm is not None
+        context = await self.store.recent_episodes(episode.group_id, self.context_episodes)
+        try:
+            extraction, calls = await extract(self.llm, episode, self.ontology, context)
+        except LLMError as exc:
+            # Record the attempt (retryable: re-adding the episode tries again), write no facts.
+            node = episodic_node(episode, uuid=new_uuid(), now=self.clock.now(),
+                                 extractor=LLM_EXTRACTOR)  # fmt: skip
+            node.status, node.error = EpisodeStatus.failed, str(exc)
+            await self.store.apply(
+                WritePlan(group_id=episode.group_id, episode=node, replaces_failed=failed)
+            )
+            raise ExtractionError(f"extraction failed, episode recorded as failed: {exc}") from exc
+        facts, drops = vet(extraction, episode, self.ontology, self.guards)
+        now = self.clock.now()
+        node = episodic_node(episode, uuid=new_uuid(), now=now, extractor=LLM_EXTRACTOR)
+        node.extraction = extraction_record(facts)
+        plan, summary = await plan_facts(node, facts, self.store, self.ontology, now)
+        summary.facts_dropped = {k: v for k, v in drops.model_dump().items() if v}
+        summary.llm_calls = len(calls)
+        summary.prompt_tokens = sum(c.prompt_tokens for c in calls)
+        summary.completion_tokens = sum(c.completion_tokens for c in calls)
+        return plan, summary
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -44,6 +44,10 @@ class EpisodicNode(BaseModel):
     trust: TrustTier
     extractor: str
     status: EpisodeStatus = EpisodeStatus.ingested
+    extraction: str | None = Field(
+        default=None, description="LLM episodes: the vetted facts as JSON, for replay."
+    )
+    error: str | None = Field(default=None, description="Why a failed episode failed.")
 
 
 class EntityNode(BaseModel):

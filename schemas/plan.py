@@ -29,6 +29,9 @@ class EdgeReinforcement(BaseModel):
 class WritePlan(BaseModel):
     group_id: str
     episode: EpisodicNode
+    replaces_failed: str | None = Field(
+        default=None, description="A failed attempt at the same episode, deleted by this plan."
+    )
     new_entities: list[EntityNode] = Field(default_factory=list)
     mentions: list[str] = Field(default_factory=list, description="Entity uuids the episode names.")
     new_edges: list[FactEdge] = Field(default_factory=list)
@@ -65,5 +68,11 @@ class PlanSummary(BaseModel):
     facts_reinforced: int = 0
     facts_closed: int = 0
     facts_contested: int = 0
+    facts_dropped: dict[str, int] = Field(
+        default_factory=dict, description="Proposed by the LLM, refused by kg, by reason."
+    )
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     edges_added: list[str] = Field(default_factory=list)
     edges_closed: list[str] = Field(default_factory=list, description="Retired version uuids.")

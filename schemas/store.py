@@ -80,6 +80,10 @@ class GraphStore(Protocol):
         """Episodes oldest first, optionally narrowed; rolled-back ones only when asked."""
         ...
 
+    async def recent_episodes(self, group_id: str, limit: int) -> list[EpisodicNode]:
+        """The group's latest ingested episodes, oldest first: context for extraction."""
+        ...
+
     async def episodes_mentioning(self, group_id: str, entity_uuid: str) -> list[EpisodicNode]: ...
 
     async def fact_versions(self, group_id: str, uuid: str) -> list[Fact]:

@@ -99,7 +99,7 @@ def test_ingest_from_stdin_uses_the_group_option(home: Path) -> None:
             json.dumps(
                 {"source": "text", "content": "hi", "reference_time": "2020-01-01T00:00:00Z"}
             ),
-            "LLM extractor",
+            "episodes need an LLM",
         ),
         (episode("2020-01-01T00:00:00Z", ("A", "KNOWS", "B"), group_id="no spaces"), "group_id"),
     ],

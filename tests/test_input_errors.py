@@ -82,7 +82,7 @@ async def test_strict_ontology_rejects_unknown_predicates(home: object) -> None:
 
 
 async def test_unsupported_sources_are_refused(kg: KG) -> None:
-    with pytest.raises(InputError, match="LLM extractor"):
+    with pytest.raises(InputError, match="episodes need an LLM"):
         await kg.add_episode(source="text", content="Alice moved", reference_time=t(2020))
 
 

@@ -245,6 +245,6 @@ async def test_an_episode_that_cannot_be_replayed_is_a_clear_error(kg: KG) -> No
         "MATCH (ep:Episodic {uuid: $u}) SET ep.source = 'text', ep.content = 'hello'",
         {"u": r.episode_uuid},
     )
-    with pytest.raises(InputError, match="only structured 'facts' episodes can be replayed"):
+    with pytest.raises(InputError, match="without a stored extraction"):
         await kg.rollback(r.episode_uuid)
     assert objects(await kg.facts(subject="Alice")) == ["Seoul"]

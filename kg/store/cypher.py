@@ -201,6 +201,16 @@ class CypherStore(abc.ABC):
         )
         return self._episodes(rows)
 
+    async def recent_episodes(self, group_id: str, limit: int) -> list[EpisodicNode]:
+        rows = await self._read(
+            group_id,
+            "MATCH (ep:Episodic) WHERE ep.group_id = $group_id AND ep.status = 'ingested' "
+            "RETURN properties(ep) AS ep ORDER BY ep.valid_at DESC, ep.created_at DESC "
+            "LIMIT $max_rows",
+            {"group_id": group_id, "max_rows": limit},
+        )
+        return list(reversed(self._episodes(rows)))
+
     async def episodes_mentioning(self, group_id: str, entity_uuid: str) -> list[EpisodicNode]:
         rows = await self._read(
             group_id,
@@ -340,11 +350,17 @@ class CypherStore(abc.ABC):
     def compile_plan(self, plan: WritePlan) -> list[Statement]:
         g = plan.group_id
         now = self.dialect.encode_time(plan.episode.created_at)
-        out = [
-            Statement(
-                "CREATE (ep:Episodic) SET ep += $episode", {"episode": self._encode(plan.episode)}
-            )
-        ]
+        out = []
+        if plan.replaces_failed:
+            out.append(Statement(
+                "MATCH (ep:Episodic {uuid: $failed}) WHERE ep.group_id = $group_id "
+                "AND ep.status = 'failed' DETACH DELETE ep",
+                {"failed": plan.replaces_failed, "group_id": g},
+            ))  # fmt: skip
+        out.append(
+            Statement("CREATE (ep:Episodic) SET ep += $episode",
+                      {"episode": self._encode(plan.episode)})
+        )  # fmt: skip
         by_labels: dict[str, list[dict[str, Any]]] = {}
         for ent in plan.new_entities:
             by_labels.setdefault(_label_suffix(ent.labels), []).append(self._encode(ent))
