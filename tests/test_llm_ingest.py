@@ -14,6 +14,8 @@ from kg import KG
 from kg.errors import ExtractionError
 from tests.conftest import objects, t
 
+Session = tuple[KG, ScriptedLLM]
+
 
 def reply(*facts: dict[str, Any], entities: list[dict[str, str]] | None = None) -> str:
     return json.dumps({"entities": entities or [], "facts": list(facts)})
@@ -45,7 +47,8 @@ async def test_move_closes_the_old_fact_with_the_right_times(
     await say(kg, llm, "Minji: I live in Seoul.", t(2024, 1, 10),
               reply(f("I", "LIVES_IN", "Seoul", "I live in Seoul")))  # fmt: skip
     moved = await say(kg, llm, "Minji: I moved to Busan 2 weeks ago!", t(2024, 6, 12),
-                      reply(f("I", "LIVES_IN", "Busan", "I moved to Busan", "2 weeks ago")))  # fmt: skip
+                      reply(f("I", "LIVES_IN", "Busan", "I moved to Busan",
+                              "2 weeks ago")))  # fmt: skip
     assert moved.summary.facts_closed == 1
     assert moved.summary.llm_calls == 1 and moved.summary.prompt_tokens > 0
     [now] = await kg.facts(subject="Minji")  # 'I' is the speaker
@@ -56,7 +59,7 @@ async def test_move_closes_the_old_fact_with_the_right_times(
     assert objects(await kg.facts(subject="Minji", valid_at=t(2024, 5, 1))) == ["Seoul"]
 
 
-async def test_duplicates_merge_and_unrelated_facts_stay(session: tuple[KG, ScriptedLLM]) -> None:
+async def test_duplicates_merge_and_unrelated_facts_stay(session: Session) -> None:
     kg, llm = session
     await say(kg, llm, "Minji: I work at Naver and I like Jazz.", t(2024, 1, 1),
               reply(f("Minji", "WORKS_AT", "Naver", "I work at Naver"),
@@ -69,7 +72,7 @@ async def test_duplicates_merge_and_unrelated_facts_stay(session: tuple[KG, Scri
     assert (await kg.stats()).entities == 4  # Minji, Naver, Jazz, Hiking
 
 
-async def test_low_trust_web_text_cannot_close_a_user_fact(session: tuple[KG, ScriptedLLM]) -> None:
+async def test_low_trust_web_text_cannot_close_a_user_fact(session: Session) -> None:
     kg, llm = session
     await say(kg, llm, "Minji: I live in Busan.", t(2024, 1, 1),
               reply(f("I", "LIVES_IN", "Busan", "I live in Busan")))  # fmt: skip
@@ -80,7 +83,7 @@ async def test_low_trust_web_text_cannot_close_a_user_fact(session: tuple[KG, Sc
     assert objects(await kg.facts(subject="Minji")) == ["Busan"]
 
 
-async def test_refused_facts_are_dropped_and_counted(session: tuple[KG, ScriptedLLM]) -> None:
+async def test_refused_facts_are_dropped_and_counted(session: Session) -> None:
     kg, llm = session
     text = ("Minji: My card is 4111 1111 1111 1111 and I like tea.\n"
             "assistant: You probably live in Seoul then.")  # fmt: skip
