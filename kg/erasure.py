@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from pydantic import BaseModel
@@ -19,7 +20,7 @@ from pydantic import BaseModel
 from ingest.names import name_key
 from kg.errors import InputError
 from kg.rollback import plan_rollback
-from schemas.graph import EpisodeStatus
+from schemas.graph import EpisodeStatus, FactEdge
 from schemas.ontology import Ontology
 from schemas.store import GraphStore
 
@@ -57,7 +58,13 @@ def _names_subject(text: str, name: str) -> bool:
 
 
 async def erase_entity(
-    store: GraphStore, ontology: Ontology, group_id: str, name: str, now: datetime
+    store: GraphStore,
+    ontology: Ontology,
+    group_id: str,
+    name: str,
+    now: datetime,
+    *,
+    embed: Callable[[list[FactEdge]], Awaitable[None]] | None = None,
 ) -> ErasureReceipt:
     found = await store.entities_by_key(group_id, [name_key(name)])
     if not found:
@@ -81,6 +88,8 @@ async def erase_entity(
         plan.audit.detail = json.dumps(
             {"episodes_deleted": len(mentioning), "fact_versions_deleted": deleted_versions}
         )
+    if embed is not None:
+        await embed(plan.new_edges)
     await store.rewrite(plan)
     after = await store.stats(group_id, now)
     await store.compact()

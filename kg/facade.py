@@ -16,6 +16,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ValidationError
 
 from ingest import content_hash, name_key, plan_structured_episode
+from ingest.embeddings import Embedder
 from ingest.extraction import LLM_EXTRACTOR, Guards, extract, extraction_record, vet
 from ingest.llm import LLMError, StructuredLLM
 from ingest.structured import episodic_node, new_uuid, plan_facts
@@ -26,7 +27,7 @@ from kg.store import open_store
 from kg.store.embedded import Durability
 from kg.times import TransactionClock
 from schemas.episode import Episode, EpisodeSource
-from schemas.graph import AuditEvent, EpisodeStatus, EpisodicNode, Fact
+from schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, Fact, FactEdge
 from schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from schemas.plan import PlanSummary, WritePlan
 from schemas.store import FactQuery, GraphStore, StoreStats
@@ -55,6 +56,7 @@ class KG:
         llm: StructuredLLM | None = None,
         guards: Guards | None = None,
         context_episodes: int = 3,
+        embedder: Embedder | None = None,
     ) -> None:
         self.store = store
         self.ontology = ontology
@@ -62,6 +64,7 @@ class KG:
         self.llm = llm
         self.guards = guards or Guards()
         self.context_episodes = context_episodes
+        self.embedder = embedder
         self._writers: dict[str, asyncio.Lock] = {}
 
     @classmethod
@@ -72,12 +75,15 @@ class KG:
         home: str | Path | None = None,
         ontology: Ontology = DEFAULT_ONTOLOGY,
         durability: Durability = "everysec",
-        embedding_dim: int | None = None,
         llm: StructuredLLM | None = None,
         guards: Guards | None = None,
+        embedder: Embedder | None = None,
     ) -> KG:
-        store = await open_store(uri, home=home, durability=durability, embedding_dim=embedding_dim)
-        return cls(store, ontology=ontology, llm=llm, guards=guards)
+        """Open a store by URI (embedded FalkorDB by default). With an `embedder`, facts and
+        entity names get embeddings and the store gets vector indexes of its dimension."""
+        dim = embedder.dim if embedder is not None else None
+        store = await open_store(uri, home=home, durability=durability, embedding_dim=dim)
+        return cls(store, ontology=ontology, llm=llm, guards=guards, embedder=embedder)
 
     async def __aenter__(self) -> Self:
         return self
@@ -128,6 +134,7 @@ class KG:
             except ValueError as exc:
                 raise InputError(str(exc)) from None
             plan.replaces_failed = failed
+            await self._embed(plan.new_edges, plan.new_entities)
             await self.store.apply(plan)
         return EpisodeResult(
             episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
@@ -146,6 +153,7 @@ class KG:
                 self.store, self.ontology, group_id, ids, self.clock.now()
             )
             if apply and not report.noop:
+                await self._embed(plan.new_edges)
                 await self.store.rewrite(plan)
                 report.applied = True
         return report
@@ -174,6 +182,7 @@ class KG:
         async with self._writers.setdefault(group_id, asyncio.Lock()):
             plan, report = await plan_replay(self.store, self.ontology, group_id)
             if apply and not report.identical:
+                await self._embed(plan.new_edges)
                 await self.store.rewrite(plan)
                 report.applied = True
         return report
@@ -210,13 +219,30 @@ class KG:
         """Physically delete a subject: its episodes, facts, entity, and their traces on disk."""
         self._check_group(group_id)
         async with self._writers.setdefault(group_id, asyncio.Lock()):
-            return await erase_entity(self.store, self.ontology, group_id, name, self.clock.now())
+            return await erase_entity(
+                self.store, self.ontology, group_id, name, self.clock.now(), embed=self._embed
+            )
 
     async def erase_group(self, group_id: str) -> ErasureReceipt:
         """Physically delete a whole group, and compact the store's files."""
         self._check_group(group_id)
         async with self._writers.setdefault(group_id, asyncio.Lock()):
             return await erase_group(self.store, group_id, self.clock.now())
+
+    async def _embed(self, edges: list[FactEdge], entities: list[EntityNode] | None = None) -> None:
+        """Fill in missing embeddings, one batched call (rewritten versions included)."""
+        if self.embedder is None:
+            return
+        todo_edges = [e for e in edges if e.fact_embedding is None]
+        todo_entities = [n for n in entities or [] if n.name_embedding is None]
+        texts = list(dict.fromkeys([e.fact for e in todo_edges] + [n.name for n in todo_entities]))
+        if not texts:
+            return
+        vectors = dict(zip(texts, await self.embedder.embed(texts), strict=True))
+        for e in todo_edges:
+            e.fact_embedding = vectors[e.fact]
+        for n in todo_entities:
+            n.name_embedding = vectors[n.name]
 
     @staticmethod
     def _check_group(group_id: str) -> None:

