@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from schemas.validation import validation_message
+
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, str]
 
@@ -102,7 +104,7 @@ class StructuredLLM(abc.ABC):
                 value = schema.model_validate_json(clean_reply(raw))
                 error = None
             except ValidationError as exc:
-                value, error = None, _short(exc)
+                value, error = None, validation_message(exc, limit=5)
             calls.append(
                 LLMCall(purpose=purpose, model=self.model, attempt=attempt,
                         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
@@ -118,14 +120,6 @@ class StructuredLLM(abc.ABC):
             raw,
             calls,
         )
-
-
-def _short(exc: ValidationError) -> str:
-    parts = []
-    for e in exc.errors()[:5]:
-        loc = ".".join(str(p) for p in e["loc"]) or "reply"
-        parts.append(f"{loc}: {e['msg']}")
-    return "; ".join(parts)
 
 
 class OpenAILLM(StructuredLLM):

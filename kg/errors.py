@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from schemas.validation import validation_message
+
+__all__ = [
+    "DataDirLockedError",
+    "ExtractionError",
+    "InputError",
+    "KGError",
+    "StoreError",
+    "StoreUnavailableError",
+    "validation_message",
+]
 
 
 class KGError(Exception):
@@ -27,12 +37,3 @@ class ExtractionError(KGError):
 
 class StoreError(KGError):
     """The graph server refused a query; the write plan was not applied."""
-
-
-def validation_message(exc: ValidationError) -> str:
-    """pydantic's errors on one line: 'facts.0.predicate: Field required; ...'."""
-    parts = []
-    for e in exc.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "input"
-        parts.append(f"{loc}: {e['msg']}")
-    return "; ".join(parts)

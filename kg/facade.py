@@ -1,8 +1,10 @@
 """The public async API: `KG`.
 
+```
 async with await KG.open() as kg:                # embedded FalkorDB under KG_HOME
     await kg.add_episode(source="facts", reference_time=now, facts=[...])
     await kg.facts(subject="Alice", valid_at=march)   # what was true in March
+```
 """
 
 from __future__ import annotations
@@ -113,8 +115,7 @@ class KG:
                 "(any OpenAI-compatible endpoint), or send structured 'facts' episodes"
             )
         group = episode.group_id
-        lock = self._writers.setdefault(group, asyncio.Lock())
-        async with lock:  # one writer per group: plans are computed from what they read
+        async with self._writer(group):  # plans are computed from what they read
             existing = await self.store.episode_by_hash(group, content_hash(episode))
             if existing is not None and existing.status != EpisodeStatus.failed:
                 return EpisodeResult(
@@ -148,7 +149,7 @@ class KG:
         if not ids:
             raise InputError("rollback needs at least one episode id")
         self._check_group(group_id)
-        async with self._writers.setdefault(group_id, asyncio.Lock()):
+        async with self._writer(group_id):
             plan, report = await plan_rollback(
                 self.store, self.ontology, group_id, ids, self.clock.now()
             )
@@ -179,7 +180,7 @@ class KG:
         """Rebuild the group from its episode log (e.g. after an ontology change) and compare;
         with `apply=True`, replace the live timelines with the rebuilt ones, atomically."""
         self._check_group(group_id)
-        async with self._writers.setdefault(group_id, asyncio.Lock()):
+        async with self._writer(group_id):
             plan, report = await plan_replay(self.store, self.ontology, group_id)
             if apply and not report.identical:
                 await self._embed(plan.new_edges)
@@ -218,7 +219,7 @@ class KG:
     async def erase_entity(self, name: str, *, group_id: str = "default") -> ErasureReceipt:
         """Physically delete a subject: its episodes, facts, entity, and their traces on disk."""
         self._check_group(group_id)
-        async with self._writers.setdefault(group_id, asyncio.Lock()):
+        async with self._writer(group_id):
             return await erase_entity(
                 self.store, self.ontology, group_id, name, self.clock.now(), embed=self._embed
             )
@@ -226,7 +227,7 @@ class KG:
     async def erase_group(self, group_id: str) -> ErasureReceipt:
         """Physically delete a whole group, and compact the store's files."""
         self._check_group(group_id)
-        async with self._writers.setdefault(group_id, asyncio.Lock()):
+        async with self._writer(group_id):
             return await erase_group(self.store, group_id, self.clock.now())
 
     async def _embed(self, edges: list[FactEdge], entities: list[EntityNode] | None = None) -> None:
@@ -243,6 +244,10 @@ class KG:
             e.fact_embedding = vectors[e.fact]
         for n in todo_entities:
             n.name_embedding = vectors[n.name]
+
+    def _writer(self, group_id: str) -> asyncio.Lock:
+        """One writer per group in this process."""
+        return self._writers.setdefault(group_id, asyncio.Lock())
 
     @staticmethod
     def _check_group(group_id: str) -> None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import uuid as uuidlib
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +30,8 @@ from schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, F
 from schemas.ontology import Ontology
 from schemas.plan import RewritePlan
 from schemas.store import GraphStore, TimelineKey
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class FactChange(BaseModel):
@@ -133,6 +137,35 @@ def _reconcile(
     return kept, delete, create
 
 
+def _by_json(items: Iterable[M]) -> list[M]:
+    """Deterministic order for report lists and timeline keys."""
+    return sorted(items, key=lambda x: x.model_dump_json())
+
+
+@dataclass
+class _Rebuilt:
+    kept: list[FactEdge]
+    delete: list[FactEdge]
+    create: list[FactEdge]
+    removed: list[FactChange]
+    restored: list[FactChange]
+
+
+def _rebuild(
+    group_id: str,
+    old: list[FactEdge],
+    replay: list[ReplayEpisode],
+    keys: set[TimelineKey],
+    entities: dict[str, EntityNode],
+) -> _Rebuilt:
+    """Replay onto `keys`, reconcile with the stored versions, and diff the current view."""
+    kept, delete, create = _reconcile(old, replay_timelines(group_id, replay, keys))
+    names = {e.uuid: e.name for e in entities.values()}
+    before, after = _current(old, names), _current(kept + create, names)
+    return _Rebuilt(kept, delete, create, _by_json((before - after).elements()),
+                    _by_json((after - before).elements()))  # fmt: skip
+
+
 def _current(versions: list[FactEdge], names: dict[str, str]) -> Counter[FactChange]:
     def change(v: FactEdge) -> FactChange:
         return FactChange(
@@ -201,21 +234,20 @@ async def plan_replay(
     # Read by (subject, predicate) whatever the cardinality: that also finds versions keyed
     # differently before an ontology change (a predicate that became multi-valued).
     wide = {TimelineKey(source_uuid=k.source_uuid, predicate=k.predicate) for k in keys}
-    old = await store.timeline_versions(group_id, sorted(wide, key=lambda k: k.model_dump_json()))
-    new = replay_timelines(group_id, replay, keys)
-    kept, delete, create = _reconcile(old, new)
-    names = {e.uuid: e.name for e in entities.values()}
-    before, after = _current(old, names), _current(kept + create, names)
+    old = await store.timeline_versions(group_id, _by_json(wide))
+    r = _rebuild(group_id, old, replay, keys, entities)
     report = ReplayReport(
         group_id=group_id,
         episodes=len(episodes),
-        versions_matching=len(kept),
-        only_in_graph=sorted((before - after).elements(), key=lambda c: c.model_dump_json()),
-        only_in_replay=sorted((after - before).elements(), key=lambda c: c.model_dump_json()),
-        versions_deleted=len(delete),
-        versions_created=len(create),
+        versions_matching=len(r.kept),
+        only_in_graph=r.removed,
+        only_in_replay=r.restored,
+        versions_deleted=len(r.delete),
+        versions_created=len(r.create),
     )
-    plan = RewritePlan(group_id=group_id, delete_edges=[v.uuid for v in delete], new_edges=create)
+    plan = RewritePlan(
+        group_id=group_id, delete_edges=[v.uuid for v in r.delete], new_edges=r.create
+    )
     return plan, report
 
 
@@ -232,7 +264,10 @@ async def plan_rollback(
     missing = [u for u in episode_uuids if u not in found]
     if missing:
         raise InputError(f"no episode {missing[0]!r} in group {group_id!r}")
-    targets = [found[u] for u in dict.fromkeys(episode_uuids) if found[u].status == "ingested"]
+    targets = [
+        found[u] for u in dict.fromkeys(episode_uuids)
+        if found[u].status == EpisodeStatus.ingested
+    ]  # fmt: skip
     report = RollbackReport(
         group_id=group_id,
         episodes=[e.uuid for e in targets],
@@ -245,7 +280,7 @@ async def plan_rollback(
 
     target_replay, entities = await _resolve(store, group_id, targets, ontology)
     keys: set[TimelineKey] = {f.key for ep in target_replay for f in ep.facts}
-    old = await store.timeline_versions(group_id, sorted(keys, key=lambda k: k.model_dump_json()))
+    old = await store.timeline_versions(group_id, _by_json(keys))
     supporters = {ep for v in old for ep in v.episodes} | {
         v.invalidated_by for v in old if v.invalidated_by
     }
@@ -255,24 +290,19 @@ async def plan_rollback(
     ]  # fmt: skip
     others_replay, more_entities = await _resolve(store, group_id, others, ontology)
     entities.update(more_entities)
-    new = replay_timelines(group_id, others_replay, keys)
-    kept, delete, create = _reconcile(old, new)
-
-    names = {e.uuid: e.name for e in entities.values()}
-    before, after = _current(old, names), _current(kept + create, names)
-    report.removed = sorted((before - after).elements(), key=lambda c: c.model_dump_json())
-    report.restored = sorted((after - before).elements(), key=lambda c: c.model_dump_json())
-    reopened = {v.uuid for v in delete} & {v.uuid for v in create}
-    report.versions_deleted = len(delete) - len(reopened)
-    report.versions_created = len(create) - len(reopened)
-    report.versions_kept, report.versions_reopened = len(kept), len(reopened)
+    r = _rebuild(group_id, old, others_replay, keys, entities)
+    report.removed, report.restored = r.removed, r.restored
+    reopened = {v.uuid for v in r.delete} & {v.uuid for v in r.create}
+    report.versions_deleted = len(r.delete) - len(reopened)
+    report.versions_created = len(r.create) - len(reopened)
+    report.versions_kept, report.versions_reopened = len(r.kept), len(reopened)
 
     mentioned = sorted({f.source_uuid for ep in target_replay for f in ep.facts}
                        | {f.target_uuid for ep in target_replay for f in ep.facts})  # fmt: skip
     plan = RewritePlan(
         group_id=group_id,
-        delete_edges=[v.uuid for v in delete],
-        new_edges=create,
+        delete_edges=[v.uuid for v in r.delete],
+        new_edges=r.create,
         drop_mentions_from=sorted(undone),
         orphan_candidates=mentioned,
         rolled_back=sorted(undone) if kind == "rollback" else [],
@@ -283,8 +313,8 @@ async def plan_rollback(
             created_at=now,
             episodes=sorted(undone) if kind == "rollback" else [],
             detail=json.dumps({
-                "episodes": len(undone), "versions_deleted": len(delete),
-                "versions_created": len(create), "facts_removed": len(report.removed),
+                "episodes": len(undone), "versions_deleted": len(r.delete),
+                "versions_created": len(r.create), "facts_removed": len(report.removed),
                 "facts_restored": len(report.restored),
             }),
         ),

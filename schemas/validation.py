@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, AwareDatetime
+from pydantic import AfterValidator, AwareDatetime, ValidationError
 
 GROUP_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Labels and predicates end up as Cypher identifiers or indexed names, so they are kept to a
@@ -49,3 +49,12 @@ Name = Annotated[str, AfterValidator(check_name)]
 # Naive datetimes are rejected (AwareDatetime) and everything is normalised to UTC, so that
 # lexical order of the stored strings equals time order.
 UtcDatetime = Annotated[AwareDatetime, AfterValidator(to_utc)]
+
+
+def validation_message(exc: ValidationError, limit: int | None = None) -> str:
+    """pydantic's errors on one line: 'facts.0.predicate: Field required; ...'."""
+    parts = []
+    for e in exc.errors()[:limit]:
+        loc = ".".join(str(p) for p in e["loc"]) or "input"
+        parts.append(f"{loc}: {e['msg']}")
+    return "; ".join(parts)

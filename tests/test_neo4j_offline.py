@@ -158,7 +158,7 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
         delete_episodes=["e"], delete_entities=["n"],
         audit=AuditEvent(uuid="a", group_id="g", kind="rollback", created_at=now),
     )  # fmt: skip
-    rewrite_statements = store.compile_rewrite(rewrite, now)
+    rewrite_statements = store.compile_rewrite(rewrite)
     assert len(rewrite_statements) == 8  # every kind of rewrite statement, no vectors
     queries = [s.query for s in statements + rewrite_statements] + [q for q, _ in driver.reads]
     assert len(driver.reads) >= 20

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from schemas.graph import AuditEvent, EntityNode, EpisodicNode, Fact, FactEdge
@@ -43,10 +43,6 @@ class Dialect(abc.ABC):
     @abc.abstractmethod
     def vector(self, expr: str) -> str:
         """Wrap a list expression so the backend stores it as an indexable vector."""
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _label_suffix(labels: list[str]) -> str:
@@ -116,7 +112,7 @@ class CypherStore(abc.ABC):
             "RETURN properties(ep) AS ep LIMIT 1",
             {"hash": content_hash, "group_id": group_id},
         )
-        return EpisodicNode.model_validate(self._decode(rows[0]["ep"])) if rows else None
+        return self._episodes(rows)[0] if rows else None
 
     async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]:
         if not name_keys:
@@ -441,7 +437,7 @@ class CypherStore(abc.ABC):
             ),
         ]  # fmt: skip
 
-    def compile_rewrite(self, plan: RewritePlan, now: datetime) -> list[Statement]:
+    def compile_rewrite(self, plan: RewritePlan) -> list[Statement]:
         g = plan.group_id
         out: list[Statement] = []
 
@@ -480,19 +476,21 @@ class CypherStore(abc.ABC):
                 orphans=plan.orphan_candidates,
             )
         if plan.rolled_back:
+            if plan.audit is None:  # its time is the rollback's transaction time
+                raise ValueError("a rewrite that rolls episodes back needs its audit event")
             add(
                 "UNWIND $rolled_back AS u MATCH (ep:Episodic {uuid: u}) "
                 "WHERE ep.group_id = $group_id "
                 "SET ep.status = 'rolled_back', ep.rolled_back_at = $rolled_back_at",
                 rolled_back=plan.rolled_back,
-                rolled_back_at=self.dialect.encode_time(now),
+                rolled_back_at=self.dialect.encode_time(plan.audit.created_at),
             )
         if plan.audit is not None:
             add("CREATE (a:AuditEvent) SET a += $audit", audit=self._encode(plan.audit))
         return out  # fmt: skip
 
     async def rewrite(self, plan: RewritePlan) -> None:
-        statements = self.compile_rewrite(plan, plan.audit.created_at if plan.audit else _now())
+        statements = self.compile_rewrite(plan)
         if statements:
             await self._write(plan.group_id, statements)
 
