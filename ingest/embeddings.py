@@ -12,14 +12,11 @@ import asyncio
 import math
 import os
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
+from schemas.embedder import Embedder
 
-class Embedder(Protocol):
-    model: str
-    dim: int
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+__all__ = ["Embedder", "OpenAIEmbedder", "SentenceTransformerEmbedder", "local_minilm"]
 
 
 def _unit(v: Sequence[float]) -> list[float]:

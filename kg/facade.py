@@ -18,7 +18,6 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ValidationError
 
 from ingest import content_hash, name_key, plan_structured_episode
-from ingest.embeddings import Embedder
 from ingest.extraction import LLM_EXTRACTOR, Guards, extract, extraction_record, vet
 from ingest.llm import LLMError, StructuredLLM
 from ingest.structured import episodic_node, new_uuid, plan_facts
@@ -28,12 +27,20 @@ from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.store import open_store
 from kg.store.embedded import Durability
 from kg.times import TransactionClock
+from retrieval import RECIPES, CrossEncoder, SearchConfig, SearchError, SearchResults
+from retrieval import render_context as _render_context
+from retrieval import search as _search
+from schemas.embedder import Embedder
 from schemas.episode import Episode, EpisodeSource
 from schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, Fact, FactEdge
 from schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from schemas.plan import PlanSummary, WritePlan
+from schemas.search import SearchView
 from schemas.store import FactQuery, GraphStore, StoreStats
 from schemas.validation import check_group_id
+
+RAW_EXTRACTOR = "kg.raw/1"
+EPISODE_EMBED_CHARS = 2000  # MiniLM-size models read ~256 tokens; more only costs time
 
 
 class EpisodeResult(BaseModel):
@@ -59,8 +66,10 @@ class KG:
         guards: Guards | None = None,
         context_episodes: int = 3,
         embedder: Embedder | None = None,
+        cross_encoder: CrossEncoder | None = None,
     ) -> None:
         self.store = store
+        self.cross_encoder = cross_encoder
         self.ontology = ontology
         self.clock = clock or TransactionClock()
         self.llm = llm
@@ -68,6 +77,7 @@ class KG:
         self.context_episodes = context_episodes
         self.embedder = embedder
         self._writers: dict[str, asyncio.Lock] = {}
+        self._searchable: set[str] = set()
 
     @classmethod
     async def open(
@@ -80,12 +90,15 @@ class KG:
         llm: StructuredLLM | None = None,
         guards: Guards | None = None,
         embedder: Embedder | None = None,
+        cross_encoder: CrossEncoder | None = None,
     ) -> KG:
-        """Open a store by URI (embedded FalkorDB by default). With an `embedder`, facts and
-        entity names get embeddings and the store gets vector indexes of its dimension."""
+        """Open a store by URI (embedded FalkorDB by default). With an `embedder`, facts,
+        entity names and episodes get embeddings and the store gets vector indexes of its
+        dimension; a `cross_encoder` enables the cross-encoder reranker."""
         dim = embedder.dim if embedder is not None else None
         store = await open_store(uri, home=home, durability=durability, embedding_dim=dim)
-        return cls(store, ontology=ontology, llm=llm, guards=guards, embedder=embedder)
+        return cls(store, ontology=ontology, llm=llm, guards=guards, embedder=embedder,
+                   cross_encoder=cross_encoder)  # fmt: skip
 
     async def __aenter__(self) -> Self:
         return self
@@ -100,8 +113,14 @@ class KG:
 
     # -- writes ---------------------------------------------------------------------------
 
-    async def add_episode(self, episode: Episode | None = None, /, **fields: Any) -> EpisodeResult:
-        """Ingest one episode; re-adding the same content to the same group is a no-op."""
+    async def add_episode(
+        self, episode: Episode | None = None, /, *, extract: bool = True, **fields: Any
+    ) -> EpisodeResult:
+        """Ingest one episode; re-adding the same content to the same group is a no-op.
+
+        `extract=False` stores a text, message or JSON episode as it is, with no LLM call: it
+        is searchable (full-text, and cosine with an embedder) but adds no facts.
+        """
         if episode is None:
             try:
                 episode = Episode.model_validate(fields)
@@ -109,10 +128,12 @@ class KG:
                 raise InputError(f"invalid episode: {validation_message(exc)}") from None
         elif fields:
             raise TypeError("pass either an Episode or keyword fields, not both")
-        if episode.source is not EpisodeSource.facts and self.llm is None:
+        raw = not extract and episode.source is not EpisodeSource.facts
+        if episode.source is not EpisodeSource.facts and self.llm is None and not raw:
             raise InputError(
                 f"{episode.source.value!r} episodes need an LLM: open kg with llm=OpenAILLM(...) "
-                "(any OpenAI-compatible endpoint), or send structured 'facts' episodes"
+                "(any OpenAI-compatible endpoint), send structured 'facts' episodes, or store "
+                "it unextracted with extract=False"
             )
         group = episode.group_id
         async with self._writer(group):  # plans are computed from what they read
@@ -128,6 +149,11 @@ class KG:
                     plan, summary = await plan_structured_episode(
                         episode, self.store, self.ontology, self.clock.now()
                     )
+                elif raw:
+                    node = episodic_node(episode, uuid=new_uuid(), now=self.clock.now(),
+                                         extractor=RAW_EXTRACTOR)  # fmt: skip
+                    node.extraction = extraction_record([])
+                    plan, summary = WritePlan(group_id=group, episode=node), PlanSummary()
                 else:
                     plan, summary = await self._plan_with_llm(episode, failed)
             except ValidationError as exc:
@@ -135,7 +161,7 @@ class KG:
             except ValueError as exc:
                 raise InputError(str(exc)) from None
             plan.replaces_failed = failed
-            await self._embed(plan.new_edges, plan.new_entities)
+            await self._embed(plan.new_edges, plan.new_entities, plan.episode)
             await self.store.apply(plan)
         return EpisodeResult(
             episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
@@ -230,13 +256,25 @@ class KG:
         async with self._writer(group_id):
             return await erase_group(self.store, group_id, self.clock.now())
 
-    async def _embed(self, edges: list[FactEdge], entities: list[EntityNode] | None = None) -> None:
+    async def _embed(
+        self,
+        edges: list[FactEdge],
+        entities: list[EntityNode] | None = None,
+        episode: EpisodicNode | None = None,
+    ) -> None:
         """Fill in missing embeddings, one batched call (rewritten versions included)."""
         if self.embedder is None:
             return
         todo_edges = [e for e in edges if e.fact_embedding is None]
         todo_entities = [n for n in entities or [] if n.name_embedding is None]
-        texts = list(dict.fromkeys([e.fact for e in todo_edges] + [n.name for n in todo_entities]))
+        # Structured episodes' content is their facts as JSON: the facts carry the meaning.
+        ep_text = (
+            episode.content[:EPISODE_EMBED_CHARS]
+            if episode is not None and episode.source is not EpisodeSource.facts
+            and episode.status is EpisodeStatus.ingested else None
+        )  # fmt: skip
+        texts = [e.fact for e in todo_edges] + [n.name for n in todo_entities]
+        texts = list(dict.fromkeys(texts + ([ep_text] if ep_text else [])))
         if not texts:
             return
         vectors = dict(zip(texts, await self.embedder.embed(texts), strict=True))
@@ -244,6 +282,8 @@ class KG:
             e.fact_embedding = vectors[e.fact]
         for n in todo_entities:
             n.name_embedding = vectors[n.name]
+        if episode is not None and ep_text:
+            episode.content_embedding = vectors[ep_text]
 
     def _writer(self, group_id: str) -> asyncio.Lock:
         """One writer per group in this process."""
@@ -347,3 +387,97 @@ class KG:
 
     async def groups(self) -> list[str]:
         return await self.store.groups()
+
+    # -- search ---------------------------------------------------------------------------
+
+    async def search(
+        self,
+        query: str,
+        *,
+        group_id: str = "default",
+        recipe: str | None = None,
+        config: SearchConfig | None = None,
+        limit: int | None = None,
+        valid_at: datetime | None = None,
+        known_at: datetime | None = None,
+        include_history: bool = False,
+        include_contested: bool = False,
+        center: str | None = None,
+        seeds: list[str] | None = None,
+        min_score: float | None = None,
+    ) -> SearchResults:
+        """Hybrid search: BM25, cosine and BFS branches, fused by RRF, then reranked.
+
+        Default view: facts true now and still believed. `valid_at` / `known_at` give any
+        as-of view; `include_history` also returns closed facts, marked `closed`. Pick a
+        named `recipe` (see `retrieval.RECIPES`, default facts_hybrid_rrf) or pass a
+        `config`. `center` and `seeds` are entity names (node distance, BFS).
+        """
+        self._check_group(group_id)
+        if not query.strip():
+            raise InputError("search needs a non-empty query")
+        cfg = self._search_config(recipe, config, limit, min_score)
+        for name, when in (("valid_at", valid_at), ("known_at", known_at)):
+            if when is not None and when.tzinfo is None:
+                raise InputError(f"{name}: naive datetime; give it a timezone")
+        now = self.clock.now()
+        view = SearchView(valid_at=valid_at or now, known_at=known_at or now,
+                          include_history=include_history,
+                          include_contested=include_contested)  # fmt: skip
+        center_uuid = (await self._entity_uuids(group_id, [center]))[0] if center else None
+        seed_uuids = await self._entity_uuids(group_id, seeds or [])
+        await self._search_schema(group_id)
+        try:
+            return await _search(
+                self.store, group_id, query, cfg, view, embedder=self.embedder,
+                cross_encoder=self.cross_encoder, center=center_uuid, seeds=seed_uuids,
+            )  # fmt: skip
+        except SearchError as exc:
+            raise InputError(str(exc)) from None
+
+    async def context(self, query: str, *, max_tokens: int = 1000, **search: Any) -> str:
+        """Search, then render the hits as a quoted-data block for a prompt, within budget."""
+        return _render_context(await self.search(query, **search), max_tokens=max_tokens)
+
+    @staticmethod
+    def _search_config(
+        recipe: str | None, config: SearchConfig | None, limit: int | None,
+        min_score: float | None,
+    ) -> SearchConfig:  # fmt: skip
+        if recipe is not None and config is not None:
+            raise InputError("give a recipe or a config, not both")
+        if config is None:
+            name = recipe or "facts_hybrid_rrf"
+            if name not in RECIPES:
+                raise InputError(f"unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}")
+            config = RECIPES[name]
+        update: dict[str, Any] = {}
+        if min_score is not None:
+            update["min_score"] = min_score
+        if limit is not None:
+            if not 1 <= limit <= 1000:
+                raise InputError(f"limit must be in 1..1000, got {limit}")
+            for scope in ("facts", "entities", "episodes", "communities"):
+                sc = getattr(config, scope)
+                if sc is not None:
+                    update[scope] = sc.model_copy(update={"limit": limit})
+        return config.model_copy(update=update) if update else config
+
+    async def _entity_uuids(self, group_id: str, names: list[str]) -> list[str]:
+        if not names:
+            return []
+        found = {e.name_key: e.uuid for e in await self.store.entities_by_key(
+            group_id, [name_key(n) for n in names])}  # fmt: skip
+        missing = [n for n in names if name_key(n) not in found]
+        if missing:
+            raise InputError(f"no entity named {missing[0]!r} in group {group_id!r}")
+        return [found[name_key(n)] for n in names]
+
+    async def _search_schema(self, group_id: str) -> None:
+        """An existing group opened with a new embedder gets its vector indexes before the
+        first search, not only at the next write."""
+        if group_id in self._searchable:
+            return
+        if group_id in await self.store.groups():
+            await self.store.ensure_schema(group_id)
+            self._searchable.add(group_id)

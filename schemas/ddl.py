@@ -16,9 +16,12 @@ FALKORDB_INDEXES: tuple[str, ...] = (
     "CREATE INDEX FOR ()-[e:RELATES_TO]-() ON (e.uuid)",
     "CREATE INDEX FOR ()-[e:RELATES_TO]-() ON (e.fact_uuid)",
     "CREATE INDEX FOR ()-[e:RELATES_TO]-() ON (e.name)",
-    "CREATE FULLTEXT INDEX FOR (n:Entity) ON (n.name, n.summary)",
-    "CREATE FULLTEXT INDEX FOR (n:Episodic) ON (n.content)",
-    "CREATE FULLTEXT INDEX FOR ()-[e:RELATES_TO]-() ON (e.fact)",
+    # text_grams: CJK bigrams written beside the text (kg.store.analyzer), so particles and
+    # endings attached without a space do not hide a word from the index.
+    "CREATE FULLTEXT INDEX FOR (n:Entity) ON (n.name, n.summary, n.text_grams)",
+    "CREATE FULLTEXT INDEX FOR (n:Episodic) ON (n.content, n.text_grams)",
+    "CREATE FULLTEXT INDEX FOR (n:Community) ON (n.name, n.summary, n.text_grams)",
+    "CREATE FULLTEXT INDEX FOR ()-[e:RELATES_TO]-() ON (e.fact, e.text_grams)",
 )
 
 # (label, property) pairs that get a unique constraint on FalkorDB.
@@ -35,6 +38,7 @@ def falkordb_vector_indexes(dimension: int) -> tuple[str, ...]:
     return (
         f"CREATE VECTOR INDEX FOR (n:Entity) ON (n.name_embedding) {opts}",
         f"CREATE VECTOR INDEX FOR (n:Community) ON (n.name_embedding) {opts}",
+        f"CREATE VECTOR INDEX FOR (n:Episodic) ON (n.content_embedding) {opts}",
         f"CREATE VECTOR INDEX FOR ()-[e:RELATES_TO]-() ON (e.fact_embedding) {opts}",
     )
 
@@ -49,9 +53,14 @@ NEO4J_SCHEMA: tuple[str, ...] = (
     "CREATE INDEX kg_relates_fact_uuid IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.fact_uuid)",
     "CREATE INDEX kg_relates_group_name IF NOT EXISTS "
     "FOR ()-[e:RELATES_TO]-() ON (e.group_id, e.name)",
-    "CREATE FULLTEXT INDEX kg_entity_text IF NOT EXISTS FOR (n:Entity) ON EACH [n.name, n.summary]",
-    "CREATE FULLTEXT INDEX kg_episode_text IF NOT EXISTS FOR (n:Episodic) ON EACH [n.content]",
-    "CREATE FULLTEXT INDEX kg_fact_text IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON EACH [e.fact]",
+    "CREATE FULLTEXT INDEX kg_entity_text IF NOT EXISTS FOR (n:Entity) "
+    "ON EACH [n.name, n.summary, n.text_grams]",
+    "CREATE FULLTEXT INDEX kg_episode_text IF NOT EXISTS FOR (n:Episodic) "
+    "ON EACH [n.content, n.text_grams]",
+    "CREATE FULLTEXT INDEX kg_community_text IF NOT EXISTS FOR (n:Community) "
+    "ON EACH [n.name, n.summary, n.text_grams]",
+    "CREATE FULLTEXT INDEX kg_fact_text IF NOT EXISTS FOR ()-[e:RELATES_TO]-() "
+    "ON EACH [e.fact, e.text_grams]",
 )
 
 
@@ -66,6 +75,8 @@ def neo4j_vector_indexes(dimension: int) -> tuple[str, ...]:
         f"ON (n.name_embedding) {opts}",
         "CREATE VECTOR INDEX kg_community_embedding IF NOT EXISTS FOR (n:Community) "
         f"ON (n.name_embedding) {opts}",
+        "CREATE VECTOR INDEX kg_episode_embedding IF NOT EXISTS FOR (n:Episodic) "
+        f"ON (n.content_embedding) {opts}",
         "CREATE VECTOR INDEX kg_fact_embedding IF NOT EXISTS FOR ()-[e:RELATES_TO]-() "
         f"ON (e.fact_embedding) {opts}",
     )

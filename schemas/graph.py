@@ -48,6 +48,9 @@ class EpisodicNode(BaseModel):
         default=None, description="LLM episodes: the vetted facts as JSON, for replay."
     )
     error: str | None = Field(default=None, description="Why a failed episode failed.")
+    content_embedding: list[float] | None = Field(
+        default=None, description="For the episodes' cosine branch; absent without an embedder."
+    )
 
 
 class EntityNode(BaseModel):

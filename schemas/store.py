@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.graph import AuditEvent, EntityNode, EpisodicNode, Fact, FactEdge
 from schemas.plan import RewritePlan, WritePlan
+from schemas.search import Scope, Scored, SearchView
 from schemas.validation import GroupId, UtcDatetime
 
 
@@ -126,6 +127,38 @@ class GraphStore(Protocol):
         ...
 
     async def stats(self, group_id: str, now: UtcDatetime) -> StoreStats: ...
+
+    # -- search: every call filters on the group and the view before it ranks or cuts ------
+
+    async def search_text(
+        self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int
+    ) -> list[Scored]:
+        """Full-text (BM25-family) hits, best first; an empty query gives no hits."""
+        ...
+
+    async def search_vector(
+        self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int
+    ) -> list[Scored]:
+        """Nearest by cosine similarity, best first."""
+        ...
+
+    async def neighbourhood(
+        self, group_id: str, entity_uuids: list[str], view: SearchView, limit: int
+    ) -> list[Fact]:
+        """Facts in view touching any of the entities: one hop of breadth-first search."""
+        ...
+
+    async def episodes_mentioning_any(
+        self, group_id: str, entity_uuids: list[str], view: SearchView, limit: int
+    ) -> list[Scored]: ...
+
+    async def entities_by_uuid(self, group_id: str, uuids: list[str]) -> list[EntityNode]: ...
+
+    async def mention_counts(self, group_id: str, entity_uuids: list[str]) -> dict[str, int]: ...
+
+    async def embeddings(
+        self, group_id: str, scope: Scope, uuids: list[str]
+    ) -> dict[str, list[float]]: ...
 
     async def groups(self) -> list[str]: ...
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from kg.store.analyzer import grams
+from kg.store.cypher_search import CypherSearch, Dialect
 from schemas.graph import AuditEvent, EntityNode, EpisodicNode, Fact, FactEdge
 from schemas.plan import RewritePlan, WritePlan
 from schemas.store import FactQuery, StoreStats, TimelineKey
@@ -20,7 +22,7 @@ from schemas.validation import TYPE_NAME_RE
 
 TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
 TIME_LIST_FIELDS = ("episode_valid_at",)
-VECTOR_FIELDS = ("fact_embedding", "name_embedding")
+VECTOR_FIELDS = ("fact_embedding", "name_embedding", "content_embedding")
 # Derived from the endpoints when read; never stored on the edge.
 ENDPOINT_FIELDS = ("source_node_uuid", "target_node_uuid")
 
@@ -31,20 +33,6 @@ class Statement:
     params: dict[str, Any]
 
 
-class Dialect(abc.ABC):
-    name: str
-
-    @abc.abstractmethod
-    def encode_time(self, value: datetime) -> Any: ...
-
-    @abc.abstractmethod
-    def decode_time(self, value: Any) -> datetime: ...
-
-    @abc.abstractmethod
-    def vector(self, expr: str) -> str:
-        """Wrap a list expression so the backend stores it as an indexable vector."""
-
-
 def _label_suffix(labels: list[str]) -> str:
     for label in labels:
         if not TYPE_NAME_RE.match(label):
@@ -52,7 +40,15 @@ def _label_suffix(labels: list[str]) -> str:
     return "".join(f":{label}" for label in sorted(set(labels)))
 
 
-class CypherStore(abc.ABC):
+def _with_grams(row: dict[str, Any], *fields: str) -> dict[str, Any]:
+    """Add the CJK bigram field the full-text indexes also cover (see kg.store.analyzer)."""
+    text = grams(" ".join(str(row.get(f) or "") for f in fields))
+    if text:
+        row["text_grams"] = text
+    return row
+
+
+class CypherStore(CypherSearch, abc.ABC):
     """Implements `schemas.store.GraphStore` on top of two transport primitives."""
 
     backend: str
@@ -85,7 +81,8 @@ class CypherStore(abc.ABC):
         return row
 
     def _decode(self, props: dict[str, Any]) -> dict[str, Any]:
-        row = {k: v for k, v in props.items() if k not in VECTOR_FIELDS}
+        # Map projections return null for absent properties; absent means "use the default".
+        row = {k: v for k, v in props.items() if k not in VECTOR_FIELDS and v is not None}
         for key in TIME_FIELDS:
             if row.get(key) is not None:
                 row[key] = self.dialect.decode_time(row[key])
@@ -355,11 +352,17 @@ class CypherStore(abc.ABC):
             ))  # fmt: skip
         out.append(
             Statement("CREATE (ep:Episodic) SET ep += $episode",
-                      {"episode": self._encode(plan.episode)})
+                      {"episode": _with_grams(self._encode(plan.episode), "content")})
+        )  # fmt: skip
+        out += self._vectors(
+            "episode_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.content_embedding", g,
+            [(plan.episode.uuid, plan.episode.content_embedding)],
         )  # fmt: skip
         by_labels: dict[str, list[dict[str, Any]]] = {}
         for ent in plan.new_entities:
-            by_labels.setdefault(_label_suffix(ent.labels), []).append(self._encode(ent))
+            by_labels.setdefault(_label_suffix(ent.labels), []).append(
+                _with_grams(self._encode(ent), "name", "summary")
+            )
         for i, (suffix, rows) in enumerate(sorted(by_labels.items())):
             out.append(
                 Statement(
@@ -419,7 +422,7 @@ class CypherStore(abc.ABC):
             {
                 "source": e.source_node_uuid,
                 "target": e.target_node_uuid,
-                "props": self._encode(e, drop=ENDPOINT_FIELDS),
+                "props": _with_grams(self._encode(e, drop=ENDPOINT_FIELDS), "fact"),
             }
             for e in edges
         ]

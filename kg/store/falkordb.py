@@ -20,9 +20,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
 from kg.errors import StoreError, StoreUnavailableError
-from kg.store.cypher import CypherStore, Dialect, Statement
+from kg.store.cypher import CypherStore, Statement
+from kg.store.cypher_search import Dialect
 from kg.store.embedded import Durability, EmbeddedServer
 from schemas.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
+from schemas.search import Scope
 from schemas.validation import check_group_id
 
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -42,6 +44,41 @@ class FalkorDialect(Dialect):
 
     def vector(self, expr: str) -> str:
         return f"vecf32({expr})"
+
+    def fulltext_call(self, scope: Scope) -> str:
+        if scope is Scope.facts:
+            return (
+                "CALL db.idx.fulltext.queryRelationships('RELATES_TO', $q) "
+                "YIELD relationship AS e, score"
+            )
+        label, var = _NODES[scope]
+        return f"CALL db.idx.fulltext.queryNodes('{label}', $q) YIELD node AS {var}, score"
+
+    def vector_call(self, scope: Scope) -> str:
+        if scope is Scope.facts:
+            return (
+                "CALL db.idx.vector.queryRelationships('RELATES_TO', 'fact_embedding', $k, "
+                "vecf32($v)) YIELD relationship AS e, score"
+            )
+        label, var = _NODES[scope]
+        prop = "content_embedding" if scope is Scope.episodes else "name_embedding"
+        return (
+            f"CALL db.idx.vector.queryNodes('{label}', '{prop}', $k, vecf32($v)) "
+            f"YIELD node AS {var}, score"
+        )
+
+    def similarity(self, score: float) -> float:
+        return 1.0 - score  # FalkorDB yields the cosine distance
+
+    def text_query(self, terms: list[str]) -> str:
+        return " | ".join(terms)  # RediSearch: '|' is OR; terms are plain words (analyzer)
+
+
+_NODES = {
+    Scope.entities: ("Entity", "n"),
+    Scope.episodes: ("Episodic", "ep"),
+    Scope.communities: ("Community", "c"),
+}
 
 
 def check_params(value: Any, path: str = "$") -> None:

@@ -13,8 +13,10 @@ from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 from kg.errors import StoreError, StoreUnavailableError
-from kg.store.cypher import CypherStore, Dialect, Statement
+from kg.store.cypher import CypherStore, Statement
+from kg.store.cypher_search import Dialect
 from schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
+from schemas.search import Scope
 
 NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 
@@ -36,6 +38,40 @@ class Neo4jDialect(Dialect):
 
     def vector(self, expr: str) -> str:
         return expr
+
+    def fulltext_call(self, scope: Scope) -> str:
+        index, var = _INDEXES[scope]
+        kind = "Relationships" if scope is Scope.facts else "Nodes"
+        yielded = "relationship" if scope is Scope.facts else "node"
+        return f"CALL db.index.fulltext.query{kind}('{index}', $q) YIELD {yielded} AS {var}, score"
+
+    def vector_call(self, scope: Scope) -> str:
+        index, var = _VECTOR_INDEXES[scope]
+        kind = "Relationships" if scope is Scope.facts else "Nodes"
+        yielded = "relationship" if scope is Scope.facts else "node"
+        return (
+            f"CALL db.index.vector.query{kind}('{index}', $k, $v) YIELD {yielded} AS {var}, score"
+        )
+
+    def similarity(self, score: float) -> float:
+        return 2.0 * score - 1.0  # Neo4j's cosine score is (1 + cos) / 2
+
+    def text_query(self, terms: list[str]) -> str:
+        return " OR ".join(terms)  # Lucene; terms are plain lower-case words (analyzer)
+
+
+_INDEXES = {
+    Scope.facts: ("kg_fact_text", "e"),
+    Scope.entities: ("kg_entity_text", "n"),
+    Scope.episodes: ("kg_episode_text", "ep"),
+    Scope.communities: ("kg_community_text", "c"),
+}
+_VECTOR_INDEXES = {
+    Scope.facts: ("kg_fact_embedding", "e"),
+    Scope.entities: ("kg_entity_embedding", "n"),
+    Scope.episodes: ("kg_episode_embedding", "ep"),
+    Scope.communities: ("kg_community_embedding", "c"),
+}
 
 
 class Neo4jStore(CypherStore):

@@ -1,0 +1,307 @@
+"""The read side of search, in the Cypher both backends share: full-text, vector, neighbourhood.
+
+Every query applies the group and the bi-temporal view *before* it ranks or cuts to k:
+- full-text: the procedure yields every match; the view filter runs, then ORDER BY ... LIMIT;
+- vector: the indexes rank first (FalkorDB's and Neo4j's procedures take k and no filter), so
+  kg over-fetches, filters, and widens k until it has enough hits that pass the view or the
+  index has nothing more. The result is the top k among the items in view, as if the filter
+  had run first (up to the index's own approximation).
+Rows are projected without their embeddings, which would otherwise dominate transfer time.
+"""
+
+from __future__ import annotations
+
+import abc
+from datetime import datetime
+from typing import Any
+
+from kg.store.analyzer import query_terms
+from schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
+from schemas.search import Scope, Scored, SearchView
+
+_VECTORS = {"fact_embedding", "name_embedding", "content_embedding"}
+_ENDPOINTS = {"source_node_uuid", "target_node_uuid"}
+VECTOR_K_MAX = 20_000
+
+
+def _projection(var: str, model: type[Any], skip: set[str]) -> str:
+    fields = [f for f in model.model_fields if f not in skip]
+    return f"{var} {{" + ", ".join(f".{f}" for f in fields) + "}"
+
+
+# What each scope matches, the variable it binds, and its row projection.
+_FACT_PROJ = _projection("e", FactEdge, _VECTORS | _ENDPOINTS)
+_VAR = {Scope.facts: "e", Scope.entities: "n", Scope.episodes: "ep", Scope.communities: "c"}
+_PROJ = {
+    Scope.entities: _projection("n", EntityNode, _VECTORS),
+    Scope.episodes: _projection("ep", EpisodicNode, _VECTORS),
+    Scope.communities: _projection("c", CommunityNode, _VECTORS),
+}
+_LABEL = {Scope.entities: "Entity", Scope.episodes: "Episodic", Scope.communities: "Community"}
+_EMBEDDING = {
+    Scope.facts: "fact_embedding",
+    Scope.entities: "name_embedding",
+    Scope.episodes: "content_embedding",
+    Scope.communities: "name_embedding",
+}
+FACT_COLUMNS = (
+    f" RETURN {_FACT_PROJ} AS e, s.uuid AS source, o.uuid AS target,"
+    " s.name AS subject, o.name AS object"
+)
+
+
+class Dialect(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def encode_time(self, value: datetime) -> Any: ...
+
+    @abc.abstractmethod
+    def decode_time(self, value: Any) -> datetime: ...
+
+    @abc.abstractmethod
+    def vector(self, expr: str) -> str:
+        """Wrap a list expression so the backend stores it as an indexable vector."""
+
+    @abc.abstractmethod
+    def fulltext_call(self, scope: Scope) -> str:
+        """`CALL ... YIELD <var>, score` over the scope's full-text index, query in $q."""
+
+    @abc.abstractmethod
+    def vector_call(self, scope: Scope) -> str:
+        """`CALL ... YIELD <var>, score` over the scope's vector index, $k nearest to $v."""
+
+    @abc.abstractmethod
+    def similarity(self, score: float) -> float:
+        """The vector procedure's score as cosine similarity."""
+
+    @abc.abstractmethod
+    def text_query(self, terms: list[str]) -> str:
+        """Plain terms, OR-ed, in the engine's query syntax."""
+
+
+def view_filter(scope: Scope, view: SearchView) -> str:
+    """The WHERE clause (group + bi-temporal view) for the scope's bound variable."""
+    if scope is Scope.facts:
+        clauses = [
+            "e.group_id = $group_id",
+            "e.created_at <= $known_at",
+            "(e.expired_at IS NULL OR e.expired_at > $known_at)",
+        ]
+        if not view.include_history:
+            clauses += [
+                "e.valid_at <= $valid_at",
+                "(e.invalid_at IS NULL OR e.invalid_at > $valid_at)",
+            ]
+        if not view.include_contested:
+            clauses.append("e.status = 'active'")
+    elif scope is Scope.episodes:
+        clauses = [
+            "ep.group_id = $group_id",
+            "ep.status = 'ingested'",
+            "ep.created_at <= $known_at",
+        ]
+        if not view.include_history:
+            clauses.append("ep.valid_at <= $valid_at")
+    else:
+        v = _VAR[scope]
+        clauses = [f"{v}.group_id = $group_id", f"{v}.created_at <= $known_at"]
+    return " AND ".join(clauses)
+
+
+class CypherSearch(abc.ABC):
+    dialect: Dialect
+
+    @abc.abstractmethod
+    async def _read(
+        self, group_id: str, query: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    def _decode(self, props: dict[str, Any]) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def _fact(self, row: dict[str, Any]) -> Fact: ...
+
+    def _view_params(self, group_id: str, view: SearchView) -> dict[str, Any]:
+        return {
+            "group_id": group_id,
+            "valid_at": self.dialect.encode_time(view.valid_at),
+            "known_at": self.dialect.encode_time(view.known_at),
+        }
+
+    def _item(
+        self, scope: Scope, row: dict[str, Any]
+    ) -> Fact | EntityNode | EpisodicNode | CommunityNode:
+        if scope is Scope.facts:
+            return self._fact(row)
+        props = self._decode(row["n"])
+        if scope is Scope.entities:
+            return EntityNode.model_validate(props)
+        if scope is Scope.episodes:
+            return EpisodicNode.model_validate(props)
+        return CommunityNode.model_validate(props)
+
+    def _returns(self, scope: Scope) -> str:
+        if scope is Scope.facts:
+            return "WITH e, score, startNode(e) AS s, endNode(e) AS o"
+        return f"WITH {_VAR[scope]}, score"
+
+    def _columns(self, scope: Scope) -> str:
+        return FACT_COLUMNS if scope is Scope.facts else f" RETURN {_PROJ[scope]} AS n"
+
+    async def search_text(
+        self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int
+    ) -> list[Scored]:
+        terms = query_terms(query)
+        if not terms:
+            return []
+        cypher = (
+            f"{self.dialect.fulltext_call(scope)} {self._returns(scope)} "
+            f"WHERE {view_filter(scope, view)}{self._columns(scope)}, score "
+            "ORDER BY score DESC LIMIT $max_rows"
+        )
+        params = {**self._view_params(group_id, view), "q": self.dialect.text_query(terms),
+                  "max_rows": limit}  # fmt: skip
+        rows = await self._read(group_id, cypher, params)
+        out = []
+        for r in rows:
+            item = self._item(scope, r)
+            out.append(Scored(uuid=_uuid(item), score=float(r["score"]), item=item))
+        return out
+
+    async def search_vector(
+        self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int
+    ) -> list[Scored]:
+        cols = self._columns(scope).removeprefix(" RETURN ")
+        cypher = (
+            f"{self.dialect.vector_call(scope)} {self._returns(scope)} "
+            f"WITH *, ({view_filter(scope, view)}) AS ok "
+            f"RETURN ok, score, CASE WHEN ok THEN {{{_row_map(scope, cols)}}} ELSE null END AS row"
+        )
+        params = {**self._view_params(group_id, view), "v": vector}
+        k = max(limit * 3, 30)
+        while True:
+            rows = await self._read(group_id, cypher, {**params, "k": k})
+            hits = [r for r in rows if r["ok"]]
+            if len(hits) >= limit or len(rows) < k or k >= VECTOR_K_MAX:
+                break
+            k = min(k * 4, VECTOR_K_MAX)
+        out = []
+        for r in hits:
+            item = self._item(scope, r["row"])
+            out.append(Scored(uuid=_uuid(item), score=self.dialect.similarity(float(r["score"])),
+                              item=item))  # fmt: skip
+        out.sort(key=lambda s: -s.score)
+        return out[:limit]
+
+    async def neighbourhood(
+        self, group_id: str, entity_uuids: list[str], view: SearchView, limit: int
+    ) -> list[Fact]:
+        """Facts in view that touch any of the entities (one hop, either direction)."""
+        if not entity_uuids:
+            return []
+        where = view_filter(Scope.facts, view)
+        cypher = (
+            "UNWIND $seeds AS u MATCH (s:Entity {uuid: u})-[e:RELATES_TO]->(o:Entity) "
+            f"WHERE {where}{FACT_COLUMNS} LIMIT $max_rows UNION "
+            "UNWIND $seeds AS u MATCH (s:Entity)-[e:RELATES_TO]->(o:Entity {uuid: u}) "
+            f"WHERE {where}{FACT_COLUMNS} LIMIT $max_rows"
+        )
+        params = {**self._view_params(group_id, view), "seeds": sorted(set(entity_uuids)),
+                  "max_rows": limit}  # fmt: skip
+        return [self._fact(r) for r in await self._read(group_id, cypher, params)]
+
+    async def episodes_mentioning_any(
+        self, group_id: str, entity_uuids: list[str], view: SearchView, limit: int
+    ) -> list[Scored]:
+        """Episodes in view that mention the entities, scored by how many of them they name."""
+        if not entity_uuids:
+            return []
+        cypher = (
+            "UNWIND $seeds AS u MATCH (ep:Episodic)-[:MENTIONS]->(:Entity {uuid: u}) "
+            f"WHERE {view_filter(Scope.episodes, view)} "
+            f"WITH ep, count(*) AS score RETURN {_PROJ[Scope.episodes]} AS n, score "
+            "ORDER BY score DESC, n.created_at DESC LIMIT $max_rows"
+        )
+        params = {**self._view_params(group_id, view), "seeds": sorted(set(entity_uuids)),
+                  "max_rows": limit}  # fmt: skip
+        out = []
+        for r in await self._read(group_id, cypher, params):
+            item = self._item(Scope.episodes, r)
+            out.append(Scored(uuid=_uuid(item), score=float(r["score"]), item=item))
+        return out
+
+    async def entities_by_uuid(self, group_id: str, uuids: list[str]) -> list[EntityNode]:
+        if not uuids:
+            return []
+        rows = await self._read(
+            group_id,
+            f"UNWIND $uuids AS u MATCH (n:Entity {{uuid: u}}) WHERE n.group_id = $group_id "
+            f"RETURN {_PROJ[Scope.entities]} AS n",
+            {"uuids": sorted(set(uuids)), "group_id": group_id},
+        )
+        return [EntityNode.model_validate(self._decode(r["n"])) for r in rows]
+
+    async def mention_counts(self, group_id: str, entity_uuids: list[str]) -> dict[str, int]:
+        if not entity_uuids:
+            return {}
+        rows = await self._read(
+            group_id,
+            "UNWIND $uuids AS u MATCH (ep:Episodic)-[:MENTIONS]->(n:Entity {uuid: u}) "
+            "WHERE n.group_id = $group_id AND ep.status = 'ingested' "
+            "RETURN u AS uuid, count(ep) AS c",
+            {"uuids": sorted(set(entity_uuids)), "group_id": group_id},
+        )
+        return {r["uuid"]: int(r["c"]) for r in rows}
+
+    async def embeddings(
+        self, group_id: str, scope: Scope, uuids: list[str]
+    ) -> dict[str, list[float]]:
+        """Stored embeddings by uuid; items without one are absent."""
+        if not uuids:
+            return {}
+        prop = _EMBEDDING[scope]
+        pattern = (
+            "()-[x:RELATES_TO {uuid: u}]->()" if scope is Scope.facts
+            else f"(x:{_LABEL[scope]} {{uuid: u}})"
+        )  # fmt: skip
+        rows = await self._read(
+            group_id,
+            f"UNWIND $uuids AS u MATCH {pattern} WHERE x.group_id = $group_id "
+            f"AND x.{prop} IS NOT NULL RETURN u AS uuid, x.{prop} AS v",
+            {"uuids": sorted(set(uuids)), "group_id": group_id},
+        )
+        return {r["uuid"]: [float(x) for x in r["v"]] for r in rows}
+
+
+def _row_map(scope: Scope, cols: str) -> str:
+    """`RETURN a AS x, b AS y` columns as map entries `x: a, y: b` (one nullable column)."""
+    entries = []
+    for part in _split_top(cols):
+        expr, _, alias = part.rpartition(" AS ")
+        entries.append(f"{alias.strip()}: {expr.strip()}")
+    return ", ".join(entries)
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside braces."""
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p for p in parts if p.strip()]
+
+
+def _uuid(item: Fact | EntityNode | EpisodicNode | CommunityNode) -> str:
+    return item.edge.uuid if isinstance(item, Fact) else item.uuid

@@ -1,0 +1,104 @@
+"""How a search runs: which branches per layer, how they are fused and reranked, and recipes.
+
+Modelled on Graphiti's search config recipes: a `SearchConfig` says, per scope, which methods
+run (bm25, cosine, bfs) and which reranker orders the fused candidates; `RECIPES` names the
+useful combinations, so callers pick `"facts_hybrid_mmr"` instead of assembling a config.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Method(StrEnum):
+    bm25 = "bm25"
+    cosine = "cosine"
+    bfs = "bfs"
+
+
+class Reranker(StrEnum):
+    rrf = "rrf"
+    mmr = "mmr"
+    cross_encoder = "cross_encoder"
+    node_distance = "node_distance"
+    episode_mentions = "episode_mentions"
+
+
+class ScopeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    methods: tuple[Method, ...] = (Method.bm25, Method.cosine, Method.bfs)
+    reranker: Reranker = Reranker.rrf
+    limit: int = Field(default=10, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _some_method(self) -> Self:
+        if not self.methods:
+            raise ValueError("a scope needs at least one search method")
+        return self
+
+
+class SearchConfig(BaseModel):
+    """Scopes left as None are not searched."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    facts: ScopeConfig | None = ScopeConfig()
+    entities: ScopeConfig | None = None
+    episodes: ScopeConfig | None = None
+    communities: ScopeConfig | None = None
+    rrf_k: float = Field(default=60.0, gt=0, description="RRF's rank constant.")
+    window: int = Field(default=50, ge=1, le=5000, description="Candidates per branch.")
+    mmr_lambda: float = Field(default=0.5, ge=0.0, le=1.0, description="1 = relevance only.")
+    bfs_depth: int = Field(default=2, ge=1, le=4)
+    bfs_seeds: int = Field(
+        default=5, ge=1, le=100, description="Top hits of the other branches that seed BFS."
+    )
+    min_score: float | None = Field(
+        default=None, description="Drop results whose final score is below this; may leave none."
+    )
+
+    @model_validator(mode="after")
+    def _some_scope(self) -> Self:
+        if not any((self.facts, self.entities, self.episodes, self.communities)):
+            raise ValueError("a search config needs at least one scope")
+        return self
+
+
+_HYBRID = (Method.bm25, Method.cosine, Method.bfs)
+_TEXT_VECTOR = (Method.bm25, Method.cosine)
+
+
+def _facts(reranker: Reranker, methods: tuple[Method, ...] = _HYBRID) -> SearchConfig:
+    return SearchConfig(facts=ScopeConfig(methods=methods, reranker=reranker))
+
+
+def _episodes(reranker: Reranker, methods: tuple[Method, ...] = _TEXT_VECTOR) -> SearchConfig:
+    return SearchConfig(facts=None, episodes=ScopeConfig(methods=methods, reranker=reranker))
+
+
+RECIPES: dict[str, SearchConfig] = {
+    "facts_hybrid_rrf": _facts(Reranker.rrf),
+    "facts_hybrid_mmr": _facts(Reranker.mmr),
+    "facts_hybrid_cross_encoder": _facts(Reranker.cross_encoder),
+    "facts_hybrid_node_distance": _facts(Reranker.node_distance),
+    "facts_hybrid_episode_mentions": _facts(Reranker.episode_mentions),
+    "facts_bm25": _facts(Reranker.rrf, (Method.bm25,)),
+    "facts_cosine": _facts(Reranker.rrf, (Method.cosine,)),
+    "entities_hybrid_rrf": SearchConfig(facts=None, entities=ScopeConfig()),
+    "episodes_bm25": _episodes(Reranker.rrf, (Method.bm25,)),
+    "episodes_cosine": _episodes(Reranker.rrf, (Method.cosine,)),
+    "episodes_hybrid_rrf": _episodes(Reranker.rrf),
+    "episodes_hybrid_mmr": _episodes(Reranker.mmr),
+    "episodes_hybrid_cross_encoder": _episodes(Reranker.cross_encoder),
+    "combined_hybrid_rrf": SearchConfig(
+        facts=ScopeConfig(),
+        entities=ScopeConfig(),
+        episodes=ScopeConfig(methods=_TEXT_VECTOR),
+        communities=ScopeConfig(methods=_TEXT_VECTOR),
+    ),
+}
+DEFAULT_RECIPE = "facts_hybrid_rrf"

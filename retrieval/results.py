@@ -1,0 +1,55 @@
+"""What a search returns: ranked hits per layer, and how each branch did (hits, latency)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact
+from schemas.search import Scope, SearchView
+
+
+class BranchReport(BaseModel):
+    """One search branch's outcome; a branch with 0 hits or an error is visible, not silent."""
+
+    scope: Scope
+    method: str
+    hits: int
+    latency_ms: float
+    error: str | None = None
+
+
+class Ranked(BaseModel):
+    score: float = Field(description="The final reranker's score; higher is better.")
+    ranks: dict[str, int] = Field(
+        default_factory=dict, description="1-based rank of the item in each branch that found it."
+    )
+    fused_score: float = Field(description="RRF score before reranking.")
+
+
+class FactHit(Ranked):
+    fact: Fact
+    closed: bool = Field(description="Not true at the view's valid time (history views only).")
+
+
+class EntityHit(Ranked):
+    entity: EntityNode
+
+
+class EpisodeHit(Ranked):
+    episode: EpisodicNode
+
+
+class CommunityHit(Ranked):
+    community: CommunityNode
+
+
+class SearchResults(BaseModel):
+    query: str
+    group_id: str
+    view: SearchView
+    facts: list[FactHit] = Field(default_factory=list)
+    entities: list[EntityHit] = Field(default_factory=list)
+    episodes: list[EpisodeHit] = Field(default_factory=list)
+    communities: list[CommunityHit] = Field(default_factory=list)
+    branches: list[BranchReport] = Field(default_factory=list)
+    latency_ms: float = 0.0

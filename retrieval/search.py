@@ -1,0 +1,303 @@
+"""Query -> branches -> fusion -> rerank -> cutoff, per scope (facts, entities, episodes,
+communities). Talks to the graph only through `schemas.store.GraphStore`.
+
+Branches of a scope run concurrently; BFS runs after them when it must be seeded from their
+hits. Every branch reports its hit count and latency, so a dead branch (no embedder, an empty
+index, a query of stop words) shows up in `SearchResults.branches` instead of passing silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from retrieval.config import Method, Reranker, ScopeConfig, SearchConfig
+from retrieval.fusion import mmr, rrf
+from retrieval.rerankers import CrossEncoder, by_key
+from retrieval.results import (
+    BranchReport,
+    CommunityHit,
+    EntityHit,
+    EpisodeHit,
+    FactHit,
+    SearchResults,
+)
+from schemas.embedder import Embedder
+from schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact
+from schemas.search import Scope, Scored, SearchItem, SearchView
+from schemas.store import GraphStore
+
+
+class SearchError(ValueError):
+    """The search cannot run as configured (e.g. a reranker whose model is missing)."""
+
+
+@dataclass
+class _Scope:
+    """Candidates of one scope as the branches found them."""
+
+    items: dict[str, SearchItem] = field(default_factory=dict)
+    rankings: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, method: str, hits: Sequence[Scored]) -> None:
+        ranking = []
+        for h in hits:
+            self.items.setdefault(h.uuid, h.item)
+            if h.uuid not in ranking:
+                ranking.append(h.uuid)
+        self.rankings[method] = ranking
+
+
+@dataclass
+class Search:
+    store: GraphStore
+    group_id: str
+    query: str
+    config: SearchConfig
+    view: SearchView
+    embedder: Embedder | None = None
+    cross_encoder: CrossEncoder | None = None
+    center: str | None = None
+    seeds: list[str] = field(default_factory=list)
+    reports: list[BranchReport] = field(default_factory=list)
+    _qvec: list[float] | None = None
+
+    async def run(self) -> SearchResults:
+        t0 = time.perf_counter()
+        self._check()
+        if self.embedder is not None and self._needs_vector():
+            [self._qvec] = await self.embedder.embed([self.query])
+        scopes = [(s, c) for s, c in self._scopes() if c is not None]
+        done = await asyncio.gather(*(self._scope(s, c) for s, c in scopes))
+        results = SearchResults(query=self.query, group_id=self.group_id, view=self.view,
+                                branches=self.reports)  # fmt: skip
+        for (scope, _), hits in zip(scopes, done, strict=True):
+            setattr(results, scope.value, hits)
+        order = {s: i for i, s in enumerate(Scope)} | {m.value: i for i, m in enumerate(Method)}
+        results.branches.sort(key=lambda b: (order[b.scope], order[b.method]))
+        results.latency_ms = round((time.perf_counter() - t0) * 1000, 2)
+        return results
+
+    def _scopes(self) -> list[tuple[Scope, ScopeConfig | None]]:
+        c = self.config
+        return [(Scope.facts, c.facts), (Scope.entities, c.entities),
+                (Scope.episodes, c.episodes), (Scope.communities, c.communities)]  # fmt: skip
+
+    def _needs_vector(self) -> bool:
+        return any(
+            Method.cosine in c.methods or c.reranker is Reranker.mmr
+            for _, c in self._scopes() if c is not None
+        )  # fmt: skip
+
+    def _check(self) -> None:
+        for scope, c in self._scopes():
+            if c is None:
+                continue
+            if c.reranker is Reranker.cross_encoder and self.cross_encoder is None:
+                raise SearchError(
+                    f"{scope.value}: the cross_encoder reranker needs a cross-encoder model "
+                    "(KG.open(cross_encoder=SentenceTransformerCrossEncoder(...)))"
+                )
+            if c.reranker is Reranker.mmr and self.embedder is None:
+                raise SearchError(f"{scope.value}: the mmr reranker needs an embedder")
+
+    # -- branches -------------------------------------------------------------------------
+
+    async def _timed(
+        self, scope: Scope, method: str, run: Callable[[], Awaitable[list[Scored]]]
+    ) -> list[Scored]:
+        t0 = time.perf_counter()
+        error = None
+        try:
+            hits = await run()
+        except SearchError as exc:
+            hits, error = [], str(exc)
+        self.reports.append(BranchReport(
+            scope=scope, method=method, hits=len(hits),
+            latency_ms=round((time.perf_counter() - t0) * 1000, 2), error=error,
+        ))  # fmt: skip
+        return hits
+
+    async def _bm25(self, scope: Scope) -> list[Scored]:
+        return await self.store.search_text(
+            self.group_id, scope, self.query, self.view, self.config.window
+        )
+
+    async def _cosine(self, scope: Scope) -> list[Scored]:
+        if self._qvec is None:
+            raise SearchError("no embedder configured: KG.open(embedder=...)")
+        return await self.store.search_vector(
+            self.group_id, scope, self._qvec, self.view, self.config.window
+        )
+
+    async def _bfs(self, scope: Scope, found: _Scope) -> list[Scored]:
+        seeds = list(self.seeds) or self._seeds_from(found)
+        if not seeds:
+            return []
+        window = self.config.window
+        if scope is Scope.episodes:
+            return await self.store.episodes_mentioning_any(self.group_id, seeds, self.view,
+                                                            window)  # fmt: skip
+        if scope is Scope.communities:
+            raise SearchError("bfs does not apply to communities")
+        hits: dict[str, Scored] = {}
+        visited, frontier = set(seeds), list(seeds)
+        for hop in range(1, self.config.bfs_depth + 1):
+            facts = await self.store.neighbourhood(self.group_id, frontier, self.view, window)
+            nxt: list[str] = []
+            for f in facts:
+                for end in (f.edge.source_node_uuid, f.edge.target_node_uuid):
+                    if end not in visited:
+                        visited.add(end)
+                        nxt.append(end)
+                if scope is Scope.facts and f.edge.uuid not in hits:
+                    hits[f.edge.uuid] = Scored(uuid=f.edge.uuid, score=1.0 / hop, item=f)
+            if scope is Scope.entities:
+                for node in await self.store.entities_by_uuid(self.group_id, nxt):
+                    hits.setdefault(node.uuid, Scored(uuid=node.uuid, score=1.0 / hop, item=node))
+            frontier = nxt
+            if not frontier or len(hits) >= window:
+                break
+        return list(hits.values())[:window]
+
+    def _seeds_from(self, found: _Scope) -> list[str]:
+        """Entities at the ends of the other branches' best hits (or the best entities)."""
+        fused = rrf(list(found.rankings.values()), k=self.config.rrf_k)
+        seeds: list[str] = []
+        for uuid, _ in fused[: self.config.bfs_seeds]:
+            item = found.items[uuid]
+            if isinstance(item, Fact):
+                seeds += [item.edge.source_node_uuid, item.edge.target_node_uuid]
+            elif isinstance(item, EntityNode):
+                seeds.append(item.uuid)
+        return list(dict.fromkeys(seeds))
+
+    # -- one scope: branches, fusion, rerank, cutoff --------------------------------------
+
+    async def _scope(self, scope: Scope, c: ScopeConfig) -> list[Any]:
+        found = _Scope()
+        first = [m for m in c.methods if m is not Method.bfs]
+        runners: dict[Method, Callable[[Scope], Awaitable[list[Scored]]]] = {
+            Method.bm25: self._bm25, Method.cosine: self._cosine,
+        }  # fmt: skip
+        hits = await asyncio.gather(
+            *(self._timed(scope, m.value, functools.partial(runners[m], scope)) for m in first)
+        )
+        for m, h in zip(first, hits, strict=True):
+            found.add(m.value, h)
+        if Method.bfs in c.methods:
+            found.add("bfs", await self._timed(scope, "bfs", lambda: self._bfs(scope, found)))
+        fused = rrf(list(found.rankings.values()), k=self.config.rrf_k, window=self.config.window)
+        fused_score = dict(fused)
+        ranked = await self._rerank(scope, c, fused, found)
+        if self.config.min_score is not None:
+            ranked = [(u, s) for u, s in ranked if s >= self.config.min_score]
+        ranked = ranked[: c.limit]
+        return [self._hit(scope, found, u, s, fused_score[u]) for u, s in ranked]
+
+    async def _rerank(
+        self, scope: Scope, c: ScopeConfig, fused: list[tuple[str, float]], found: _Scope
+    ) -> list[tuple[str, float]]:
+        r = c.reranker
+        if r is Reranker.rrf or not fused:
+            return fused
+        if r is Reranker.mmr:
+            assert self._qvec is not None
+            uuids = [u for u, _ in fused]
+            vectors = await self.store.embeddings(self.group_id, scope, uuids)
+            return mmr(fused, vectors, self._qvec, lam=self.config.mmr_lambda, limit=c.limit)
+        if r is Reranker.cross_encoder:
+            assert self.cross_encoder is not None
+            pool = fused[: max(c.limit * 3, 20)]
+            texts = [_text(found.items[u]) for u, _ in pool]
+            scores = await self.cross_encoder.score(self.query, texts)
+            return by_key(pool, dict(zip([u for u, _ in pool], scores, strict=True)),
+                          default=float("-inf"))  # fmt: skip
+        if r is Reranker.node_distance:
+            return by_key(fused, await self._closeness(scope, fused, found))
+        # episode_mentions: facts by supporting episodes, entities by mentioning episodes
+        if scope is Scope.facts:
+            counts = {u: float(len(i.edge.episodes)) for u, i in found.items.items()
+                      if isinstance(i, Fact)}  # fmt: skip
+            return by_key(fused, counts)
+        if scope is Scope.entities:
+            mentions = await self.store.mention_counts(self.group_id, [u for u, _ in fused])
+            return by_key(fused, {u: float(n) for u, n in mentions.items()})
+        return fused
+
+    async def _closeness(
+        self, scope: Scope, fused: list[tuple[str, float]], found: _Scope
+    ) -> dict[str, float]:
+        """1 / (1 + hops from the centre entity); the centre defaults to the top seed."""
+        center = self.center or next(iter(self.seeds or self._seeds_from(found)), None)
+        if center is None:
+            return {}
+        dist = {center: 0}
+        frontier = [center]
+        for hop in range(1, 4):
+            facts = await self.store.neighbourhood(self.group_id, frontier, self.view, 1000)
+            frontier = []
+            for f in facts:
+                for end in (f.edge.source_node_uuid, f.edge.target_node_uuid):
+                    if end not in dist:
+                        dist[end] = hop
+                        frontier.append(end)
+            if not frontier:
+                break
+        out: dict[str, float] = {}
+        for uuid, _ in fused:
+            item = found.items[uuid]
+            if isinstance(item, Fact):
+                ends = [dist.get(item.edge.source_node_uuid), dist.get(item.edge.target_node_uuid)]
+                d = min((x for x in ends if x is not None), default=None)
+            elif isinstance(item, EntityNode):
+                d = dist.get(item.uuid)
+            else:
+                d = None
+            if d is not None:
+                out[uuid] = 1.0 / (1.0 + d)
+        return out
+
+    def _hit(self, scope: Scope, found: _Scope, uuid: str, score: float, fused: float) -> Any:
+        ranks = {m: r.index(uuid) + 1 for m, r in found.rankings.items() if uuid in r}
+        item = found.items[uuid]
+        if isinstance(item, Fact):
+            closed = not item.edge.holds_at(self.view.valid_at)
+            return FactHit(fact=item, closed=closed, score=score, ranks=ranks, fused_score=fused)
+        if isinstance(item, EntityNode):
+            return EntityHit(entity=item, score=score, ranks=ranks, fused_score=fused)
+        if isinstance(item, EpisodicNode):
+            return EpisodeHit(episode=item, score=score, ranks=ranks, fused_score=fused)
+        assert isinstance(item, CommunityNode)
+        return CommunityHit(community=item, score=score, ranks=ranks, fused_score=fused)
+
+
+def _text(item: SearchItem) -> str:
+    if isinstance(item, Fact):
+        return item.edge.fact
+    if isinstance(item, EpisodicNode):
+        return item.content
+    return f"{item.name}: {item.summary}" if item.summary else item.name
+
+
+async def search(
+    store: GraphStore,
+    group_id: str,
+    query: str,
+    config: SearchConfig,
+    view: SearchView,
+    *,
+    embedder: Embedder | None = None,
+    cross_encoder: CrossEncoder | None = None,
+    center: str | None = None,
+    seeds: Sequence[str] = (),
+) -> SearchResults:
+    """Run `config` for `query` in `view`. `center` and `seeds` are entity uuids."""
+    return await Search(
+        store=store, group_id=group_id, query=query, config=config, view=view,
+        embedder=embedder, cross_encoder=cross_encoder, center=center, seeds=list(seeds),
+    ).run()  # fmt: skip
