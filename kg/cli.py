@@ -25,6 +25,8 @@ from kg.errors import InputError, KGError, validation_message
 from kg.facade import KG
 from kg.rollback import RollbackReport
 from kg.times import parse_time
+from retrieval import RECIPES, CrossEncoder, SearchResults, render_context
+from schemas.embedder import Embedder
 from schemas.episode import Episode, EpisodeSource
 from schemas.graph import Fact
 from schemas.ontology import DEFAULT_ONTOLOGY, Ontology
@@ -48,6 +50,7 @@ class Settings:
     uri: str | None
     group: str
     ontology_path: Path | None
+    embedder: str = "none"
 
     def ontology(self) -> Ontology:
         if self.ontology_path is None:
@@ -59,8 +62,24 @@ class Settings:
         except ValidationError as exc:
             raise InputError(f"ontology {self.ontology_path}: {validation_message(exc)}") from None
 
-    async def open(self) -> KG:
-        return await KG.open(self.uri, home=self.home, ontology=self.ontology())
+    def make_embedder(self) -> Embedder | None:
+        """'none', 'minilm' (the packaged all-MiniLM-L6-v2), or a sentence-transformers path."""
+        if self.embedder in ("", "none"):
+            return None
+        from ingest.embeddings import SentenceTransformerEmbedder, local_minilm
+
+        try:
+            if self.embedder == "minilm":
+                return local_minilm()
+            return SentenceTransformerEmbedder(self.embedder)
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise InputError(f"embedder {self.embedder!r}: {exc}") from None
+
+    async def open(self, cross_encoder: CrossEncoder | None = None) -> KG:
+        return await KG.open(
+            self.uri, home=self.home, ontology=self.ontology(), embedder=self.make_embedder(),
+            cross_encoder=cross_encoder,
+        )  # fmt: skip
 
 
 def _fail(message: str) -> typer.Exit:
@@ -107,8 +126,16 @@ def main_options(
     ontology: Annotated[
         Path | None, typer.Option(envvar="KG_ONTOLOGY", help="Ontology JSON file.")
     ] = None,
+    embedder: Annotated[
+        str,
+        typer.Option(
+            envvar="KG_EMBEDDER",
+            help="Embeddings for ingest and search: 'none', 'minilm' (packaged, offline) "
+            "or a sentence-transformers model path.",
+        ),
+    ] = "none",
 ) -> None:
-    ctx.obj = Settings(home=home, uri=uri, group=group, ontology_path=ontology)
+    ctx.obj = Settings(home=home, uri=uri, group=group, ontology_path=ontology, embedder=embedder)
 
 
 # -- ingest ---------------------------------------------------------------------------------
@@ -522,6 +549,119 @@ def erase(
         f"entities, {receipt.fact_versions_deleted} fact versions deleted; "
         f"{receipt.other_facts_recomputed} other facts recomputed; store files compacted"
     )
+
+
+def print_search(results: SearchResults, *, explain: bool, console: Console = out) -> None:
+    if explain:
+        table = Table(title="branches", title_justify="left")
+        for col in ("scope", "method", "hits", "ms", "note"):
+            table.add_column(col)
+        for b in results.branches:
+            table.add_row(b.scope.value, b.method, str(b.hits), f"{b.latency_ms:.1f}",
+                          b.error or ("no hits" if b.hits == 0 else ""))  # fmt: skip
+        console.print(table)
+    sections: list[tuple[str, list[Any]]] = [
+        ("facts", [(h, h.fact.edge.fact + (" (closed)" if h.closed else ""),
+                    _interval(h.fact.edge.valid_at, h.fact.edge.invalid_at))
+                   for h in results.facts]),
+        ("entities", [(h, h.entity.name, "") for h in results.entities]),
+        ("episodes", [(h, h.episode.content[:120], h.episode.valid_at.strftime("%Y-%m-%d"))
+                      for h in results.episodes]),
+        ("communities", [(h, h.community.name, "") for h in results.communities]),
+    ]  # fmt: skip
+    shown = False
+    for name, rows in sections:
+        if not rows:
+            continue
+        shown = True
+        table = Table(title=name, title_justify="left")
+        table.add_column("#", justify="right")
+        table.add_column("text")
+        table.add_column("valid")
+        table.add_column("score", justify="right")
+        if explain:
+            table.add_column("fused", justify="right")
+            table.add_column("branch ranks")
+        for i, (hit, text, valid) in enumerate(rows, start=1):
+            row = [str(i), text, valid, f"{hit.score:.4f}"]
+            if explain:
+                row += [f"{hit.fused_score:.4f}",
+                        ", ".join(f"{m} #{r}" for m, r in hit.ranks.items())]  # fmt: skip
+            table.add_row(*row)
+        console.print(table)
+    if not shown:
+        console.print("no results")
+
+
+@app.command()
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    recipe: Annotated[
+        str, typer.Option(help=f"Search recipe: {', '.join(sorted(RECIPES))}.")
+    ] = "facts_hybrid_rrf",
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="Valid time: what was true then (default: now).")
+    ] = None,
+    known_at: KnownAtOpt = None,
+    history: Annotated[bool, typer.Option(help="Include closed facts, marked.")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 10,
+    center: Annotated[
+        str | None, typer.Option(help="Centre entity for node-distance reranking and BFS.")
+    ] = None,
+    min_score: Annotated[
+        float | None, typer.Option(help="Drop results scoring below this (may leave none).")
+    ] = None,
+    cross_encoder: Annotated[
+        str | None,
+        typer.Option(help="sentence-transformers CrossEncoder model path, for *_cross_encoder."),
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show each branch's hits and the fused scores.")
+    ] = False,
+    context: Annotated[
+        bool, typer.Option("--context", help="Print the prompt-ready context block instead.")
+    ] = False,
+    max_tokens: Annotated[int, typer.Option(min=50, help="Token budget for --context.")] = 1000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Hybrid search (BM25 + cosine + BFS, fused by RRF, reranked), in any time view.
+
+    Cosine needs an embedder (--embedder minilm); without one that branch reports an error
+    and the others still run.
+    """
+    settings: Settings = ctx.obj
+    try:
+        v, k = _time(as_of, "as-of"), _time(known_at, "known-at")
+    except KGError as exc:
+        raise _fail(str(exc)) from None
+    ce: CrossEncoder | None = None
+    if cross_encoder is not None:
+        from retrieval import SentenceTransformerCrossEncoder
+
+        try:
+            ce = SentenceTransformerCrossEncoder(cross_encoder)
+        except (OSError, ValueError) as exc:
+            raise _fail(f"cross-encoder {cross_encoder!r}: {exc}") from None
+
+    async def work() -> SearchResults:
+        kg = await settings.open(cross_encoder=ce)
+        try:
+            return await kg.search(
+                query, group_id=settings.group, recipe=recipe, valid_at=v, known_at=k,
+                include_history=history, limit=limit, center=center, min_score=min_score,
+            )  # fmt: skip
+        finally:
+            await kg.close()
+
+    results = _run(work())
+    if as_json:
+        out.print_json(results.model_dump_json())
+    elif context:
+        out.print(render_context(results, max_tokens=max_tokens), markup=False, highlight=False,
+                  soft_wrap=True)  # fmt: skip
+    else:
+        print_search(results, explain=explain)
 
 
 @app.command()

@@ -26,6 +26,12 @@ def approx_tokens(text: str) -> int:
     return max(1, (len(text) - cjk) // 4 + cjk)
 
 
+def quote(text: str) -> str:
+    """A JSON string whose angle brackets are escaped too, so text from a memory can neither
+    end the line nor close or open a tag of the block."""
+    return json.dumps(text, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
+
+
 def _day(d: datetime | None) -> str:
     if d is None:
         return "now"
@@ -67,24 +73,24 @@ def render_context(
         e = h.fact.edge
         status = " (no longer true)" if h.closed else ""
         facts.append(
-            f"- {json.dumps(e.fact, ensure_ascii=False)} "
+            f"- {quote(e.fact)} "
             f"[valid {_day(e.valid_at)} → {_day(e.invalid_at)}{status}; "
             f"source: {e.channel.value}, trust {e.trust.name}]"
         )
     section("facts", facts)
     section("entities", [
-        f"- {json.dumps(h.entity.name, ensure_ascii=False)}"
-        + (f": {json.dumps(h.entity.summary, ensure_ascii=False)}" if h.entity.summary else "")
+        f"- {quote(h.entity.name)}"
+        + (f": {quote(h.entity.summary)}" if h.entity.summary else "")
         for h in results.entities
     ])  # fmt: skip
     section("episodes", [
         f"- [{_day(h.episode.valid_at)}; {h.episode.channel.value}] "
-        f"{json.dumps(h.episode.content, ensure_ascii=False)}"
+        f"{quote(h.episode.content)}"
         for h in results.episodes
     ])  # fmt: skip
     section("communities", [
-        f"- {json.dumps(h.community.name, ensure_ascii=False)}: "
-        f"{json.dumps(h.community.summary, ensure_ascii=False)}"
+        f"- {quote(h.community.name)}: "
+        f"{quote(h.community.summary)}"
         for h in results.communities
     ])  # fmt: skip
     return "\n".join(lines) if len(lines) > 1 else ""

@@ -23,6 +23,10 @@ class Ranked(BaseModel):
     ranks: dict[str, int] = Field(
         default_factory=dict, description="1-based rank of the item in each branch that found it."
     )
+    branch_scores: dict[str, float] = Field(
+        default_factory=dict,
+        description="Each branch's own score: full-text score, cosine similarity, 1/hops.",
+    )
     fused_score: float = Field(description="RRF score before reranking.")
 
 

@@ -42,6 +42,7 @@ class _Scope:
 
     items: dict[str, SearchItem] = field(default_factory=dict)
     rankings: dict[str, list[str]] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def add(self, method: str, hits: Sequence[Scored]) -> None:
         ranking = []
@@ -49,6 +50,7 @@ class _Scope:
             self.items.setdefault(h.uuid, h.item)
             if h.uuid not in ranking:
                 ranking.append(h.uuid)
+                self.scores.setdefault(h.uuid, {})[method] = round(h.score, 6)
         self.rankings[method] = ranking
 
 
@@ -265,15 +267,18 @@ class Search:
     def _hit(self, scope: Scope, found: _Scope, uuid: str, score: float, fused: float) -> Any:
         ranks = {m: r.index(uuid) + 1 for m, r in found.rankings.items() if uuid in r}
         item = found.items[uuid]
+        extra = {"branch_scores": found.scores.get(uuid, {})}
         if isinstance(item, Fact):
             closed = not item.edge.holds_at(self.view.valid_at)
-            return FactHit(fact=item, closed=closed, score=score, ranks=ranks, fused_score=fused)
+            return FactHit(
+                fact=item, closed=closed, score=score, ranks=ranks, fused_score=fused, **extra
+            )
         if isinstance(item, EntityNode):
-            return EntityHit(entity=item, score=score, ranks=ranks, fused_score=fused)
+            return EntityHit(entity=item, score=score, ranks=ranks, fused_score=fused, **extra)
         if isinstance(item, EpisodicNode):
-            return EpisodeHit(episode=item, score=score, ranks=ranks, fused_score=fused)
+            return EpisodeHit(episode=item, score=score, ranks=ranks, fused_score=fused, **extra)
         assert isinstance(item, CommunityNode)
-        return CommunityHit(community=item, score=score, ranks=ranks, fused_score=fused)
+        return CommunityHit(community=item, score=score, ranks=ranks, fused_score=fused, **extra)
 
 
 def _text(item: SearchItem) -> str:

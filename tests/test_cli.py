@@ -219,6 +219,7 @@ def test_help_lists_every_command() -> None:
         "why",
         "log",
         "erase",
+        "search",
         "demo",
     ):
         assert command in r.stdout
@@ -311,3 +312,27 @@ def test_replay_command(home: Path, jsonl: Path, tmp_path: Path) -> None:
     assert code == 0 and "only in the replay: Minji LIVES_IN Seoul" in out and "dry run" in out
     code, out, _ = kg(home, "--ontology", str(onto), "replay", "--apply")
     assert code == 0 and "applied" in out
+
+
+def test_search_with_explain_history_and_context(home: Path, jsonl: Path) -> None:
+    assert kg(home, "ingest", str(jsonl))[0] == 0
+    code, out, _ = kg(home, "--embedder", "minilm", "search", "where does Minji live",
+                      "--explain", "--history")  # fmt: skip
+    assert code == 0, out
+    assert "branches" in out and "bm25" in out and "cosine" in out and "bfs" in out
+    assert "(closed)" in out and "bm25 #1" in out  # rich wraps the long cells at 80 columns
+    code, out, _ = kg(home, "search", "where does Minji live", "--history", "--json")
+    closed = {h["fact"]["edge"]["fact"]: h["closed"] for h in json.loads(out)["facts"]}
+    assert closed["Minji lives in Seoul"] is True and closed["Minji lives in Busan"] is False
+    code, out, _ = kg(home, "search", "Minji lives", "--as-of", "2023-01-01", "--json")
+    facts = [h["fact"]["edge"]["fact"] for h in json.loads(out)["facts"]]
+    assert "Minji lives in Seoul" in facts and "Minji lives in Busan" not in facts
+    # Without an embedder the cosine branch says why it found nothing; the others still run.
+    cosine = [b for b in json.loads(out)["branches"] if b["method"] == "cosine"]
+    assert "no embedder" in cosine[0]["error"]
+    code, out, _ = kg(home, "search", "Minji", "--context", "--max-tokens", "200")
+    assert code == 0 and out.startswith("Memory records") and '"Minji lives in Busan"' in out
+    code, _, err = kg(home, "search", "Minji", "--recipe", "nope")
+    assert code == 1 and "unknown recipe 'nope'" in err
+    code, out, _ = kg(home, "search", "Minji", "--min-score", "5")
+    assert code == 0 and "no results" in out

@@ -28,6 +28,7 @@ from schemas import DEFAULT_ONTOLOGY, Episode, FactQuery, TimelineKey, WritePlan
 from schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from schemas.graph import AuditEvent
 from schemas.plan import EdgeReinforcement, EdgeRetirement, RewritePlan
+from schemas.search import Scope, SearchView
 from tests.conftest import t
 
 
@@ -152,6 +153,20 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     await store.fact_versions("g", "f")
     await store.audit_log("g", 10)
     await store.closures("g", 10)
+    for view in (SearchView(valid_at=now, known_at=now),
+                 SearchView(valid_at=now, known_at=now, include_history=True,
+                            include_contested=True)):  # fmt: skip
+        for scope in Scope:
+            await store.search_text("g", scope, 'Minji 부산에 lives-in "x" AND', view, 10)
+            await store.search_vector("g", scope, [0.1, 0.2], view, 10)
+            await store.embeddings("g", scope, ["u"])
+        await store.neighbourhood("g", ["n"], view, 10)
+        await store.episodes_mentioning_any("g", ["n"], view, 10)
+    await store.entities_by_uuid("g", ["n"])
+    await store.mention_counts("g", ["n"])
+    texts = [p["q"] for _, p in driver.reads if "q" in p]
+    # Lucene OR of plain lower-case terms: "AND" and quotes from the user are not syntax.
+    assert texts[0] == "minji OR 부산에 OR lives OR in OR and OR 부산 OR 산에"
     rewrite = RewritePlan(
         group_id="g", delete_edges=["x"], new_edges=(await _plan(store)).new_edges,
         drop_mentions_from=["e"], orphan_candidates=["n"], rolled_back=["e"],

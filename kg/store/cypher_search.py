@@ -3,9 +3,9 @@
 Every query applies the group and the bi-temporal view *before* it ranks or cuts to k:
 - full-text: the procedure yields every match; the view filter runs, then ORDER BY ... LIMIT;
 - vector: the indexes rank first (FalkorDB's and Neo4j's procedures take k and no filter), so
-  kg over-fetches, filters, and widens k until it has enough hits that pass the view or the
-  index has nothing more. The result is the top k among the items in view, as if the filter
-  had run first (up to the index's own approximation).
+  kg over-fetches, filters, and widens k until it has enough hits that pass the view or a
+  wider k brings nothing new. The result is the top k among the items in view, as if the
+  filter had run first (up to the index's own approximation).
 Rows are projected without their embeddings, which would otherwise dominate transfer time.
 """
 
@@ -25,8 +25,9 @@ VECTOR_K_MAX = 20_000
 
 
 def _projection(var: str, model: type[Any], skip: set[str]) -> str:
+    """A map literal of the model's stored fields (a plain openCypher map, not a projection)."""
     fields = [f for f in model.model_fields if f not in skip]
-    return f"{var} {{" + ", ".join(f".{f}" for f in fields) + "}"
+    return "{" + ", ".join(f"{f}: {var}.{f}" for f in fields) + "}"
 
 
 # What each scope matches, the variable it binds, and its row projection.
@@ -96,9 +97,11 @@ def view_filter(scope: Scope, view: SearchView) -> str:
         if not view.include_contested:
             clauses.append("e.status = 'active'")
     elif scope is Scope.episodes:
+        # Structured episodes' content is their facts as JSON; the facts are what to search.
         clauses = [
             "ep.group_id = $group_id",
             "ep.status = 'ingested'",
+            "ep.source <> 'facts'",
             "ep.created_at <= $known_at",
         ]
         if not view.include_history:
@@ -142,10 +145,10 @@ class CypherSearch(abc.ABC):
             return EpisodicNode.model_validate(props)
         return CommunityNode.model_validate(props)
 
-    def _returns(self, scope: Scope) -> str:
+    def _returns(self, scope: Scope, extra: str = "") -> str:
         if scope is Scope.facts:
-            return "WITH e, score, startNode(e) AS s, endNode(e) AS o"
-        return f"WITH {_VAR[scope]}, score"
+            return f"WITH e, score, startNode(e) AS s, endNode(e) AS o{extra}"
+        return f"WITH {_VAR[scope]}, score{extra}"
 
     def _columns(self, scope: Scope) -> str:
         return FACT_COLUMNS if scope is Scope.facts else f" RETURN {_PROJ[scope]} AS n"
@@ -175,18 +178,22 @@ class CypherSearch(abc.ABC):
     ) -> list[Scored]:
         cols = self._columns(scope).removeprefix(" RETURN ")
         cypher = (
-            f"{self.dialect.vector_call(scope)} {self._returns(scope)} "
-            f"WITH *, ({view_filter(scope, view)}) AS ok "
+            f"{self.dialect.vector_call(scope)} "
+            f"{self._returns(scope, f', ({view_filter(scope, view)}) AS ok')} "
             f"RETURN ok, score, CASE WHEN ok THEN {{{_row_map(scope, cols)}}} ELSE null END AS row"
         )
         params = {**self._view_params(group_id, view), "v": vector}
-        k = max(limit * 3, 30)
+        k, seen = max(limit * 3, 30), -1
         while True:
             rows = await self._read(group_id, cypher, {**params, "k": k})
             hits = [r for r in rows if r["ok"]]
-            if len(hits) >= limit or len(rows) < k or k >= VECTOR_K_MAX:
+            # Fewer rows than k does not mean the index is exhausted: FalkorDB 4.16 leaves an
+            # orphan vector behind each update of an indexed edge, and orphans take top-k
+            # slots without yielding rows (upstream FalkorDB PR #2197). Only a widening that
+            # brings no new row proves there is nothing more to find.
+            if len(hits) >= limit or len(rows) == seen or k >= VECTOR_K_MAX:
                 break
-            k = min(k * 4, VECTOR_K_MAX)
+            seen, k = len(rows), min(k * 4, VECTOR_K_MAX)
         out = []
         for r in hits:
             item = self._item(scope, r["row"])
@@ -202,15 +209,18 @@ class CypherSearch(abc.ABC):
         if not entity_uuids:
             return []
         where = view_filter(Scope.facts, view)
-        cypher = (
-            "UNWIND $seeds AS u MATCH (s:Entity {uuid: u})-[e:RELATES_TO]->(o:Entity) "
-            f"WHERE {where}{FACT_COLUMNS} LIMIT $max_rows UNION "
-            "UNWIND $seeds AS u MATCH (s:Entity)-[e:RELATES_TO]->(o:Entity {uuid: u}) "
-            f"WHERE {where}{FACT_COLUMNS} LIMIT $max_rows"
-        )
         params = {**self._view_params(group_id, view), "seeds": sorted(set(entity_uuids)),
                   "max_rows": limit}  # fmt: skip
-        return [self._fact(r) for r in await self._read(group_id, cypher, params)]
+        out: dict[str, Fact] = {}
+        for pattern in ("(s:Entity {uuid: u})-[e:RELATES_TO]->(o:Entity)",
+                        "(s:Entity)-[e:RELATES_TO]->(o:Entity {uuid: u})"):  # fmt: skip
+            cypher = (
+                f"UNWIND $seeds AS u MATCH {pattern} WHERE {where}{FACT_COLUMNS} LIMIT $max_rows"
+            )
+            for r in await self._read(group_id, cypher, params):
+                fact = self._fact(r)
+                out.setdefault(fact.edge.uuid, fact)
+        return list(out.values())[:limit]
 
     async def episodes_mentioning_any(
         self, group_id: str, entity_uuids: list[str], view: SearchView, limit: int
