@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 
 def rrf(rankings: Sequence[Sequence[str]], *, k: float = 60.0, window: int | None = None
         ) -> list[tuple[str, float]]:  # fmt: skip
@@ -37,26 +39,27 @@ def mmr(
 
     Vectors are unit length, so sim is a dot product. A candidate without a vector (written
     before its embedding) keeps its fused score, scaled into [0, 1], as relevance and gets no
-    redundancy penalty: it can be ranked, though not de-duplicated.
+    redundancy penalty: it can be ranked, though not de-duplicated. One similarity matrix,
+    then O(n) per pick: 100 candidates take well under a millisecond.
     """
     if not candidates:
         return []
+    uuids = [u for u, _ in candidates]
     top = max(s for _, s in candidates) or 1.0
-    relevance = {u: dot(query, vectors[u]) if u in vectors else s / top for u, s in candidates}
+    has = np.array([u in vectors for u in uuids])
+    dim = len(query)
+    mat = np.array([vectors[u] if u in vectors else [0.0] * dim for u in uuids], dtype=np.float64)
+    fused = np.array([s / top for _, s in candidates])
+    relevance = np.where(has, mat @ np.asarray(query, dtype=np.float64), fused)
+    sim = mat @ mat.T  # rows of vector-less candidates are zero: no penalty either way
+    penalty = np.zeros(len(uuids))
+    free = np.ones(len(uuids), dtype=bool)
     selected: list[tuple[str, float]] = []
-    remaining = [u for u, _ in candidates]
-    while remaining and len(selected) < limit:
-        best, best_score = remaining[0], float("-inf")
-        for u in remaining:
-            penalty = 0.0
-            if u in vectors and selected:
-                penalty = max(
-                    (dot(vectors[u], vectors[s]) for s, _ in selected if s in vectors),
-                    default=0.0,
-                )
-            score = lam * relevance[u] - (1.0 - lam) * penalty
-            if score > best_score:
-                best, best_score = u, score
-        selected.append((best, best_score))
-        remaining.remove(best)
+    while free.any() and len(selected) < limit:
+        score = lam * relevance - (1.0 - lam) * penalty
+        score[~free] = -np.inf
+        best = int(np.argmax(score))  # first maximum: ties keep the fused order
+        selected.append((uuids[best], float(score[best])))
+        free[best] = False
+        penalty = sim[best].copy() if len(selected) == 1 else np.maximum(penalty, sim[best])
     return selected

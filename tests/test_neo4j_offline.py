@@ -165,8 +165,11 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     await store.entities_by_uuid("g", ["n"])
     await store.mention_counts("g", ["n"])
     texts = [p["q"] for _, p in driver.reads if "q" in p]
-    # Lucene OR of plain lower-case terms: "AND" and quotes from the user are not syntax.
-    assert texts[0] == "minji OR 부산에 OR lives OR in OR and OR 부산 OR 산에"
+    # Lucene OR of plain lower-case terms, stop words dropped: the user's "AND" and quotes
+    # are not syntax.
+    assert texts[0] == "minji OR 부산에 OR lives OR 부산 OR 산에"
+    waits = [q for q, _ in driver.reads if "awaitIndexes" in q]
+    assert waits == ["CALL db.awaitIndexes(300)"]  # once, before the first search
     rewrite = RewritePlan(
         group_id="g", delete_edges=["x"], new_edges=(await _plan(store)).new_edges,
         drop_mentions_from=["e"], orphan_candidates=["n"], rolled_back=["e"],

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ingest.embeddings import Embedder, local_minilm
-from kg import KG, InputError
+from kg import KG, InputError, StoreError
 from retrieval import SearchConfig, render_context
 from retrieval.config import Method, Reranker, ScopeConfig
 from retrieval.context import approx_tokens
@@ -301,3 +301,63 @@ async def test_bad_search_input_is_refused(kg: KG) -> None:
             await kg.search("x", **kwargs)
     with pytest.raises(InputError, match="non-empty"):
         await kg.search("  ")
+
+
+# -- restart and ranking quality ------------------------------------------------------------
+
+
+async def test_first_search_waits_for_indexes_still_building(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a restart FalkorDB rebuilds its full-text and vector indexes in the background
+    (seen as '[Indexing] n/m: UNDER CONSTRUCTION' in db.indexes()) and meanwhile answers from
+    the partial index. Whether a real rebuild is still running when the first search comes is
+    a race, so the building phase is simulated: the search must wait it out, or fail clearly."""
+    import kg.store.falkordb as falkordb
+
+    async with await KG.open(home=home) as kg:
+        await kg.add_episode(source="text", content="the lighthouse keeper retired",
+                             reference_time=t(2024), extract=False)  # fmt: skip
+    async with await KG.open(home=home) as kg:
+        store = kg.store
+        real_read = store._read  # type: ignore[attr-defined]
+        polls = []
+
+        async def building(group_id: str, query: str, params: dict[str, object]) -> object:
+            if "db.indexes()" in query:
+                polls.append(query)
+                if len(polls) <= 3:
+                    return [{"status": "[Indexing] 0/1: UNDER CONSTRUCTION"}]
+            return await real_read(group_id, query, params)
+
+        monkeypatch.setattr(store, "_read", building)
+        r = await kg.search("lighthouse", recipe="episodes_bm25")
+        assert len(polls) == 4  # waited through three 'building' answers
+        assert [h.episode.content for h in r.episodes] == ["the lighthouse keeper retired"]
+        await kg.search("lighthouse", recipe="episodes_bm25")
+        assert len(polls) == 4  # once per group and process
+
+    async with await KG.open(home=home) as kg:
+        store = kg.store
+
+        async def stuck(group_id: str, query: str, params: dict[str, object]) -> object:
+            return [{"status": "[Indexing] 0/1: UNDER CONSTRUCTION"}]
+
+        monkeypatch.setattr(store, "_read", stuck)
+        monkeypatch.setattr(falkordb, "INDEX_WAIT_SECONDS", 0.2)
+        with pytest.raises(StoreError, match="search indexes still building"):
+            await kg.search("lighthouse", recipe="episodes_bm25")
+
+
+async def test_bm25_ranks_the_rare_words_of_a_question_first(kg: KG) -> None:
+    # FalkorDB's own scorer put one-word matches on "did" above the answer; BM25 must not.
+    turns = ["Melanie: Wow, did you make that?", "Melanie: Did you join in?",
+             "Caroline: I went to a LGBTQ support group yesterday.", "Melanie: How did it go?",
+             "Caroline: Did you see that band?"]  # fmt: skip
+    for i, text in enumerate(turns):
+        await kg.add_episode(source="message", content=text, reference_time=t(2023, 5, 1 + i),
+                             extract=False)  # fmt: skip
+    r = await kg.search("When did Caroline go to the LGBTQ support group?",
+                        recipe="episodes_bm25")  # fmt: skip
+    assert r.episodes[0].episode.content == turns[2]
+    assert r.episodes[0].branch_scores["bm25"] > 2 * r.episodes[1].branch_scores["bm25"]

@@ -16,12 +16,14 @@ from datetime import datetime
 from typing import Any
 
 from kg.store.analyzer import query_terms
+from kg.store.bm25 import bm25, query_tokens
 from schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from schemas.search import Scope, Scored, SearchView
 
 _VECTORS = {"fact_embedding", "name_embedding", "content_embedding"}
 _ENDPOINTS = {"source_node_uuid", "target_node_uuid"}
 VECTOR_K_MAX = 20_000
+BM25_POOL = 200  # candidates the engine hands to the BM25 rescoring, at least
 
 
 def _projection(var: str, model: type[Any], skip: set[str]) -> str:
@@ -80,6 +82,9 @@ class Dialect(abc.ABC):
     def text_query(self, terms: list[str]) -> str:
         """Plain terms, OR-ed, in the engine's query syntax."""
 
+    # "bm25" when the full-text engine already ranks by BM25 (Lucene); otherwise kg rescores.
+    engine_scorer: str = "tfidf"
+
 
 def view_filter(scope: Scope, view: SearchView) -> str:
     """The WHERE clause (group + bi-temporal view) for the scope's bound variable."""
@@ -126,6 +131,10 @@ class CypherSearch(abc.ABC):
     @abc.abstractmethod
     def _fact(self, row: dict[str, Any]) -> Fact: ...
 
+    @abc.abstractmethod
+    async def _search_ready(self, group_id: str) -> None:
+        """Wait until the group's search indexes are populated."""
+
     def _view_params(self, group_id: str, view: SearchView) -> dict[str, Any]:
         return {
             "group_id": group_id,
@@ -156,26 +165,70 @@ class CypherSearch(abc.ABC):
     async def search_text(
         self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int
     ) -> list[Scored]:
-        terms = query_terms(query)
-        if not terms:
+        pairs = query_tokens(query_terms(query))
+        if not pairs:
             return []
+        await self._search_ready(group_id)
+        engine_terms = [t for t, _ in pairs]
+        rescore = self.dialect.engine_scorer != "bm25"
         cypher = (
             f"{self.dialect.fulltext_call(scope)} {self._returns(scope)} "
             f"WHERE {view_filter(scope, view)}{self._columns(scope)}, score "
             "ORDER BY score DESC LIMIT $max_rows"
         )
-        params = {**self._view_params(group_id, view), "q": self.dialect.text_query(terms),
-                  "max_rows": limit}  # fmt: skip
+        params = {**self._view_params(group_id, view), "q": self.dialect.text_query(engine_terms),
+                  "max_rows": max(limit * 4, BM25_POOL) if rescore else limit}  # fmt: skip
         rows = await self._read(group_id, cypher, params)
-        out = []
-        for r in rows:
-            item = self._item(scope, r)
-            out.append(Scored(uuid=_uuid(item), score=float(r["score"]), item=item))
-        return out
+        items = [self._item(scope, r) for r in rows]
+        engine = [float(r["score"]) for r in rows]
+        if not rescore or not items:
+            return [Scored(uuid=_uuid(i), score=s, item=i)
+                    for i, s in zip(items, engine, strict=True)]  # fmt: skip
+        n, df = await self._term_stats(group_id, scope, engine_terms)
+        scores = bm25([tok for _, tok in pairs], [_text(i) for i in items],
+                      {tok: df[t] for t, tok in pairs}, n)  # fmt: skip
+        top = max(engine) or 1.0
+        # The engine's own score, scaled far below any BM25 term, only breaks ties and keeps
+        # a document whose match the two stemmers disagree on.
+        ranked = sorted(
+            zip(items, [b + 1e-6 * e / top for b, e in zip(scores, engine, strict=True)],
+                strict=True),
+            key=lambda ie: -ie[1],
+        )  # fmt: skip
+        return [Scored(uuid=_uuid(i), score=round(s, 6), item=i) for i, s in ranked[:limit]]
+
+    async def _term_stats(
+        self, group_id: str, scope: Scope, terms: list[str]
+    ) -> tuple[int, dict[str, int]]:
+        """Collection size and document frequencies, cached until the collection grows or
+        shrinks by a tenth (BM25 barely moves with small changes in either)."""
+        pattern = "()-[x:RELATES_TO]->()" if scope is Scope.facts else f"(x:{_LABEL[scope]})"
+        rows = await self._read(
+            group_id, f"MATCH {pattern} WHERE x.group_id = $group_id RETURN count(x) AS c",
+            {"group_id": group_id},
+        )  # fmt: skip
+        n = int(rows[0]["c"]) if rows else 0
+        cache: dict[tuple[str, Scope], tuple[int, dict[str, int]]]
+        cache = self.__dict__.setdefault("_df_cache", {})
+        key = (group_id, scope)
+        at, known = cache.get(key, (n, {}))
+        if not 0.9 * at <= n <= 1.1 * at:
+            at, known = n, {}
+        for t in terms:
+            if t not in known:
+                count = await self._read(
+                    group_id,
+                    f"{self.dialect.fulltext_call(scope)} RETURN count(*) AS c",
+                    {"q": self.dialect.text_query([t])},
+                )
+                known[t] = int(count[0]["c"]) if count else 0
+        cache[key] = (at, known)
+        return n, {t: known[t] for t in terms}
 
     async def search_vector(
         self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int
     ) -> list[Scored]:
+        await self._search_ready(group_id)
         cols = self._columns(scope).removeprefix(" RETURN ")
         cypher = (
             f"{self.dialect.vector_call(scope)} "
@@ -311,6 +364,14 @@ def _split_top(text: str) -> list[str]:
             cur.append(ch)
     parts.append("".join(cur))
     return [p for p in parts if p.strip()]
+
+
+def _text(item: Fact | EntityNode | EpisodicNode | CommunityNode) -> str:
+    if isinstance(item, Fact):
+        return item.edge.fact
+    if isinstance(item, EpisodicNode):
+        return item.content
+    return f"{item.name} {item.summary}"
 
 
 def _uuid(item: Fact | EntityNode | EpisodicNode | CommunityNode) -> str:

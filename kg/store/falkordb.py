@@ -28,6 +28,7 @@ from schemas.search import Scope
 from schemas.validation import check_group_id
 
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+INDEX_WAIT_SECONDS = 120
 
 
 class FalkorDialect(Dialect):
@@ -121,6 +122,7 @@ class FalkorDBStore(CypherStore):
         self.server = server
         self.embedding_dim = embedding_dim
         self._ready: set[str] = set()
+        self._indexed: set[str] = set()
 
     @classmethod
     async def embedded(
@@ -220,6 +222,28 @@ class FalkorDBStore(CypherStore):
         except ResponseError as exc:
             raise StoreError(f"FalkorDB refused the write plan (nothing written): {exc}") from exc
 
+    async def _search_ready(self, group_id: str) -> None:
+        """After a restart FalkorDB rebuilds full-text and vector indexes in the background
+        while answering queries from the partial index; a search then would silently miss
+        documents. So the first search of a group waits until every index is OPERATIONAL."""
+        if group_id in self._indexed:
+            return
+        try:
+            async with asyncio.timeout(INDEX_WAIT_SECONDS):
+                while True:
+                    rows = await self._read(
+                        group_id, "CALL db.indexes() YIELD status RETURN status", {}
+                    )
+                    if all(r["status"] == "OPERATIONAL" for r in rows):
+                        break
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            raise StoreError(
+                f"group {group_id!r}: search indexes still building after "
+                f"{INDEX_WAIT_SECONDS}s; try again shortly"
+            ) from None
+        self._indexed.add(group_id)
+
     async def drop_group(self, group_id: str) -> None:
         try:
             await self._graph(group_id).delete()
@@ -227,6 +251,7 @@ class FalkorDBStore(CypherStore):
             if "empty key" not in str(exc):
                 raise StoreError(f"FalkorDB refused to delete group {group_id!r}: {exc}") from exc
         self._ready.discard(group_id)
+        self._indexed.discard(group_id)
 
     async def compact(self) -> None:
         """Rewrite the append-only file from the live data set: the old AOF, which still holds

@@ -23,6 +23,7 @@ NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 
 class Neo4jDialect(Dialect):
     name = "neo4j"
+    engine_scorer = "bm25"  # Lucene's full-text scoring is BM25 already
 
     def encode_time(self, value: datetime) -> datetime:
         return value.astimezone(UTC)
@@ -83,6 +84,7 @@ class Neo4jStore(CypherStore):
         self._database = database
         self.embedding_dim = embedding_dim
         self._schema_ready = False
+        self._indexes_online = False
 
     @classmethod
     async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> Neo4jStore:
@@ -153,6 +155,13 @@ class Neo4jStore(CypherStore):
         if isinstance(exc, Neo4jError):
             return StoreError(f"Neo4j refused the query (nothing written): {exc}")
         return exc
+
+    async def _search_ready(self, group_id: str) -> None:
+        """Neo4j populates new indexes in the background; wait once per store."""
+        if self._indexes_online:
+            return
+        await self._read(group_id, "CALL db.awaitIndexes(300)", {})
+        self._indexes_online = True
 
     async def drop_group(self, group_id: str) -> None:
         await self._run_write(

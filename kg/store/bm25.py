@@ -1,0 +1,90 @@
+"""Okapi BM25 over the full-text index's candidates.
+
+FalkorDB's full-text procedures rank with RediSearch's default TF-IDF scorer and expose no
+other; on conversational text that scorer lets a short turn matching one common word ("did")
+outrank the turn matching the rare words of the question (LoCoMo R@5 fell to 9% against 49%
+for plain BM25). So kg asks the index for a generous candidate pool, then scores the pool
+with BM25 (k1 = 1.2, b = 0.75) from collection statistics: document frequencies from the
+index (one count per term, cached per group until the collection grows by a tenth) and the
+pool's mean length as the average document length.
+
+Tokens are lower-cased words reduced by a light English suffix stripper, plus the CJK
+bigrams of `kg.store.analyzer`; the engine stems with Snowball, so the two can disagree on
+rare forms, in which case the document still keeps the engine's match as a small score.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+
+from kg.store.analyzer import grams
+
+K1 = 1.2
+B = 0.75
+# RediSearch drops these from queries and documents (its default English stop list).
+STOPWORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
+    "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
+    "these", "they", "this", "to", "was", "will", "with",
+})  # fmt: skip
+_WORD = re.compile(r"[^\W_]+")
+_SUFFIXES = ("ingly", "edly", "ings", "ing", "ied", "ies", "ed", "es", "ly", "s")
+
+
+def stem(word: str) -> str:
+    """A light English suffix stripper: 'painted', 'paints', 'painting' -> 'paint'."""
+    if not word.isascii() or len(word) <= 3:
+        return word
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)]
+            if suffix in ("ied", "ies"):
+                return base + "y"
+            if len(base) > 3 and base[-1] == base[-2] and base[-1] not in "lsz":
+                base = base[:-1]  # 'stopped' -> 'stop'
+            return base
+    return word
+
+
+def tokens(text: str) -> list[str]:
+    norm = unicodedata.normalize("NFKC", text).casefold()
+    words = [stem(w) for w in _WORD.findall(norm) if w not in STOPWORDS]
+    return words + grams(norm).split()
+
+
+def idf(df: int, n: int) -> float:
+    """Lucene's BM25 idf: never negative, so a term in most documents still counts a little."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def bm25(terms: Sequence[str], docs: Sequence[str], df: dict[str, int], n: int) -> list[float]:
+    """Scores of `docs` for the query `terms` (already analysed: see `query_tokens`)."""
+    bags = [Counter(tokens(d)) for d in docs]
+    lengths = [sum(b.values()) for b in bags]
+    avgdl = (sum(lengths) / len(lengths)) if lengths else 1.0
+    weights = {t: idf(df.get(t, 0), max(n, 1)) for t in set(terms)}
+    out = []
+    for bag, dl in zip(bags, lengths, strict=True):
+        s = 0.0
+        norm = K1 * (1.0 - B + B * dl / (avgdl or 1.0))
+        for t, w in weights.items():
+            tf = bag.get(t, 0)
+            if tf:
+                s += w * tf * (K1 + 1.0) / (tf + norm)
+        out.append(s)
+    return out
+
+
+def query_tokens(raw_terms: Sequence[str]) -> list[tuple[str, str]]:
+    """(engine term, BM25 token) pairs, stop words dropped: the engine term is what the index
+    is asked for, the token what documents are counted by."""
+    out = []
+    for t in raw_terms:
+        if t in STOPWORDS:
+            continue
+        out.append((t, stem(t) if _WORD.fullmatch(t) and t.isascii() else t))
+    return list(dict.fromkeys(out))

@@ -1,0 +1,53 @@
+"""The analyzer and BM25 rescoring: pure functions, checked against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kg.store.analyzer import grams, query_terms
+from kg.store.bm25 import bm25, idf, query_tokens, stem, tokens
+
+
+def test_korean_runs_become_bigrams_and_latin_text_does_not() -> None:
+    assert grams("민지는 부산으로") == "민지 지는 부산 산으 으로"
+    assert grams("Minji lives in Busan") == ""
+    assert set(grams("부산에").split()) & set(grams("부산으로").split()) == {"부산"}
+
+
+def test_query_terms_are_plain_words_whatever_the_input() -> None:
+    assert query_terms('lives-in "Busan" OR @x AND (y)') == ["lives", "in", "busan", "or", "and"]
+    assert query_terms("부산에") == ["부산에", "부산", "산에"]
+    assert query_terms("?!  ") == []
+
+
+@pytest.mark.parametrize(
+    ("word", "stemmed"),
+    [("painted", "paint"), ("paints", "paint"), ("painting", "paint"), ("stopped", "stop"),
+     ("stories", "story"), ("cats", "cat"), ("is", "is"), ("bus", "bus"), ("부산에", "부산에")],
+)  # fmt: skip
+def test_stem(word: str, stemmed: str) -> None:
+    assert stem(word) == stemmed
+
+
+def test_bm25_prefers_rare_terms_over_common_ones() -> None:
+    docs = ["Melanie: did you make that?", "Caroline: I went to a LGBTQ support group", "did it"]
+    terms = [tok for _, tok in query_tokens(query_terms("When did Caroline go to the LGBTQ group"))]
+    df = {"when": 0, "did": 2, "caroline": 1, "go": 0, "lgbtq": 1, "group": 1}
+    scores = bm25(terms, docs, df, n=3)
+    assert max(range(3), key=lambda i: scores[i]) == 1
+
+
+def test_bm25_matches_the_formula() -> None:
+    # One term, tf = 2 in a document of length 4, average length 4 over two documents.
+    [s, zero] = bm25(["jazz"], ["jazz jazz music loud", "piano solo tune soft"], {"jazz": 1}, n=10)
+    expected = idf(1, 10) * 2 * 2.2 / (2 + 1.2 * (1 - 0.75 + 0.75 * 4 / 4))
+    assert s == pytest.approx(expected) and zero == 0.0
+    assert idf(1, 10) == pytest.approx(math.log(1 + 9.5 / 1.5))
+    assert idf(10, 10) > 0  # a term in every document still counts a little
+
+
+def test_stop_words_do_not_reach_the_index_or_the_score() -> None:
+    assert [t for t, _ in query_tokens(["the", "jazz", "to"])] == ["jazz"]
+    assert tokens("The painted Jazz") == ["paint", "jazz"]
