@@ -24,6 +24,9 @@ from schemas.graph import EdgeStatus, FactEdge
 from schemas.plan import EdgeReinforcement, EdgeRetirement, PlanSummary
 from schemas.store import TimelineKey
 
+SUPERSEDED = "superseded: a new value of a single-valued predicate"
+ENDED = "ended: an episode stated when it stopped being true"
+
 
 @dataclass(frozen=True)
 class NewFact:
@@ -86,7 +89,7 @@ class TimelineWriter:
         ends = [t for t in (f.invalid_at, min(later_starts, default=None)) if t is not None]
         created = self._create(f, min(ends, default=None), EdgeStatus.active)
         for v in holding:
-            self._close(v, f.valid_at, created.uuid)
+            self._close(v, f.valid_at, created.uuid, SUPERSEDED)
 
     def _restate(self, v: FactEdge, f: NewFact) -> None:
         self._reinforce(v, f.valid_at)
@@ -97,7 +100,7 @@ class TimelineWriter:
             self._create(f, f.invalid_at, EdgeStatus.contested)
         else:
             assert f.invalid_at is not None
-            self._close(v, f.invalid_at, None)
+            self._close(v, f.invalid_at, None, ENDED)
 
     def _reinforce(self, v: FactEdge, valid_at: datetime) -> None:
         if self.episode_uuid in v.episodes:
@@ -141,7 +144,7 @@ class TimelineWriter:
             self.summary.facts_added += 1
         return edge
 
-    def _close(self, v: FactEdge, at: datetime, by_edge: str | None) -> None:
+    def _close(self, v: FactEdge, at: datetime, by_edge: str | None, reason: str) -> None:
         """End `v` at `at`. Support asserted after `at` resumes the fact in a continuation."""
         self.summary.facts_closed += 1
         support = _support(v)
@@ -151,6 +154,7 @@ class TimelineWriter:
             "invalid_at": at,
             "invalidated_by": self.episode_uuid,
             "invalidated_edge": by_edge,
+            "invalidation_reason": reason,
             "episodes": [ep for ep, _ in before],
             "episode_valid_at": [va for _, va in before],
         }
@@ -175,6 +179,7 @@ class TimelineWriter:
                         "episode_valid_at": [va for _, va in after],
                         "invalidated_by": None,
                         "invalidated_edge": None,
+                        "invalidation_reason": None,
                         "supersedes": original.supersedes if v.uuid in self.new_edges else v.uuid,
                     }
                 )

@@ -238,7 +238,8 @@ class KG:
                 events.append(AuditEvent(
                     uuid=e.uuid, group_id=group_id, kind="closure", created_at=e.created_at,
                     episodes=[e.invalidated_by or ""],
-                    detail=f"{f.subject} {f.predicate} {f.object}: true until {until}",
+                    detail=f"{f.subject} {f.predicate} {f.object}: true until {until}"
+                    + (f" ({e.invalidation_reason})" if e.invalidation_reason else ""),
                 ))  # fmt: skip
         return sorted(events, key=lambda ev: ev.created_at, reverse=True)[:limit]
 

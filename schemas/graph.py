@@ -98,6 +98,7 @@ class FactEdge(BaseModel):
     expired_at: UtcDatetime | None = None
     invalidated_by: str | None = Field(default=None, description="Episode that closed it.")
     invalidated_edge: str | None = Field(default=None, description="Edge whose fact closed it.")
+    invalidation_reason: str | None = Field(default=None, description="Why it was closed.")
     supersedes: str | None = Field(default=None, description="Version this one replaced.")
     channel: Channel
     trust: TrustTier

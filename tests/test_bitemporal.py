@@ -25,6 +25,7 @@ async def test_single_valued_supersede_closes_old_fact_with_provenance(kg: KG) -
     assert closed.invalid_at == t(2023, 5)
     assert closed.invalidated_by == second.episode_uuid
     assert closed.invalidated_edge == second.summary.edges_added[0]
+    assert closed.invalidation_reason == "superseded: a new value of a single-valued predicate"
     assert closed.supersedes == retired.uuid
     assert closed.fact_uuid == retired.fact_uuid
     assert closed.episodes == [first.episode_uuid]
@@ -113,6 +114,8 @@ async def test_explicit_invalid_at_ends_a_stored_fact(kg: KG) -> None:
         fact("Alice", "MEMBER_OF", "Chess Club", "2021-01-01T00:00:00Z", "2022-01-01T00:00:00Z"),
     )
     assert end.summary.facts_closed == 1
+    [closed] = [v.edge for v in await kg.history(subject="Alice") if v.edge.invalidated_by]
+    assert closed.invalidation_reason == "ended: an episode stated when it stopped being true"
     assert objects(await kg.facts(subject="Alice")) == []
     assert objects(await kg.facts(subject="Alice", valid_at=t(2021, 6))) == ["Chess Club"]
 

@@ -15,6 +15,7 @@ rare forms, in which case the document still keeps the engine's match as a small
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
@@ -35,6 +36,7 @@ _WORD = re.compile(r"[^\W_]+")
 _SUFFIXES = ("ingly", "edly", "ings", "ing", "ied", "ies", "ed", "es", "ly", "s")
 
 
+@functools.lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
     """A light English suffix stripper: 'painted', 'paints', 'painting' -> 'paint'."""
     if not word.isascii() or len(word) <= 3:
