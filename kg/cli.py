@@ -19,9 +19,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ingest.llm import StructuredLLM
 from ingest.structured import check_structured
 from kg.erasure import ErasureReceipt
-from kg.errors import InputError, KGError, validation_message
+from kg.errors import ExtractionError, InputError, KGError, validation_message
 from kg.facade import KG
 from kg.rollback import RollbackReport
 from kg.times import parse_time
@@ -75,10 +76,12 @@ class Settings:
         except (OSError, RuntimeError, ValueError) as exc:
             raise InputError(f"embedder {self.embedder!r}: {exc}") from None
 
-    async def open(self, cross_encoder: CrossEncoder | None = None) -> KG:
+    async def open(
+        self, cross_encoder: CrossEncoder | None = None, llm: StructuredLLM | None = None
+    ) -> KG:
         return await KG.open(
             self.uri, home=self.home, ontology=self.ontology(), embedder=self.make_embedder(),
-            cross_encoder=cross_encoder,
+            cross_encoder=cross_encoder, llm=llm,
         )  # fmt: skip
 
 
@@ -141,7 +144,9 @@ def main_options(
 # -- ingest ---------------------------------------------------------------------------------
 
 
-def read_episodes(path: Path | None, text: str, group: str, ontology: Ontology) -> list[Episode]:
+def read_episodes(
+    path: Path | None, text: str, group: str, ontology: Ontology, *, text_ok: bool = False
+) -> list[Episode]:
     """Parse and validate every line before anything is written: a bad line means no writes."""
     name = str(path) if path else "<stdin>"
     episodes: list[Episode] = []
@@ -161,14 +166,16 @@ def read_episodes(path: Path | None, text: str, group: str, ontology: Ontology) 
         except ValidationError as exc:
             raise InputError(f"{where}: {validation_message(exc)}") from None
         if episode.source is not EpisodeSource.facts:
-            raise InputError(
-                f"{where}: {episode.source.value!r} episodes need an LLM, which `kg ingest` "
-                "cannot configure yet; ingest them from Python with KG.open(llm=...)"
-            )
-        try:
-            check_structured(episode, ontology)
-        except ValueError as exc:
-            raise InputError(f"{where}: {exc}") from None
+            if not text_ok:
+                raise InputError(
+                    f"{where}: {episode.source.value!r} episodes need an LLM (--llm-model, and "
+                    "--llm-base-url for a local server) or --no-extract to store them as text"
+                )
+        else:
+            try:
+                check_structured(episode, ontology)
+            except ValueError as exc:
+                raise InputError(f"{where}: {exc}") from None
         episodes.append(episode)
     if not episodes:
         raise InputError(f"{name}: no episodes found")
@@ -180,12 +187,49 @@ def read_episodes(path: Path | None, text: str, group: str, ontology: Ontology) 
 def ingest(
     ctx: typer.Context,
     file: Annotated[str, typer.Argument(help="JSON Lines of episodes, or '-' for stdin.")],
+    llm_model: Annotated[
+        str | None,
+        typer.Option(envvar="KG_LLM_MODEL", help="Model for text/message/JSON episodes."),
+    ] = None,
+    llm_base_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KG_LLM_BASE_URL",
+            help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp); default: OpenAI.",
+        ),
+    ] = None,
+    llm_api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="OPENAI_API_KEY", help="API key (env OPENAI_API_KEY).", show_default=False
+        ),
+    ] = None,
+    no_extract: Annotated[
+        bool,
+        typer.Option("--no-extract", help="Store text episodes unextracted (searchable only)."),
+    ] = False,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=64, help="Groups ingested in parallel.")
+    ] = 4,
 ) -> None:
-    """Ingest episodes from a JSON Lines file (validated in full before any write)."""
+    """Ingest episodes from a JSON Lines file (validated in full before any write).
+
+    Each group is ingested by one writer in reference-time order; up to --concurrency groups
+    run at once. Re-running skips what is already in (by content hash), so an interrupted
+    ingest resumes. A text episode whose extraction fails is recorded as failed and retried
+    by the next run.
+    """
     settings: Settings = ctx.obj
+    if llm_model and no_extract:
+        raise _fail("give --llm-model or --no-extract, not both")
 
     async def work(kg: KG) -> None:
-        totals = {"added": 0, "duplicate": 0, "facts": 0, "closed": 0, "contested": 0}
+        totals = dict.fromkeys(("added", "duplicate", "failed", "facts", "closed", "contested",
+                                "llm_calls", "tokens"), 0)  # fmt: skip
+        by_group: dict[str, list[Episode]] = {}
+        for ep in episodes:
+            by_group.setdefault(ep.group_id, []).append(ep)
+        slots = asyncio.Semaphore(concurrency)
         with Progress(
             TextColumn("ingesting"),
             BarColumn(),
@@ -194,18 +238,37 @@ def ingest(
             console=err,
         ) as progress:
             task = progress.add_task("ingest", total=len(episodes))
-            for ep in episodes:
-                r = await kg.add_episode(ep)
-                totals[r.status] += 1
-                totals["facts"] += r.summary.facts_added
-                totals["closed"] += r.summary.facts_closed
-                totals["contested"] += r.summary.facts_contested
-                progress.advance(task)
+
+            async def one_group(group_episodes: list[Episode]) -> None:
+                async with slots:
+                    for ep in group_episodes:
+                        try:
+                            r = await kg.add_episode(ep, extract=not no_extract)
+                        except ExtractionError:
+                            totals["failed"] += 1
+                        else:
+                            s = r.summary
+                            totals[r.status] += 1
+                            totals["facts"] += s.facts_added
+                            totals["closed"] += s.facts_closed
+                            totals["contested"] += s.facts_contested
+                            totals["llm_calls"] += s.llm_calls
+                            totals["tokens"] += s.prompt_tokens + s.completion_tokens
+                        progress.advance(task)
+
+            await asyncio.gather(*(one_group(g) for g in by_group.values()))
         out.print(
             f"ingested {totals['added']} episodes ({totals['duplicate']} already present): "
             f"{totals['facts']} facts added, {totals['closed']} closed, "
             f"{totals['contested']} contested"
-        )
+            + (f"; {totals['llm_calls']} LLM calls, {totals['tokens']} tokens"
+               if totals["llm_calls"] else "")
+            + (f"; {totals['failed']} failed extraction (recorded; re-run to retry)"
+               if totals["failed"] else ""),
+            soft_wrap=True,
+        )  # fmt: skip
+        if totals["failed"]:
+            raise typer.Exit(code=1)
 
     try:
         if file == "-":
@@ -213,14 +276,29 @@ def ingest(
         else:
             path = Path(file)
             text = path.read_text(encoding="utf-8")
-        episodes = read_episodes(path, text, settings.group, settings.ontology())
+        episodes = read_episodes(path, text, settings.group, settings.ontology(),
+                                 text_ok=bool(llm_model) or no_extract)  # fmt: skip
     except OSError as exc:
         raise _fail(f"cannot read {file}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise _fail(f"{file}: not UTF-8 text") from None
     except KGError as exc:
         raise _fail(str(exc)) from None
-    _run(_with_kg(settings, work))
+    llm = None
+    if llm_model:
+        from ingest.llm import OpenAILLM
+
+        llm = OpenAILLM(llm_model, base_url=llm_base_url, api_key=llm_api_key,
+                        max_concurrency=concurrency)  # fmt: skip
+
+    async def run() -> None:
+        kg = await settings.open(llm=llm)
+        try:
+            await work(kg)
+        finally:
+            await kg.close()
+
+    _run(run())
 
 
 # -- reads ----------------------------------------------------------------------------------

@@ -336,3 +336,89 @@ def test_search_with_explain_history_and_context(home: Path, jsonl: Path) -> Non
     assert code == 1 and "unknown recipe 'nope'" in err
     code, out, _ = kg(home, "search", "Minji", "--min-score", "5")
     assert code == 0 and "no results" in out
+
+
+class _ChatServer:
+    """A local OpenAI-compatible endpoint: answers /v1/chat/completions with an extraction
+    that quotes the episode's first line, so the CLI's real LLM path runs end to end."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.requests: list[dict[str, object]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                episode = body["messages"][-1]["content"].split("EPISODE:\n", 1)[1]
+                speaker, _, text = episode.splitlines()[0].partition(": ")
+                city = text.rstrip(".").split()[-1]
+                content = json.dumps({"entities": [], "facts": [{
+                    "subject": "I", "predicate": "LIVES_IN", "object": city,
+                    "fact": f"{speaker} lives in {city}", "quote": text,
+                }]})  # fmt: skip
+                reply = json.dumps({
+                    "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": content}}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+                }).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def test_ingest_text_episodes_through_an_llm_endpoint(home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    lines = [{"source": "message", "content": "Minji: I live in Seoul.", "group_id": "a",
+              "reference_time": "2021-01-01T00:00:00Z"},
+             {"source": "message", "content": "Minji: I moved to Busan.", "group_id": "a",
+              "reference_time": "2024-06-01T00:00:00Z"},
+             {"source": "message", "content": "Jun: I live in Daegu.", "group_id": "b",
+              "reference_time": "2022-01-01T00:00:00Z"}]  # fmt: skip
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    code, _, err = kg(home, "ingest", str(path))
+    assert code == 1 and "need an LLM (--llm-model" in err  # nothing written
+    server = _ChatServer()
+    try:
+        code, out, _ = kg(home, "ingest", str(path), "--llm-model", "local-model",
+                          "--llm-base-url", server.url, "--concurrency", "2")  # fmt: skip
+    finally:
+        server.close()
+    assert code == 0, out
+    assert "ingested 3 episodes" in out and "1 closed" in out and "3 LLM calls" in out
+    assert {r["model"] for r in server.requests} == {"local-model"}
+    assert server.requests[0]["response_format"]["type"] == "json_schema"  # type: ignore[index]
+    code, out, _ = kg(home, "--group", "a", "facts", "--json")
+    assert [r["object"] for r in json.loads(out)] == ["Busan"]
+    code, out, _ = kg(home, "--group", "b", "facts", "--json")
+    assert [r["object"] for r in json.loads(out)] == ["Daegu"]
+
+
+def test_ingest_text_unextracted_then_search_it(home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "notes.jsonl"
+    path.write_text(json.dumps({"source": "text", "content": "민지는 부산으로 이사했어요",
+                                "reference_time": "2024-06-01T00:00:00Z"}))  # fmt: skip
+    code, out, _ = kg(home, "ingest", str(path), "--no-extract")
+    assert code == 0 and "ingested 1 episodes" in out
+    code, out, _ = kg(home, "search", "부산에", "--recipe", "episodes_bm25", "--json")
+    assert [h["episode"]["content"] for h in json.loads(out)["episodes"]] == [
+        "민지는 부산으로 이사했어요"
+    ]
+    code, _, err = kg(home, "ingest", str(path), "--no-extract", "--llm-model", "m")
+    assert code == 1 and "not both" in err
