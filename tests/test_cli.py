@@ -350,7 +350,7 @@ class _ChatServer:
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
                 episode = body["messages"][-1]["content"].split("EPISODE:\n", 1)[1]
