@@ -50,23 +50,16 @@ def render_context(
     and section tags count against the budget too.
     """
     lines = [HEADER]
-    used = count(HEADER)
 
     def section(tag: str, rows: list[str]) -> None:
-        nonlocal used
-        if not rows:
-            return
-        cost = count(f"<{tag}>") + count(f"</{tag}>")
-        kept = []
+        # The whole block is measured with each candidate line: exact for any `count`.
+        kept: list[str] = []
         for row in rows:
-            c = count(row)
-            if used + cost + c > max_tokens:
+            if count("\n".join([*lines, f"<{tag}>", *kept, row, f"</{tag}>"])) > max_tokens:
                 break
             kept.append(row)
-            cost += c
         if kept:
             lines.extend([f"<{tag}>", *kept, f"</{tag}>"])
-            used += cost
 
     facts = []
     for h in results.facts:

@@ -23,7 +23,7 @@ from schemas.search import Scope, Scored, SearchView
 _VECTORS = {"fact_embedding", "name_embedding", "content_embedding"}
 _ENDPOINTS = {"source_node_uuid", "target_node_uuid"}
 VECTOR_K_MAX = 20_000
-BM25_POOL = 200  # candidates the engine hands to the BM25 rescoring, at least
+BM25_POOL = 1000  # candidates the engine hands to the BM25 rescoring, at least
 
 
 def _projection(var: str, model: type[Any], skip: set[str]) -> str:
@@ -41,6 +41,13 @@ _PROJ = {
     Scope.communities: _projection("c", CommunityNode, _VECTORS),
 }
 _LABEL = {Scope.entities: "Entity", Scope.episodes: "Episodic", Scope.communities: "Community"}
+# The text BM25 scores, per scope (what the full-text index covers, grams aside).
+_TEXT = {
+    Scope.facts: "e.fact",
+    Scope.entities: "n.name + ' ' + coalesce(n.summary, '')",
+    Scope.episodes: "ep.content",
+    Scope.communities: "c.name + ' ' + coalesce(c.summary, '')",
+}
 _EMBEDDING = {
     Scope.facts: "fact_embedding",
     Scope.entities: "name_embedding",
@@ -170,32 +177,63 @@ class CypherSearch(abc.ABC):
             return []
         await self._search_ready(group_id)
         engine_terms = [t for t, _ in pairs]
-        rescore = self.dialect.engine_scorer != "bm25"
+        params = {**self._view_params(group_id, view), "q": self.dialect.text_query(engine_terms)}
+        if self.dialect.engine_scorer == "bm25":
+            cypher = (
+                f"{self.dialect.fulltext_call(scope)} {self._returns(scope)} "
+                f"WHERE {view_filter(scope, view)}{self._columns(scope)}, score "
+                "ORDER BY score DESC LIMIT $max_rows"
+            )
+            rows = await self._read(group_id, cypher, {**params, "max_rows": limit})
+            items = [self._item(scope, r) for r in rows]
+            return [Scored(uuid=_uuid(i), score=float(r["score"]), item=i)
+                    for i, r in zip(items, rows, strict=True)]  # fmt: skip
+        # Rescoring: a light pool (uuid, text, engine score) first, full rows for the top only.
+        v = _VAR[scope]
         cypher = (
-            f"{self.dialect.fulltext_call(scope)} {self._returns(scope)} "
-            f"WHERE {view_filter(scope, view)}{self._columns(scope)}, score "
-            "ORDER BY score DESC LIMIT $max_rows"
+            f"{self.dialect.fulltext_call(scope)} WITH {v}, score "
+            f"WHERE {view_filter(scope, view)} RETURN {v}.uuid AS uuid, {_TEXT[scope]} AS text, "
+            "score ORDER BY score DESC LIMIT $max_rows"
         )
-        params = {**self._view_params(group_id, view), "q": self.dialect.text_query(engine_terms),
-                  "max_rows": max(limit * 4, BM25_POOL) if rescore else limit}  # fmt: skip
-        rows = await self._read(group_id, cypher, params)
-        items = [self._item(scope, r) for r in rows]
-        engine = [float(r["score"]) for r in rows]
-        if not rescore or not items:
-            return [Scored(uuid=_uuid(i), score=s, item=i)
-                    for i, s in zip(items, engine, strict=True)]  # fmt: skip
+        pool = await self._read(
+            group_id, cypher, {**params, "max_rows": max(limit * 10, BM25_POOL)}
+        )
+        if not pool:
+            return []
         n, df = await self._term_stats(group_id, scope, engine_terms)
-        scores = bm25([tok for _, tok in pairs], [_text(i) for i in items],
+        scores = bm25([tok for _, tok in pairs], [r["text"] or "" for r in pool],
                       {tok: df[t] for t, tok in pairs}, n)  # fmt: skip
-        top = max(engine) or 1.0
+        top = max(float(r["score"]) for r in pool) or 1.0
         # The engine's own score, scaled far below any BM25 term, only breaks ties and keeps
         # a document whose match the two stemmers disagree on.
         ranked = sorted(
-            zip(items, [b + 1e-6 * e / top for b, e in zip(scores, engine, strict=True)],
-                strict=True),
-            key=lambda ie: -ie[1],
-        )  # fmt: skip
-        return [Scored(uuid=_uuid(i), score=round(s, 6), item=i) for i, s in ranked[:limit]]
+            ((r["uuid"], b + 1e-6 * float(r["score"]) / top)
+             for r, b in zip(pool, scores, strict=True)),
+            key=lambda us: -us[1],
+        )[:limit]  # fmt: skip
+        found = await self._by_uuid(group_id, scope, [u for u, _ in ranked])
+        by_uuid = {_uuid(i): i for i in found}
+        return [Scored(uuid=u, score=round(sc, 6), item=by_uuid[u])
+                for u, sc in ranked if u in by_uuid]  # fmt: skip
+
+    async def _by_uuid(
+        self, group_id: str, scope: Scope, uuids: list[str]
+    ) -> list[Fact | EntityNode | EpisodicNode | CommunityNode]:
+        if not uuids:
+            return []
+        if scope is Scope.facts:
+            cypher = (
+                "UNWIND $uuids AS u MATCH (s:Entity)-[e:RELATES_TO {uuid: u}]->(o:Entity) "
+                f"WHERE e.group_id = $group_id{FACT_COLUMNS}"
+            )
+        else:
+            v = _VAR[scope]
+            cypher = (
+                f"UNWIND $uuids AS u MATCH ({v}:{_LABEL[scope]} {{uuid: u}}) "
+                f"WHERE {v}.group_id = $group_id{self._columns(scope)}"
+            )
+        rows = await self._read(group_id, cypher, {"uuids": uuids, "group_id": group_id})
+        return [self._item(scope, r) for r in rows]
 
     async def _term_stats(
         self, group_id: str, scope: Scope, terms: list[str]
@@ -364,14 +402,6 @@ def _split_top(text: str) -> list[str]:
             cur.append(ch)
     parts.append("".join(cur))
     return [p for p in parts if p.strip()]
-
-
-def _text(item: Fact | EntityNode | EpisodicNode | CommunityNode) -> str:
-    if isinstance(item, Fact):
-        return item.edge.fact
-    if isinstance(item, EpisodicNode):
-        return item.content
-    return f"{item.name} {item.summary}"
 
 
 def _uuid(item: Fact | EntityNode | EpisodicNode | CommunityNode) -> str:
