@@ -224,8 +224,9 @@ class CypherStore(CypherSearch, abc.ABC):
         fact_uuid = rows[0]["f"] if rows else uuid
         rows = await self._read(
             group_id,
-            "MATCH (s:Entity)-[e:RELATES_TO {fact_uuid: $fact_uuid}]->(o:Entity) "
-            "WHERE e.group_id = $group_id"
+            # Anonymous endpoints: FalkorDB only uses the edge index in this shape.
+            "MATCH ()-[e:RELATES_TO {fact_uuid: $fact_uuid}]->() "
+            "WITH e, startNode(e) AS s, endNode(e) AS o WHERE e.group_id = $group_id"
             + self._FACT_RETURN
             + " ORDER BY e.valid_at, e.created_at, e.uuid",
             {"fact_uuid": fact_uuid, "group_id": group_id},

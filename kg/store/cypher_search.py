@@ -223,7 +223,9 @@ class CypherSearch(abc.ABC):
             return []
         if scope is Scope.facts:
             cypher = (
-                "UNWIND $uuids AS u MATCH (s:Entity)-[e:RELATES_TO {uuid: u}]->(o:Entity) "
+                # Anonymous endpoints: FalkorDB only uses the edge index in this shape.
+                "UNWIND $uuids AS u MATCH ()-[e:RELATES_TO {uuid: u}]->() "
+                "WITH e, startNode(e) AS s, endNode(e) AS o "
                 f"WHERE e.group_id = $group_id{FACT_COLUMNS}"
             )
         else:
