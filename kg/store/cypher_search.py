@@ -243,10 +243,10 @@ class CypherSearch(abc.ABC):
         """Collection size and document frequencies, cached until the collection grows or
         shrinks by a tenth (BM25 barely moves with small changes in either)."""
         pattern = "()-[x:RELATES_TO]->()" if scope is Scope.facts else f"(x:{_LABEL[scope]})"
-        rows = await self._read(
-            group_id, f"MATCH {pattern} WHERE x.group_id = $group_id RETURN count(x) AS c",
-            {"group_id": group_id},
-        )  # fmt: skip
+        # Only the rescoring backend (FalkorDB) gets here, where a group is a graph of its own:
+        # an unfiltered count is exact and answered from the label or type matrix, without
+        # touching a single entity (a filtered one scans every edge: 30 ms at 100k facts).
+        rows = await self._read(group_id, f"MATCH {pattern} RETURN count(x) AS c", {})
         n = int(rows[0]["c"]) if rows else 0
         cache: dict[tuple[str, Scope], tuple[int, dict[str, int]]]
         cache = self.__dict__.setdefault("_df_cache", {})
