@@ -40,6 +40,7 @@ from kg import KG
 from retrieval import RECIPES, SearchConfig
 
 KS = (5, 10, 25, 50)
+FACTS_RECIPE = "facts_hybrid_rrf"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
 
@@ -93,7 +94,7 @@ async def retrieve(kg: KG, method: str, q: dict[str, Any]) -> list[str]:
     """dia_ids of the top 50 turns, best first."""
     if method == "facts→turns":
         group = f"{q['conv']}-obs"
-        r = await kg.search(q["question"], group_id=group, config=wide("facts_hybrid_rrf"))
+        r = await kg.search(q["question"], group_id=group, config=wide(FACTS_RECIPE))
         episodes = await kg.store.episodes(group, [h.fact.edge.episodes[0] for h in r.facts])
         names = {e.uuid: e.name for e in episodes}
         ids = [d for h in r.facts for d in names[h.fact.edge.episodes[0]].split(",")]

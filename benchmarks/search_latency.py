@@ -1,4 +1,4 @@
-"""Latency of the default search (facts_hybrid_rrf: BM25 + cosine + BFS, RRF) by corpus size.
+"""Search latency by corpus size, every branch: facts_hybrid_bfs_rrf (BM25 + cosine + BFS, RRF).
 
     python benchmarks/search_latency.py [--sizes 10000 100000 1000000] [--queries 200]
 
@@ -52,6 +52,7 @@ QUERIES = ["Where does Minji live now?", "Who works at Naver?", "Which hobbies d
            "people who like jazz", "Who lives in Oslo?", "climbing and outdoor sports",
            "Jun Park's friends"]  # fmt: skip
 DIALECT = FalkorDialect()
+RECIPE = "facts_hybrid_bfs_rrf"
 
 
 def pct(values: list[float], q: int) -> float:
@@ -127,11 +128,11 @@ async def measure(kg: KG, store: FalkorDBStore, group: str, n_queries: int,
                   rng: random.Random) -> dict[str, list[float]]:  # fmt: skip
     out: dict[str, list[float]] = {"search": [], "bm25": [], "cosine": [], "bfs": [],
                                    "facts lookup": [], "PING": []}  # fmt: skip
-    await kg.search("warm up", group_id=group)
+    await kg.search("warm up", group_id=group, recipe=RECIPE)
     for i in range(n_queries):
         q = QUERIES[i % len(QUERIES)]
         t0 = time.perf_counter()
-        r = await kg.search(q, group_id=group)
+        r = await kg.search(q, group_id=group, recipe=RECIPE)
         out["search"].append((time.perf_counter() - t0) * 1000)
         for b in r.branches:
             out[b.method].append(b.latency_ms)

@@ -317,7 +317,7 @@ def test_replay_command(home: Path, jsonl: Path, tmp_path: Path) -> None:
 def test_search_with_explain_history_and_context(home: Path, jsonl: Path) -> None:
     assert kg(home, "ingest", str(jsonl))[0] == 0
     code, out, _ = kg(home, "--embedder", "minilm", "search", "where does Minji live",
-                      "--explain", "--history")  # fmt: skip
+                      "--explain", "--history", "--recipe", "facts_hybrid_bfs_rrf")  # fmt: skip
     assert code == 0, out
     assert "branches" in out and "bm25" in out and "cosine" in out and "bfs" in out
     assert "(closed)" in out and "bm25 #1" in out  # rich wraps the long cells at 80 columns
