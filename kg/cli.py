@@ -703,7 +703,7 @@ def search(
     max_tokens: Annotated[int, typer.Option(min=50, help="Token budget for --context.")] = 1000,
     as_json: JsonOpt = False,
 ) -> None:
-    """Hybrid search (BM25 + cosine + BFS, fused by RRF, reranked), in any time view.
+    """Hybrid search (BM25 + cosine, or + BFS; fused by RRF, reranked), in any time view.
 
     Cosine needs an embedder (--embedder minilm); without one that branch reports an error
     and the others still run.
