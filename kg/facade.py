@@ -412,7 +412,8 @@ class KG:
         Default view: facts true now and still believed. `valid_at` / `known_at` give any
         as-of view; `include_history` also returns closed facts, marked `closed`. Pick a
         named `recipe` (see `retrieval.RECIPES`; the default, facts_hybrid_rrf, is BM25 +
-        cosine over facts; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and `seeds` are entity names (node distance, BFS).
+        cosine over facts; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
+        `seeds` are entity names (node distance, BFS).
         """
         self._check_group(group_id)
         if not query.strip():
