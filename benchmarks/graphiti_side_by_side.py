@@ -52,7 +52,7 @@ from graphiti_core.search.search_config import (
     SearchConfig,
 )
 from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
-from locomo_recall import KS, ingest, pct, utc, wide
+from locomo_recall import KS, ingest, pct, retrieve, turn_text, utc
 
 from ingest.embeddings import local_minilm
 from kg import KG
@@ -90,9 +90,7 @@ async def load_graphiti(g: Graphiti, data: dict[str, Any], conv: str, embedder: 
     for ep in data["episodes"]:
         if ep["conv"] != conv:
             continue
-        text = f"{ep['speaker']}: {ep['text']}"
-        if ep.get("image_caption"):
-            text += f" [shares an image: {ep['image_caption']}]"
+        text = turn_text(ep)
         node = EpisodicNode(name=ep["dia_id"], group_id=group, source=EpisodeType.message,
                             source_description=f"locomo {conv} {ep['dia_id']}", content=text,
                             valid_at=utc(ep["valid_at"]), created_at=now)  # fmt: skip
@@ -168,24 +166,12 @@ async def main() -> None:
                 return list(dict.fromkeys(names[u] for e in r.edges for u in e.episodes
                                           if u in names))  # fmt: skip
 
-            async def k_episodes(q: dict[str, Any], recipe: str) -> list[str]:
-                r = await kg.search(q["question"], group_id=q["conv"], config=wide(recipe))
-                return [h.episode.name for h in r.episodes]
-
-            async def k_facts(q: dict[str, Any]) -> list[str]:
-                group = f"{q['conv']}-obs"
-                r = await kg.search(q["question"], group_id=group, config=wide("facts_hybrid_rrf"))
-                eps = await kg.store.episodes(group, [h.fact.edge.episodes[0] for h in r.facts])
-                names = {e.uuid: e.name for e in eps}
-                ids = [d for h in r.facts for d in names[h.fact.edge.episodes[0]].split(",")]
-                return list(dict.fromkeys(ids))
-
             methods = {
                 "graphiti episodes (BM25)": g_episodes,
-                "kg episodes_bm25": lambda q: k_episodes(q, "episodes_bm25"),
-                "kg episodes_hybrid_rrf": lambda q: k_episodes(q, "episodes_hybrid_rrf"),
+                "kg episodes_bm25": lambda q: retrieve(kg, "episodes_bm25", q),
+                "kg episodes_hybrid_rrf": lambda q: retrieve(kg, "episodes_hybrid_rrf", q),
                 "graphiti EDGE_HYBRID_SEARCH_RRF → turns": g_facts,
-                "kg facts_hybrid_rrf → turns": k_facts,
+                "kg facts_hybrid_rrf → turns": lambda q: retrieve(kg, "facts→turns", q),
             }
             recall: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
             latency: dict[str, list[float]] = defaultdict(list)

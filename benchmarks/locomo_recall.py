@@ -60,17 +60,22 @@ def wide(recipe: str) -> SearchConfig:
     return cfg.model_copy(update={"window": 100, **scopes})
 
 
+def turn_text(ep: dict[str, Any]) -> str:
+    """A dialogue turn as episode content: 'Speaker: text', plus the image caption if any."""
+    text = f"{ep['speaker']}: {ep['text']}"
+    if ep.get("image_caption"):
+        text += f" [shares an image: {ep['image_caption']}]"
+    return text
+
+
 async def ingest(kg: KG, data: dict[str, Any], convs: list[str]) -> dict[str, float]:
     t0 = time.perf_counter()
     turns = obs = 0
     for ep in data["episodes"]:
         if ep["conv"] not in convs:
             continue
-        text = f"{ep['speaker']}: {ep['text']}"
-        if ep.get("image_caption"):
-            text += f" [shares an image: {ep['image_caption']}]"
         await kg.add_episode(
-            source="message", content=text, reference_time=utc(ep["valid_at"]),
+            source="message", content=turn_text(ep), reference_time=utc(ep["valid_at"]),
             group_id=ep["conv"], name=ep["dia_id"],
             source_description=f"locomo {ep['conv']} {ep['dia_id']}", extract=False,
         )  # fmt: skip

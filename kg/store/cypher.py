@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from kg.store.analyzer import grams
-from kg.store.cypher_search import CypherSearch, Dialect
+from kg.store.cypher_search import VECTOR_FIELDS, CypherSearch, Dialect
 from schemas.graph import AuditEvent, EntityNode, EpisodicNode, Fact, FactEdge
 from schemas.plan import RewritePlan, WritePlan
 from schemas.store import FactQuery, StoreStats, TimelineKey
@@ -22,7 +22,6 @@ from schemas.validation import TYPE_NAME_RE
 
 TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
 TIME_LIST_FIELDS = ("episode_valid_at",)
-VECTOR_FIELDS = ("fact_embedding", "name_embedding", "content_embedding")
 # Derived from the endpoints when read; never stored on the edge.
 ENDPOINT_FIELDS = ("source_node_uuid", "target_node_uuid")
 

@@ -20,7 +20,8 @@ from kg.store.bm25 import bm25, query_tokens
 from schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from schemas.search import Scope, Scored, SearchView
 
-_VECTORS = {"fact_embedding", "name_embedding", "content_embedding"}
+VECTOR_FIELDS = ("fact_embedding", "name_embedding", "content_embedding")
+_VECTORS = set(VECTOR_FIELDS)
 _ENDPOINTS = {"source_node_uuid", "target_node_uuid"}
 VECTOR_K_MAX = 20_000
 BM25_POOL = 1000  # candidates the engine hands to the BM25 rescoring, at least
