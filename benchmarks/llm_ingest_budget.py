@@ -29,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ingest.embeddings import local_minilm
 from ingest.llm import Message, ScriptedLLM
 from kg import KG
 
@@ -38,15 +39,19 @@ class CountingLLM(ScriptedLLM):
         super().__init__([])
         self.bad_every = bad_every
         self.n = 0
+        self.resolutions = 0
 
     async def _complete(self, messages: list[Message], schema: Any, name: str) -> Any:
         self.n += 1
-        self._replies.append(self._answer(messages))
+        self._replies.append(self._answer(messages, name))
         return await super()._complete(messages, schema, name)
 
-    def _answer(self, messages: list[Message]) -> str:
+    def _answer(self, messages: list[Message], name: str) -> str:
         if self.bad_every and self.n % self.bad_every == 0:
             return '{"facts": [{"subject": 1}]}'  # invalid: forces the corrective retry
+        if name == "Resolution":
+            self.resolutions += 1
+            return '{"entities": [], "facts": []}'  # nothing merged: the graph stays comparable
         episode = messages[1]["content"].split("EPISODE:\n", 1)[1]
         speaker, _, text = episode.partition(": ")
         words = text.split()
@@ -66,6 +71,8 @@ async def main() -> None:
     parser.add_argument("data", nargs="?", default=str(Path("../shared/data")))
     parser.add_argument("--conversations", type=int, default=2)
     parser.add_argument("--bad-every", type=int, default=10)
+    parser.add_argument("--minilm", action="store_true",
+                        help="embed with MiniLM: cosine candidates for resolution")  # fmt: skip
     args = parser.parse_args()
     data = json.loads((Path(args.data) / "locomo" / "locomo_dev.json").read_text())
     convs = sorted({e["conv"] for e in data["episodes"]})[: args.conversations]
@@ -76,7 +83,8 @@ async def main() -> None:
     prompt_tokens: list[float] = []
     engine_ms: list[float] = []
     with tempfile.TemporaryDirectory(prefix="kg-llm-bench-") as home:
-        async with await KG.open(home=home, llm=llm) as kg:
+        embedder = local_minilm() if args.minilm else None
+        async with await KG.open(home=home, llm=llm, embedder=embedder) as kg:
             for e in turns:
                 when = datetime.fromisoformat(e["valid_at"]).replace(tzinfo=UTC)
                 t0 = time.perf_counter()
@@ -99,6 +107,7 @@ async def main() -> None:
     for k in sorted(calls):
         print(f"| {k} | {calls[k]} | {100 * calls[k] / n:.1f}% |")
     print(f"\nmax calls per episode: {max(calls)} (target <= 3)")
+    print(f"resolution calls: {llm.resolutions} ({100 * llm.resolutions / n:.1f}% of episodes)")
     print(
         f"prompt tokens per episode: mean {statistics.mean(prompt_tokens):.0f}, "
         f"p50 {pct(prompt_tokens, 50):.0f}, p95 {pct(prompt_tokens, 95):.0f}"

@@ -89,12 +89,15 @@ class StructuredLLM(abc.ABC):
         """One model call: (reply text, prompt tokens, completion tokens)."""
 
     async def structured(
-        self, messages: Sequence[Message], schema: type[T], *, purpose: str
+        self, messages: Sequence[Message], schema: type[T], *, purpose: str, max_attempts: int = 2
     ) -> tuple[T, list[LLMCall]]:
+        """Validated reply; `max_attempts` = 1 skips the corrective retry (budget spent)."""
+        if max_attempts not in (1, 2):
+            raise ValueError(f"max_attempts must be 1 or 2, got {max_attempts}")
         convo = list(messages)
         calls: list[LLMCall] = []
         raw = ""
-        for attempt in (1, 2):
+        for attempt in range(1, max_attempts + 1):
             t0 = time.perf_counter()
             raw, prompt_tokens, completion_tokens = await self._complete(
                 convo, schema, schema.__name__
@@ -115,8 +118,9 @@ class StructuredLLM(abc.ABC):
             assert error is not None
             convo = [*list(messages), *_correction(raw, error)]
         raise LLMOutputError(
-            f"{purpose}: the model's reply did not match {schema.__name__} after a corrective "
-            f"retry: {error}",
+            f"{purpose}: the model's reply did not match {schema.__name__}"
+            + (" after a corrective retry" if max_attempts > 1 else "")
+            + f": {error}",
             raw,
             calls,
         )

@@ -25,7 +25,7 @@ from schemas.plan import EdgeReinforcement, EdgeRetirement, PlanSummary
 from schemas.store import TimelineKey
 
 SUPERSEDED = "superseded: a new value of a single-valued predicate"
-ENDED = "ended: an episode stated when it stopped being true"
+ENDED = "ended: an episode stated when it stopped being true, or contradicted it"
 
 
 @dataclass(frozen=True)

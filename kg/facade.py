@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from ingest import content_hash, name_key, plan_structured_episode
 from ingest.extraction import LLM_EXTRACTOR, Guards, extract, extraction_record, vet
 from ingest.llm import LLMError, StructuredLLM
+from ingest.resolution import resolve
 from ingest.structured import episodic_node, new_uuid, plan_facts
 from kg.erasure import ErasureReceipt, erase_entity, erase_group
 from kg.errors import ExtractionError, InputError, validation_message
@@ -40,6 +41,7 @@ from schemas.store import FactQuery, GraphStore, StoreStats
 from schemas.validation import check_group_id
 
 RAW_EXTRACTOR = "kg.raw/1"
+LLM_CALLS_PER_EPISODE = 3  # extraction (with its retry) + resolution; summaries run per community
 EPISODE_EMBED_CHARS = 2000  # MiniLM-size models read ~256 tokens; more only costs time
 
 
@@ -315,10 +317,20 @@ class KG:
             raise ExtractionError(f"extraction failed, episode recorded as failed: {exc}") from exc
         facts, drops = vet(extraction, episode, self.ontology, self.guards)
         now = self.clock.now()
+        facts, resolution, more = await resolve(
+            facts, group_id=episode.group_id, store=self.store, ontology=self.ontology,
+            llm=self.llm, now=now, reference_time=episode.reference_time,
+            embedder=self.embedder, max_attempts=min(2, LLM_CALLS_PER_EPISODE - len(calls)),
+        )  # fmt: skip
+        calls += more
         node = episodic_node(episode, uuid=new_uuid(), now=now, extractor=LLM_EXTRACTOR)
-        node.extraction = extraction_record(facts)
+        node.extraction = extraction_record(facts)  # resolved: replay needs no LLM
         plan, summary = await plan_facts(node, facts, self.store, self.ontology, now)
         summary.facts_dropped = {k: v for k, v in drops.model_dump().items() if v}
+        summary.entities_merged = resolution.entities_merged
+        summary.facts_merged = resolution.facts_merged
+        summary.facts_contradicted = resolution.facts_contradicted
+        summary.resolution_error = resolution.error
         summary.llm_calls = len(calls)
         summary.prompt_tokens = sum(c.prompt_tokens for c in calls)
         summary.completion_tokens = sum(c.completion_tokens for c in calls)

@@ -35,3 +35,34 @@ class Extraction(BaseModel):
 
     entities: list[ExtractedEntity] = Field(default_factory=list)
     facts: list[ExtractedFact] = Field(default_factory=list)
+
+
+class EntityMatch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(description="The new name, as listed (e.g. 'N1').")
+    same_as: str | None = Field(
+        default=None, description="The id of the existing entity it is (e.g. 'E2'), or null."
+    )
+
+
+class FactMatch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    fact: str = Field(description="The new fact's id, as listed (e.g. 'F1').")
+    duplicate_of: str | None = Field(
+        default=None, description="The id of an existing fact that says the same thing, or null."
+    )
+    contradicts: list[str] = Field(
+        default_factory=list,
+        description="Ids of existing facts that cannot both be true with the new fact.",
+    )
+
+
+class Resolution(BaseModel):
+    """What the resolution LLM call must return: decisions on the listed candidates only."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    entities: list[EntityMatch] = Field(default_factory=list)
+    facts: list[FactMatch] = Field(default_factory=list)

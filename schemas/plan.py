@@ -64,10 +64,22 @@ class PlanSummary(BaseModel):
 
     entities_added: int = 0
     entities_matched: int = 0
+    entities_merged: int = Field(
+        default=0, description="New names the resolution call found to be existing entities."
+    )
     facts_added: int = 0
     facts_reinforced: int = 0
     facts_closed: int = 0
     facts_contested: int = 0
+    facts_merged: int = Field(
+        default=0, description="Facts the resolution call found to restate a stored fact."
+    )
+    facts_contradicted: int = Field(
+        default=0, description="Stored facts the resolution call found contradicted."
+    )
+    resolution_error: str | None = Field(
+        default=None, description="Resolution failed; the episode was resolved by exact names."
+    )
     facts_dropped: dict[str, int] = Field(
         default_factory=dict, description="Proposed by the LLM, refused by kg, by reason."
     )

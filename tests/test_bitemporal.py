@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ingest.timeline import ENDED
 from kg import KG
 from tests.conftest import add, fact, objects, t
 
@@ -115,7 +116,7 @@ async def test_explicit_invalid_at_ends_a_stored_fact(kg: KG) -> None:
     )
     assert end.summary.facts_closed == 1
     [closed] = [v.edge for v in await kg.history(subject="Alice") if v.edge.invalidated_by]
-    assert closed.invalidation_reason == "ended: an episode stated when it stopped being true"
+    assert closed.invalidation_reason == ENDED
     assert objects(await kg.facts(subject="Alice")) == []
     assert objects(await kg.facts(subject="Alice", valid_at=t(2021, 6))) == ["Chess Club"]
 
