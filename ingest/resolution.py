@@ -201,13 +201,10 @@ def _fact_candidates(
         both = {e.source_node_uuid, e.target_node_uuid}
         if not both & subjects:
             continue  # about the object only (others living in the same city): not this fact
-        same_timeline = (
-            e.source_node_uuid in subjects and e.name == predicate.name
-            and (predicate.single_valued or e.target_node_uuid in objects)
-        )  # fmt: skip
-        reverse = e.name == predicate.name and e.target_node_uuid in subjects
-        if same_timeline or reverse:
-            continue  # the timeline decides; the same relation the other way is not a conflict
+        if e.name == predicate.name:
+            # The ontology decides: one value (the timeline supersedes) or many (they
+            # coexist); the same relation the other way round is no conflict either.
+            continue
         joins_both = (e.source_node_uuid in subjects and e.target_node_uuid in objects) or (
             e.target_node_uuid in subjects and e.source_node_uuid in objects
         )

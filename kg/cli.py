@@ -183,27 +183,39 @@ def read_episodes(
     return sorted(episodes, key=lambda e: (e.group_id, e.reference_time))
 
 
+LlmModelOpt = Annotated[
+    str | None,
+    typer.Option(envvar="KG_LLM_MODEL", help="Model for extraction, resolution, summaries."),
+]
+LlmBaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="KG_LLM_BASE_URL",
+        help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp); default: OpenAI.",
+    ),
+]
+LlmApiKeyOpt = Annotated[
+    str | None,
+    typer.Option(envvar="OPENAI_API_KEY", help="API key (env OPENAI_API_KEY).", show_default=False),
+]
+
+
+def _llm(model: str | None, base_url: str | None, api_key: str | None,
+         concurrency: int = 4) -> StructuredLLM | None:  # fmt: skip
+    if not model:
+        return None
+    from ingest.llm import OpenAILLM
+
+    return OpenAILLM(model, base_url=base_url, api_key=api_key, max_concurrency=concurrency)
+
+
 @app.command()
 def ingest(
     ctx: typer.Context,
     file: Annotated[str, typer.Argument(help="JSON Lines of episodes, or '-' for stdin.")],
-    llm_model: Annotated[
-        str | None,
-        typer.Option(envvar="KG_LLM_MODEL", help="Model for text/message/JSON episodes."),
-    ] = None,
-    llm_base_url: Annotated[
-        str | None,
-        typer.Option(
-            envvar="KG_LLM_BASE_URL",
-            help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp); default: OpenAI.",
-        ),
-    ] = None,
-    llm_api_key: Annotated[
-        str | None,
-        typer.Option(
-            envvar="OPENAI_API_KEY", help="API key (env OPENAI_API_KEY).", show_default=False
-        ),
-    ] = None,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_api_key: LlmApiKeyOpt = None,
     no_extract: Annotated[
         bool,
         typer.Option("--no-extract", help="Store text episodes unextracted (searchable only)."),
@@ -284,12 +296,7 @@ def ingest(
         raise _fail(f"{file}: not UTF-8 text") from None
     except KGError as exc:
         raise _fail(str(exc)) from None
-    llm = None
-    if llm_model:
-        from ingest.llm import OpenAILLM
-
-        llm = OpenAILLM(llm_model, base_url=llm_base_url, api_key=llm_api_key,
-                        max_concurrency=concurrency)  # fmt: skip
+    llm = _llm(llm_model, llm_base_url, llm_api_key, concurrency)
 
     async def run() -> None:
         kg = await settings.open(llm=llm)
@@ -445,6 +452,78 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     table = Table(title=f"group {s.group_id}", title_justify="left", show_header=False)
     for key, value in s.model_dump(exclude={"group_id"}).items():
         table.add_row(key.replace("_", " "), str(value))
+    out.print(table)
+
+
+# -- communities ----------------------------------------------------------------------------
+
+communities_app = typer.Typer(
+    help="Communities: clusters of entities with summaries (the third layer).",
+    no_args_is_help=True,
+)
+app.add_typer(communities_app, name="communities")
+
+
+@communities_app.command("build")
+def communities_build(
+    ctx: typer.Context,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_api_key: LlmApiKeyOpt = None,
+    max_iterations: Annotated[
+        int, typer.Option(min=1, max=1000, help="Label-propagation passes at most.")
+    ] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """Cluster the facts true now and summarise each community.
+
+    One LLM call per new or changed community with --llm-model; without it, extractive
+    summaries (the facts themselves). Unchanged communities keep their summary.
+    """
+    settings: Settings = ctx.obj
+    llm = _llm(llm_model, llm_base_url, llm_api_key)
+
+    async def run() -> Any:
+        kg = await settings.open(llm=llm)
+        try:
+            return await kg.build_communities(settings.group, max_iterations=max_iterations)
+        finally:
+            await kg.close()
+
+    r = _run(run())
+    if as_json:
+        out.print_json(r.model_dump_json())
+        return
+    out.print(
+        f"{r.communities} communities: {r.summarized} summarised, {r.kept} unchanged, "
+        f"{r.deleted} replaced or removed"
+        + (f"; {r.llm_calls} LLM calls, {r.prompt_tokens + r.completion_tokens} tokens"
+           if r.llm_calls else "")
+        + (f"; {len(r.errors)} summaries fell back to extractive" if r.errors else ""),
+        soft_wrap=True,
+    )  # fmt: skip
+
+
+@communities_app.command("list")
+def communities_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Every community of the group: name, size, summary."""
+    settings: Settings = ctx.obj
+    found = _run(_with_kg(settings, lambda kg: kg.communities(settings.group)))
+    if as_json:
+        out.print_json(json.dumps([
+            {**c.node.model_dump(mode="json", exclude={"name_embedding"}), "members": c.members}
+            for c in found
+        ]))  # fmt: skip
+        return
+    if not found:
+        out.print("no communities; build them with `kg communities build`")
+        return
+    table = Table(title=f"communities of {settings.group}", title_justify="left")
+    for col in ("name", "members", "summary", "stale"):
+        table.add_column(col)
+    for c in found:
+        table.add_row(c.node.name, str(len(c.members)), c.node.summary,
+                      "yes" if c.node.stale else "")  # fmt: skip
     out.print(table)
 
 

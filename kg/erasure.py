@@ -35,6 +35,7 @@ class ErasureReceipt(BaseModel):
     fact_versions_deleted: int
     other_facts_recomputed: int
     files_compacted: bool
+    communities_deleted: int = 0
 
 
 async def erase_group(store: GraphStore, group_id: str, now: datetime) -> ErasureReceipt:
@@ -80,6 +81,11 @@ async def erase_entity(
     plan.delete_episodes = sorted(mentioning)
     plan.delete_entities = [entity.uuid]
     plan.drop_mentions_from = []  # the episodes go entirely
+    # Summaries that name the subject or drew on its episodes go too, before compaction.
+    plan.delete_communities = sorted(
+        c.node.uuid for c in await store.communities(group_id)
+        if entity.uuid in c.members or set(c.node.episodes) & set(mentioning)
+    )  # fmt: skip
     touching = {
         v.edge.uuid for v in await store.history(group_id, entity.name_key, None, None, 100_000)
     } | {v.edge.uuid for v in await store.history(group_id, None, None, entity.name_key, 100_000)}
@@ -101,4 +107,5 @@ async def erase_entity(
         fact_versions_deleted=deleted_versions,
         other_facts_recomputed=len(report.restored),
         files_compacted=True,
+        communities_deleted=len(plan.delete_communities),
     )

@@ -10,14 +10,17 @@ async with await KG.open() as kg:                # embedded FalkorDB under KG_HO
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from ingest import content_hash, name_key, plan_structured_episode
+from ingest.communities import MAX_ITERATIONS, community_nodes, plan_joins, plan_rebuild, summarize
+from ingest.communities import clusters as community_clusters
 from ingest.extraction import LLM_EXTRACTOR, Guards, extract, extraction_record, vet
 from ingest.llm import LLMError, StructuredLLM
 from ingest.resolution import resolve
@@ -37,7 +40,7 @@ from schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, F
 from schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from schemas.plan import PlanSummary, WritePlan
 from schemas.search import SearchView
-from schemas.store import FactQuery, GraphStore, StoreStats
+from schemas.store import Community, FactQuery, GraphStore, StoreStats
 from schemas.validation import check_group_id
 
 RAW_EXTRACTOR = "kg.raw/1"
@@ -50,6 +53,22 @@ class EpisodeResult(BaseModel):
     group_id: str
     status: Literal["added", "duplicate"]
     summary: PlanSummary
+
+
+class CommunityReport(BaseModel):
+    """What a community (re)build did, and what it cost."""
+
+    group_id: str
+    communities: int = Field(description="Communities after the build.")
+    kept: int = Field(description="Unchanged clusters whose summary was reused.")
+    summarized: int
+    deleted: int
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    errors: list[str] = Field(
+        default_factory=list, description="Summary calls that failed (extractive fallback)."
+    )
 
 
 class Explanation(BaseModel):
@@ -165,6 +184,7 @@ class KG:
             plan.replaces_failed = failed
             await self._embed(plan.new_edges, plan.new_entities, plan.episode)
             await self.store.apply(plan)
+            await self._join_communities(plan)
         return EpisodeResult(
             episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
         )
@@ -185,6 +205,7 @@ class KG:
                 await self._embed(plan.new_edges)
                 await self.store.rewrite(plan)
                 report.applied = True
+                await self._refresh_communities(group_id, removed=report.episodes)
         return report
 
     async def rollback_source(
@@ -214,6 +235,7 @@ class KG:
                 await self._embed(plan.new_edges)
                 await self.store.rewrite(plan)
                 report.applied = True
+                await self._refresh_communities(group_id)
         return report
 
     async def why(self, fact_id: str, *, group_id: str = "default") -> Explanation:
@@ -249,15 +271,84 @@ class KG:
         """Physically delete a subject: its episodes, facts, entity, and their traces on disk."""
         self._check_group(group_id)
         async with self._writer(group_id):
-            return await erase_entity(
+            receipt = await erase_entity(
                 self.store, self.ontology, group_id, name, self.clock.now(), embed=self._embed
             )
+            if receipt.communities_deleted:
+                await self._build_communities(group_id)
+            return receipt
 
     async def erase_group(self, group_id: str) -> ErasureReceipt:
         """Physically delete a whole group, and compact the store's files."""
         self._check_group(group_id)
         async with self._writer(group_id):
             return await erase_group(self.store, group_id, self.clock.now())
+
+    # -- communities ----------------------------------------------------------------------
+
+    async def build_communities(
+        self, group_id: str = "default", *, max_iterations: int = MAX_ITERATIONS
+    ) -> CommunityReport:
+        """Cluster the facts true now (label propagation) and summarise each community: with
+        the LLM when kg has one (one call per changed community), else extractively.
+        Unchanged clusters keep their summary, so a rebuild costs only what changed."""
+        self._check_group(group_id)
+        if not 1 <= max_iterations <= 1000:
+            raise InputError(f"max_iterations must be in 1..1000, got {max_iterations}")
+        async with self._writer(group_id):
+            return await self._build_communities(group_id, max_iterations=max_iterations)
+
+    async def communities(self, group_id: str = "default") -> list[Community]:
+        self._check_group(group_id)
+        return await self.store.communities(group_id)
+
+    async def _build_communities(
+        self, group_id: str, *, removed: Sequence[str] = (), max_iterations: int = MAX_ITERATIONS
+    ) -> CommunityReport:
+        now = self.clock.now()
+        current = await self.store.facts(
+            FactQuery(group_id=group_id, valid_at=now, known_at=now, limit=100_000)
+        )
+        names = {f.edge.source_node_uuid: f.subject for f in current}
+        names |= {f.edge.target_node_uuid: f.object for f in current}
+        found = community_clusters(current, max_iterations)
+        existing = await self.store.communities(group_id)
+        plan, todo = plan_rebuild(group_id, found, existing, removed_episodes=removed)
+        summaries, calls, errors = await summarize(todo, names, self.llm)
+        plan.create, plan.members = community_nodes(group_id, todo, summaries, now, new_uuid)
+        if self.embedder is not None and plan.create:
+            texts = [f"{c.name}: {c.summary}"[:EPISODE_EMBED_CHARS] for c in plan.create]
+            for c, v in zip(plan.create, await self.embedder.embed(texts), strict=True):
+                c.name_embedding = v
+        if group_id in await self.store.groups():
+            await self.store.write_communities(plan)
+        return CommunityReport(
+            group_id=group_id, communities=len(found), kept=len(found) - len(todo),
+            summarized=len(todo), deleted=len(plan.delete), llm_calls=len(calls),
+            prompt_tokens=sum(c.prompt_tokens for c in calls),
+            completion_tokens=sum(c.completion_tokens for c in calls), errors=errors,
+        )  # fmt: skip
+
+    async def _refresh_communities(self, group_id: str, removed: Sequence[str] = ()) -> None:
+        """After a rollback, replay or erasure: rebuild if the group has communities."""
+        if await self.store.communities(group_id):
+            await self._build_communities(group_id, removed=list(removed))
+
+    async def _join_communities(self, plan: WritePlan) -> None:
+        """Entities an episode adds join their neighbours' community (marked stale)."""
+        if not plan.new_entities:
+            return
+        existing = await self.store.communities(plan.group_id)
+        if not existing:
+            return
+        neighbours: dict[str, set[str]] = {}
+        for e in plan.new_edges:
+            neighbours.setdefault(e.source_node_uuid, set()).add(e.target_node_uuid)
+            neighbours.setdefault(e.target_node_uuid, set()).add(e.source_node_uuid)
+        joins = plan_joins(plan.group_id, [n.uuid for n in plan.new_entities], neighbours,
+                           existing)  # fmt: skip
+        if joins.members:
+            await self.store.write_communities(joins)
 
     async def _embed(
         self,

@@ -100,6 +100,10 @@ RECIPES: dict[str, SearchConfig] = {
     "episodes_hybrid_rrf": _episodes(Reranker.rrf),
     "episodes_hybrid_mmr": _episodes(Reranker.mmr),
     "episodes_hybrid_cross_encoder": _episodes(Reranker.cross_encoder),
+    "communities_bm25": SearchConfig(facts=None, communities=ScopeConfig(methods=(Method.bm25,))),
+    "communities_hybrid_rrf": SearchConfig(
+        facts=None, communities=ScopeConfig(methods=_TEXT_VECTOR)
+    ),
     "combined_hybrid_rrf": SearchConfig(
         facts=ScopeConfig(),
         entities=ScopeConfig(),

@@ -127,6 +127,8 @@ class AuditEvent(BaseModel):
 
 
 class CommunityNode(BaseModel):
+    """A cluster of entities (HAS_MEMBER edges) with a summary of the facts among them."""
+
     model_config = ConfigDict(extra="ignore")
 
     uuid: str
@@ -135,6 +137,16 @@ class CommunityNode(BaseModel):
     summary: str = ""
     name_embedding: list[float] | None = None
     created_at: UtcDatetime
+    episodes: list[str] = Field(
+        default_factory=list,
+        description="Episodes behind the facts the summary drew on: rollback and erasure of "
+        "any of them refresh it.",
+    )
+    fingerprint: str = Field(
+        default="", description="Hash of the members and facts summarised; unchanged = reused."
+    )
+    stale: bool = Field(default=False, description="Entities joined since the summary was written.")
+    summarizer: str = Field(default="", description="'llm:<model>' or the extractive fallback.")
 
 
 class Fact(BaseModel):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from schemas.graph import AuditEvent, EntityNode, EpisodicNode, FactEdge
+from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, FactEdge
 from schemas.validation import UtcDatetime
 
 
@@ -56,6 +56,9 @@ class RewritePlan(BaseModel):
     rolled_back: list[str] = Field(default_factory=list, description="Episodes to mark.")
     delete_episodes: list[str] = Field(default_factory=list, description="Erasure only.")
     delete_entities: list[str] = Field(default_factory=list, description="Erasure only.")
+    delete_communities: list[str] = Field(
+        default_factory=list, description="Summaries that drew on what is being removed."
+    )
     audit: AuditEvent | None = None
 
 
@@ -88,3 +91,20 @@ class PlanSummary(BaseModel):
     completion_tokens: int = 0
     edges_added: list[str] = Field(default_factory=list)
     edges_closed: list[str] = Field(default_factory=list, description="Retired version uuids.")
+
+
+class CommunityMembership(BaseModel):
+    community_uuid: str
+    entity_uuid: str
+
+
+class CommunityPlan(BaseModel):
+    """A (re)build or an incremental update of a group's communities, applied atomically."""
+
+    group_id: str
+    delete: list[str] = Field(default_factory=list, description="Community uuids.")
+    create: list[CommunityNode] = Field(default_factory=list)
+    members: list[CommunityMembership] = Field(
+        default_factory=list, description="HAS_MEMBER edges to add (new or joining members)."
+    )
+    mark_stale: list[str] = Field(default_factory=list, description="Community uuids.")

@@ -10,8 +10,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.graph import AuditEvent, EntityNode, EpisodicNode, Fact, FactEdge
-from schemas.plan import RewritePlan, WritePlan
+from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
+from schemas.plan import CommunityPlan, RewritePlan, WritePlan
 from schemas.search import Scope, Scored, SearchView
 from schemas.validation import GroupId, UtcDatetime
 
@@ -40,6 +40,13 @@ class TimelineKey(BaseModel):
     target_uuid: str | None = None
 
 
+class Community(BaseModel):
+    """A community as read back: the node and its members' uuids."""
+
+    node: CommunityNode
+    members: list[str]
+
+
 class StoreStats(BaseModel):
     group_id: str
     episodes: int
@@ -47,6 +54,7 @@ class StoreStats(BaseModel):
     edge_versions: int
     current_facts: int = Field(description="Versions still believed and true now.")
     contested_facts: int
+    communities: int = 0
 
 
 class GraphStore(Protocol):
@@ -127,6 +135,14 @@ class GraphStore(Protocol):
         ...
 
     async def stats(self, group_id: str, now: UtcDatetime) -> StoreStats: ...
+
+    async def communities(self, group_id: str) -> list[Community]:
+        """Every community of the group with its members, embeddings left out."""
+        ...
+
+    async def write_communities(self, plan: CommunityPlan) -> None:
+        """Apply a community plan atomically or raise with nothing written."""
+        ...
 
     # -- search: every call filters on the group and the view before it ranks or cuts ------
 

@@ -221,8 +221,24 @@ def test_help_lists_every_command() -> None:
         "erase",
         "search",
         "demo",
+        "communities",
     ):
         assert command in r.stdout
+
+
+def test_communities_build_and_list(home: Path, jsonl: Path) -> None:
+    code, stdout, _ = kg(home, "communities", "list")
+    assert code == 0 and "no communities" in stdout
+    assert kg(home, "ingest", str(jsonl))[0] == 0
+    code, stdout, _ = kg(home, "communities", "build")
+    assert code == 0 and "1 communities: 1 summarised, 0 unchanged" in stdout
+    code, stdout, _ = kg(home, "communities", "build")
+    assert "0 summarised, 1 unchanged" in stdout
+    code, stdout, _ = kg(home, "communities", "list", "--json")
+    [c] = json.loads(stdout)
+    assert len(c["members"]) == 3 and "Minji lives in Busan" in c["summary"]
+    code, _, stderr = kg(home, "communities", "build", "--max-iterations", "0")
+    assert code != 0 and "max-iterations" in stderr
 
 
 def test_rollback_dry_run_then_apply(home: Path, jsonl: Path) -> None:

@@ -26,8 +26,14 @@ from kg.store.cypher import Statement
 from kg.store.neo4j import Neo4jDialect, Neo4jStore
 from schemas import DEFAULT_ONTOLOGY, Episode, FactQuery, TimelineKey, WritePlan
 from schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
-from schemas.graph import AuditEvent
-from schemas.plan import EdgeReinforcement, EdgeRetirement, RewritePlan
+from schemas.graph import AuditEvent, CommunityNode
+from schemas.plan import (
+    CommunityMembership,
+    CommunityPlan,
+    EdgeReinforcement,
+    EdgeRetirement,
+    RewritePlan,
+)
 from schemas.search import Scope, SearchView
 from tests.conftest import t
 
@@ -164,6 +170,7 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
         await store.episodes_mentioning_any("g", ["n"], view, 10)
     await store.entities_by_uuid("g", ["n"])
     await store.mention_counts("g", ["n"])
+    await store.communities("g")
     texts = [p["q"] for _, p in driver.reads if "q" in p]
     # Lucene OR of plain lower-case terms, stop words dropped: the user's "AND" and quotes
     # are not syntax.
@@ -173,12 +180,20 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     rewrite = RewritePlan(
         group_id="g", delete_edges=["x"], new_edges=(await _plan(store)).new_edges,
         drop_mentions_from=["e"], orphan_candidates=["n"], rolled_back=["e"],
-        delete_episodes=["e"], delete_entities=["n"],
+        delete_episodes=["e"], delete_entities=["n"], delete_communities=["c"],
         audit=AuditEvent(uuid="a", group_id="g", kind="rollback", created_at=now),
     )  # fmt: skip
     rewrite_statements = store.compile_rewrite(rewrite)
-    assert len(rewrite_statements) == 8  # every kind of rewrite statement, no vectors
-    queries = [s.query for s in statements + rewrite_statements] + [q for q, _ in driver.reads]
+    assert len(rewrite_statements) == 9  # every kind of rewrite statement, no vectors
+    community = CommunityNode(uuid="c", group_id="g", name="n", summary="s", created_at=now,
+                              name_embedding=[0.1, 0.2], episodes=["e"])  # fmt: skip
+    community_statements = store.compile_communities(CommunityPlan(
+        group_id="g", delete=["c0"], create=[community], mark_stale=["c"],
+        members=[CommunityMembership(community_uuid="c", entity_uuid="n")],
+    ))  # fmt: skip
+    assert len(community_statements) == 5  # delete, create, vectors, members, stale
+    queries = [s.query for s in statements + rewrite_statements + community_statements]
+    queries += [q for q, _ in driver.reads]
     assert len(driver.reads) >= 20
     for q in queries:
         try:

@@ -14,10 +14,10 @@ from datetime import datetime
 from typing import Any
 
 from kg.store.analyzer import grams
-from kg.store.cypher_search import VECTOR_FIELDS, CypherSearch, Dialect
-from schemas.graph import AuditEvent, EntityNode, EpisodicNode, Fact, FactEdge
-from schemas.plan import RewritePlan, WritePlan
-from schemas.store import FactQuery, StoreStats, TimelineKey
+from kg.store.cypher_search import COMMUNITY_COLUMNS, VECTOR_FIELDS, CypherSearch, Dialect
+from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
+from schemas.plan import CommunityPlan, RewritePlan, WritePlan
+from schemas.store import Community, FactQuery, StoreStats, TimelineKey
 from schemas.validation import TYPE_NAME_RE
 
 TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
@@ -331,12 +331,66 @@ class CypherStore(CypherSearch, abc.ABC):
             "AND (e.invalid_at IS NULL OR e.invalid_at > $now) RETURN count(e) AS c",
             "contested_facts": "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id "
             "AND e.expired_at IS NULL AND e.status = 'contested' RETURN count(e) AS c",
+            "communities": "MATCH (c:Community) WHERE c.group_id = $group_id RETURN count(c) AS c",
         }
         values = {}
         for key, cypher in count.items():
             rows = await self._read(group_id, cypher, params)
             values[key] = int(rows[0]["c"]) if rows else 0
         return StoreStats(group_id=group_id, **values)
+
+    async def communities(self, group_id: str) -> list[Community]:
+        rows = await self._read(
+            group_id,
+            "MATCH (c:Community) WHERE c.group_id = $group_id "
+            "OPTIONAL MATCH (c)-[:HAS_MEMBER]->(n:Entity) "
+            f"RETURN {COMMUNITY_COLUMNS} AS c, collect(n.uuid) AS members ORDER BY c.uuid",
+            {"group_id": group_id},
+        )
+        return [
+            Community(node=CommunityNode.model_validate(self._decode(dict(r["c"]))),
+                      members=sorted(r["members"]))
+            for r in rows
+        ]  # fmt: skip
+
+    def compile_communities(self, plan: CommunityPlan) -> list[Statement]:
+        g = plan.group_id
+        out: list[Statement] = []
+        if plan.delete:
+            out.append(Statement(
+                "UNWIND $delete_communities AS u MATCH (c:Community {uuid: u}) "
+                "WHERE c.group_id = $group_id DETACH DELETE c",
+                {"delete_communities": plan.delete, "group_id": g},
+            ))  # fmt: skip
+        if plan.create:
+            rows = [_with_grams(self._encode(c), "name", "summary") for c in plan.create]
+            out.append(Statement("UNWIND $communities AS r CREATE (c:Community) SET c += r",
+                                 {"communities": rows}))  # fmt: skip
+            out += self._vectors(
+                "community_vectors", "(c:Community {uuid: r.uuid})", "c.name_embedding", g,
+                [(c.uuid, c.name_embedding) for c in plan.create],
+            )  # fmt: skip
+        if plan.members:
+            out.append(Statement(
+                "UNWIND $members AS m MATCH (c:Community {uuid: m.community_uuid}), "
+                "(n:Entity {uuid: m.entity_uuid}) "
+                "WHERE c.group_id = $group_id AND n.group_id = $group_id "
+                "MERGE (c)-[r:HAS_MEMBER]->(n) ON CREATE SET r.uuid = m.community_uuid + ':' "
+                "+ m.entity_uuid, r.group_id = $group_id, r.created_at = c.created_at",
+                {"members": [m.model_dump() for m in plan.members], "group_id": g},
+            ))  # fmt: skip
+        if plan.mark_stale:
+            out.append(Statement(
+                "UNWIND $stale AS u MATCH (c:Community {uuid: u}) WHERE c.group_id = $group_id "
+                "SET c.stale = true",
+                {"stale": plan.mark_stale, "group_id": g},
+            ))  # fmt: skip
+        return out
+
+    async def write_communities(self, plan: CommunityPlan) -> None:
+        statements = self.compile_communities(plan)
+        if statements:
+            await self._write(plan.group_id, statements)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -466,6 +520,12 @@ class CypherStore(CypherSearch, abc.ABC):
                 "WHERE ep.group_id = $group_id DETACH DELETE ep",
                 delete_episodes=plan.delete_episodes,
             )
+        if plan.delete_communities:
+            add(
+                "UNWIND $delete_communities AS u MATCH (c:Community {uuid: u}) "
+                "WHERE c.group_id = $group_id DETACH DELETE c",
+                delete_communities=plan.delete_communities,
+            )
         if plan.delete_entities:
             add(
                 "UNWIND $delete_entities AS u MATCH (n:Entity {uuid: u}) "
@@ -475,7 +535,8 @@ class CypherStore(CypherSearch, abc.ABC):
         if plan.orphan_candidates:
             add(
                 "UNWIND $orphans AS u MATCH (n:Entity {uuid: u}) WHERE n.group_id = $group_id "
-                "OPTIONAL MATCH (n)-[r]-() WITH n, count(r) AS degree WHERE degree = 0 DELETE n",
+                "OPTIONAL MATCH (n)-[r:RELATES_TO|MENTIONS]-() WITH n, count(r) AS degree "
+                "WHERE degree = 0 DETACH DELETE n",  # a community membership keeps nothing alive
                 orphans=plan.orphan_candidates,
             )
         if plan.rolled_back:

@@ -41,6 +41,7 @@ _PROJ = {
     Scope.episodes: _projection("ep", EpisodicNode, _VECTORS),
     Scope.communities: _projection("c", CommunityNode, _VECTORS),
 }
+COMMUNITY_COLUMNS = _PROJ[Scope.communities]
 _LABEL = {Scope.entities: "Entity", Scope.episodes: "Episodic", Scope.communities: "Community"}
 # The text BM25 scores, per scope (what the full-text index covers, grams aside).
 _TEXT = {
