@@ -443,15 +443,42 @@ def history(
 
 @app.command()
 def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """Counts for the group: episodes, entities, fact versions, current and contested facts."""
+    """Counts for the group, what ingest did and cost, and what queries returned.
+
+    Ingest: LLM calls and tokens, facts added / reinforced / closed / merged, the share of
+    LLM episodes that kept no fact. Queries: searches, hits per branch, latency, tokens
+    injected by context renders (counted by every process that searched, saved on close).
+    """
     settings: Settings = ctx.obj
-    s = _run(_with_kg(settings, lambda kg: kg.stats(settings.group)))
+
+    async def work(kg: KG) -> tuple[Any, Any]:
+        return await kg.stats(settings.group), await kg.metrics(settings.group)
+
+    s, m = _run(_with_kg(settings, work))
+    ingest, queries = m.ingest, m.queries
+    derived = {
+        "ingest": {"llm_calls_per_episode": ingest.llm_calls_per_episode,
+                   "empty_extraction_rate": ingest.empty_extraction_rate},
+        "queries": {"mean_latency_ms": queries.mean_latency_ms,
+                    "mean_context_tokens": queries.mean_context_tokens},
+    }  # fmt: skip
     if as_json:
-        out.print_json(s.model_dump_json())
+        body = s.model_dump(mode="json")
+        body["ingest"] = ingest.model_dump() | derived["ingest"]
+        body["queries"] = queries.model_dump() | derived["queries"]
+        out.print_json(json.dumps(body))
         return
     table = Table(title=f"group {s.group_id}", title_justify="left", show_header=False)
     for key, value in s.model_dump(exclude={"group_id"}).items():
         table.add_row(key.replace("_", " "), str(value))
+    for section, model in (("ingest", ingest), ("queries", queries)):
+        table.add_section()
+        values = model.model_dump(exclude={"branch_hits"}) | derived[section]
+        for key, value in values.items():
+            shown = f"{value:.3g}" if isinstance(value, float) else str(value)
+            table.add_row(f"{section}: {key.replace('_', ' ')}", shown)
+    for key, hits in sorted(queries.branch_hits.items()):
+        table.add_row(f"queries: hits {key.replace('_', ' ')}", str(hits))
     out.print(table)
 
 

@@ -34,9 +34,11 @@ from kg.times import TransactionClock
 from retrieval import RECIPES, CrossEncoder, SearchConfig, SearchError, SearchResults
 from retrieval import render_context as _render_context
 from retrieval import search as _search
+from retrieval.context import approx_tokens
 from schemas.embedder import Embedder
 from schemas.episode import Episode, EpisodeSource
 from schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, Fact, FactEdge
+from schemas.metrics import IngestMetrics, Metrics, QueryMetrics
 from schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from schemas.plan import PlanSummary, WritePlan
 from schemas.search import SearchView
@@ -53,6 +55,17 @@ class EpisodeResult(BaseModel):
     group_id: str
     status: Literal["added", "duplicate"]
     summary: PlanSummary
+
+
+def _record(node: EpisodicNode, s: PlanSummary) -> None:
+    """Per-episode metrics travel on the episode itself: written in the same transaction."""
+    node.llm_calls = s.llm_calls
+    node.llm_tokens = s.prompt_tokens + s.completion_tokens
+    node.facts_dropped = sum(s.facts_dropped.values())
+    node.facts_added, node.facts_reinforced = s.facts_added, s.facts_reinforced
+    node.facts_closed, node.facts_contested = s.facts_closed, s.facts_contested
+    node.facts_merged, node.entities_merged = s.facts_merged, s.entities_merged
+    node.entities_added = s.entities_added
 
 
 class CommunityReport(BaseModel):
@@ -99,6 +112,7 @@ class KG:
         self.embedder = embedder
         self._writers: dict[str, asyncio.Lock] = {}
         self._searchable: set[str] = set()
+        self._queries: dict[str, QueryMetrics] = {}  # not yet persisted, per group
 
     @classmethod
     async def open(
@@ -130,7 +144,46 @@ class KG:
         await self.close()
 
     async def close(self) -> None:
-        await self.store.close()
+        """Persist the query metrics gathered in this process, then close the store."""
+        try:
+            await self.flush_metrics()
+        finally:
+            await self.store.close()
+
+    async def flush_metrics(self) -> None:
+        """Add this process's query counters to each group's stored ones (one write a group)."""
+        pending, self._queries = self._queries, {}
+        known = set(await self.store.groups()) if pending else set()
+        for group, m in pending.items():
+            if group in known and m.queries + m.contexts:
+                await self.store.record_query_metrics(group, m)
+
+    async def metrics(self, group_id: str = "default") -> Metrics:
+        """Ingest metrics (summed over stored episodes) and query metrics (stored + unflushed)."""
+        self._check_group(group_id)
+        if group_id not in await self.store.groups():
+            return Metrics(group_id=group_id, ingest=IngestMetrics(),
+                           queries=self._queries.get(group_id, QueryMetrics()))  # fmt: skip
+        stored = await self.store.query_metrics(group_id)
+        return Metrics(
+            group_id=group_id,
+            ingest=await self.store.ingest_metrics(group_id),
+            queries=stored.merged(self._queries.get(group_id, QueryMetrics())),
+        )
+
+    def _observe(self, results: SearchResults) -> None:
+        m = QueryMetrics(
+            queries=1,
+            zero_result_queries=int(not (results.facts or results.entities or results.episodes
+                                         or results.communities)),
+            branch_errors=sum(1 for b in results.branches if b.error),
+            latency_ms_total=results.latency_ms,
+            branch_hits={k: b.hits for b in results.branches
+                         if (k := QueryMetrics.branch_key(b.scope.value, b.method))},
+        )  # fmt: skip
+        self._queries[results.group_id] = self._queries.get(
+            results.group_id, QueryMetrics()
+        ).merged(m)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -182,6 +235,7 @@ class KG:
             except ValueError as exc:
                 raise InputError(str(exc)) from None
             plan.replaces_failed = failed
+            _record(plan.episode, summary)
             await self._embed(plan.new_edges, plan.new_entities, plan.episode)
             await self.store.apply(plan)
             await self._join_communities(plan)
@@ -402,11 +456,15 @@ class KG:
             node = episodic_node(episode, uuid=new_uuid(), now=self.clock.now(),
                                  extractor=LLM_EXTRACTOR)  # fmt: skip
             node.status, node.error = EpisodeStatus.failed, str(exc)
+            spent = list(getattr(exc, "calls", []))
+            node.llm_calls = len(spent)
+            node.llm_tokens = sum(c.prompt_tokens + c.completion_tokens for c in spent)
             await self.store.apply(
                 WritePlan(group_id=episode.group_id, episode=node, replaces_failed=failed)
             )
             raise ExtractionError(f"extraction failed, episode recorded as failed: {exc}") from exc
         facts, drops = vet(extraction, episode, self.ontology, self.guards)
+        extracted = len(facts)
         now = self.clock.now()
         facts, resolution, more = await resolve(
             facts, group_id=episode.group_id, store=self.store, ontology=self.ontology,
@@ -416,6 +474,7 @@ class KG:
         calls += more
         node = episodic_node(episode, uuid=new_uuid(), now=now, extractor=LLM_EXTRACTOR)
         node.extraction = extraction_record(facts)  # resolved: replay needs no LLM
+        node.facts_extracted = extracted
         plan, summary = await plan_facts(node, facts, self.store, self.ontology, now)
         summary.facts_dropped = {k: v for k, v in drops.model_dump().items() if v}
         summary.entities_merged = resolution.entities_merged
@@ -533,16 +592,24 @@ class KG:
         seed_uuids = await self._entity_uuids(group_id, seeds or [])
         await self._search_schema(group_id)
         try:
-            return await _search(
+            results = await _search(
                 self.store, group_id, query, cfg, view, embedder=self.embedder,
                 cross_encoder=self.cross_encoder, center=center_uuid, seeds=seed_uuids,
             )  # fmt: skip
         except SearchError as exc:
             raise InputError(str(exc)) from None
+        self._observe(results)
+        return results
 
     async def context(self, query: str, *, max_tokens: int = 1000, **search: Any) -> str:
         """Search, then render the hits as a quoted-data block for a prompt, within budget."""
-        return _render_context(await self.search(query, **search), max_tokens=max_tokens)
+        results = await self.search(query, **search)
+        block = _render_context(results, max_tokens=max_tokens)
+        group = results.group_id
+        self._queries[group] = self._queries[group].merged(
+            QueryMetrics(contexts=1, context_tokens=approx_tokens(block))
+        )
+        return block
 
     @staticmethod
     def _search_config(

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.episode import Channel, EpisodeSource, TrustTier
+from schemas.metrics import EpisodeMetrics
 from schemas.validation import UtcDatetime
 
 
@@ -28,7 +29,9 @@ class EdgeStatus(StrEnum):
     contested = "contested"
 
 
-class EpisodicNode(BaseModel):
+class EpisodicNode(EpisodeMetrics):
+    """An episode as stored, with what ingesting it did and cost (flat, for aggregation)."""
+
     model_config = ConfigDict(extra="ignore")
 
     uuid: str

@@ -11,6 +11,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
+from schemas.metrics import IngestMetrics, QueryMetrics
 from schemas.plan import CommunityPlan, RewritePlan, WritePlan
 from schemas.search import Scope, Scored, SearchView
 from schemas.validation import GroupId, UtcDatetime
@@ -135,6 +136,16 @@ class GraphStore(Protocol):
         ...
 
     async def stats(self, group_id: str, now: UtcDatetime) -> StoreStats: ...
+
+    async def ingest_metrics(self, group_id: str) -> IngestMetrics:
+        """Sums of the per-episode metrics over the group's ingested episodes."""
+        ...
+
+    async def query_metrics(self, group_id: str) -> QueryMetrics: ...
+
+    async def record_query_metrics(self, group_id: str, metrics: QueryMetrics) -> None:
+        """Add the counters to the group's stored query metrics."""
+        ...
 
     async def communities(self, group_id: str) -> list[Community]:
         """Every community of the group with its members, embeddings left out."""

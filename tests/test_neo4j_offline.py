@@ -27,6 +27,7 @@ from kg.store.neo4j import Neo4jDialect, Neo4jStore
 from schemas import DEFAULT_ONTOLOGY, Episode, FactQuery, TimelineKey, WritePlan
 from schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from schemas.graph import AuditEvent, CommunityNode
+from schemas.metrics import QueryMetrics
 from schemas.plan import (
     CommunityMembership,
     CommunityPlan,
@@ -171,6 +172,8 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     await store.entities_by_uuid("g", ["n"])
     await store.mention_counts("g", ["n"])
     await store.communities("g")
+    await store.ingest_metrics("g")
+    await store.query_metrics("g")
     texts = [p["q"] for _, p in driver.reads if "q" in p]
     # Lucene OR of plain lower-case terms, stop words dropped: the user's "AND" and quotes
     # are not syntax.
@@ -192,7 +195,13 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
         members=[CommunityMembership(community_uuid="c", entity_uuid="n")],
     ))  # fmt: skip
     assert len(community_statements) == 5  # delete, create, vectors, members, stale
-    queries = [s.query for s in statements + rewrite_statements + community_statements]
+    metrics = store.compile_query_metrics(
+        "g", QueryMetrics(queries=1, branch_hits={"facts_bm25": 2})
+    )
+    assert (
+        "q.hits_facts_bm25 = coalesce(q.hits_facts_bm25, 0) + $m.hits_facts_bm25" in metrics.query
+    )
+    queries = [s.query for s in [*statements, *rewrite_statements, *community_statements, metrics]]
     queries += [q for q, _ in driver.reads]
     assert len(driver.reads) >= 20
     for q in queries:

@@ -16,10 +16,14 @@ from typing import Any
 from kg.store.analyzer import grams
 from kg.store.cypher_search import COMMUNITY_COLUMNS, VECTOR_FIELDS, CypherSearch, Dialect
 from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
+from schemas.metrics import EpisodeMetrics, IngestMetrics, QueryMetrics, valid_branch_key
 from schemas.plan import CommunityPlan, RewritePlan, WritePlan
 from schemas.store import Community, FactQuery, StoreStats, TimelineKey
 from schemas.validation import TYPE_NAME_RE
 
+_SUMMED = tuple(f for f in IngestMetrics.model_fields if f in EpisodeMetrics.model_fields)
+_QUERY_COUNTERS = ("queries", "zero_result_queries", "branch_errors", "latency_ms_total",
+                   "contexts", "context_tokens")  # fmt: skip
 TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
 TIME_LIST_FIELDS = ("episode_valid_at",)
 # Derived from the endpoints when read; never stored on the edge.
@@ -352,6 +356,47 @@ class CypherStore(CypherSearch, abc.ABC):
                       members=sorted(r["members"]))
             for r in rows
         ]  # fmt: skip
+
+    async def ingest_metrics(self, group_id: str) -> IngestMetrics:
+        sums = ", ".join(f"sum(coalesce(ep.{f}, 0)) AS {f}" for f in _SUMMED)
+        rows = await self._read(
+            group_id,
+            "MATCH (ep:Episodic) WHERE ep.group_id = $group_id AND ep.status = 'ingested' "
+            "RETURN count(ep) AS episodes, "
+            "sum(CASE WHEN ep.facts_extracted IS NULL THEN 0 ELSE 1 END) AS llm_episodes, "
+            "sum(CASE WHEN ep.facts_extracted = 0 THEN 1 ELSE 0 END) AS empty_extractions, "
+            f"{sums}",
+            {"group_id": group_id},
+        )
+        if not rows:
+            return IngestMetrics()
+        return IngestMetrics.model_validate({k: int(v or 0) for k, v in rows[0].items()})
+
+    async def query_metrics(self, group_id: str) -> QueryMetrics:
+        rows = await self._read(
+            group_id,
+            "MATCH (q:QueryStats) WHERE q.group_id = $group_id RETURN properties(q) AS p",
+            {"group_id": group_id},
+        )
+        if not rows:
+            return QueryMetrics()
+        p = dict(rows[0]["p"])
+        hits = {k[5:]: int(v) for k, v in p.items() if k.startswith("hits_")}
+        return QueryMetrics.model_validate(
+            {k: v for k, v in p.items() if k in QueryMetrics.model_fields} | {"branch_hits": hits}
+        )
+
+    def compile_query_metrics(self, group_id: str, m: QueryMetrics) -> Statement:
+        counters = {k: getattr(m, k) for k in _QUERY_COUNTERS}
+        counters |= {f"hits_{k}": v for k, v in m.branch_hits.items() if valid_branch_key(k)}
+        sets = ", ".join(f"q.{k} = coalesce(q.{k}, 0) + $m.{k}" for k in sorted(counters))
+        return Statement(
+            f"MERGE (q:QueryStats {{group_id: $group_id}}) SET {sets}",
+            {"group_id": group_id, "m": counters},
+        )
+
+    async def record_query_metrics(self, group_id: str, metrics: QueryMetrics) -> None:
+        await self._write(group_id, [self.compile_query_metrics(group_id, metrics)])
 
     def compile_communities(self, plan: CommunityPlan) -> list[Statement]:
         g = plan.group_id

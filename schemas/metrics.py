@@ -1,0 +1,104 @@
+"""Observability: what ingest did per episode (stored on each episode) and what queries did
+(aggregated in process, persisted per group when the KG closes)."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+_KEY = re.compile(r"^[a-z]+_[a-z0-9_]+$")
+
+
+class EpisodeMetrics(BaseModel):
+    """Written on the Episodic node with the episode; summed by `IngestMetrics`."""
+
+    llm_calls: int = 0
+    llm_tokens: int = Field(default=0, description="Prompt plus completion tokens.")
+    facts_extracted: int | None = Field(
+        default=None, description="LLM episodes: facts kept after vetting; None otherwise."
+    )
+    facts_dropped: int = 0
+    facts_added: int = 0
+    facts_reinforced: int = 0
+    facts_closed: int = 0
+    facts_contested: int = 0
+    facts_merged: int = 0
+    entities_added: int = 0
+    entities_merged: int = 0
+
+
+class IngestMetrics(BaseModel):
+    """Sums over a group's ingested episodes."""
+
+    episodes: int = 0
+    llm_episodes: int = Field(default=0, description="Episodes that went through extraction.")
+    empty_extractions: int = Field(default=0, description="LLM episodes that kept no fact.")
+    llm_calls: int = 0
+    llm_tokens: int = 0
+    facts_dropped: int = 0
+    facts_added: int = 0
+    facts_reinforced: int = 0
+    facts_closed: int = 0
+    facts_contested: int = 0
+    facts_merged: int = 0
+    entities_added: int = 0
+    entities_merged: int = 0
+
+    @property
+    def empty_extraction_rate(self) -> float | None:
+        return self.empty_extractions / self.llm_episodes if self.llm_episodes else None
+
+    @property
+    def llm_calls_per_episode(self) -> float | None:
+        return self.llm_calls / self.llm_episodes if self.llm_episodes else None
+
+
+class QueryMetrics(BaseModel):
+    """Counters over searches and context renders. `branch_hits` is keyed 'scope_method'."""
+
+    queries: int = 0
+    zero_result_queries: int = 0
+    branch_errors: int = 0
+    latency_ms_total: float = 0.0
+    branch_hits: dict[str, int] = Field(default_factory=dict)
+    contexts: int = 0
+    context_tokens: int = Field(default=0, description="Tokens injected into prompts, summed.")
+
+    def merged(self, other: QueryMetrics) -> QueryMetrics:
+        hits = dict(self.branch_hits)
+        for k, v in other.branch_hits.items():
+            hits[k] = hits.get(k, 0) + v
+        return QueryMetrics(
+            queries=self.queries + other.queries,
+            zero_result_queries=self.zero_result_queries + other.zero_result_queries,
+            branch_errors=self.branch_errors + other.branch_errors,
+            latency_ms_total=self.latency_ms_total + other.latency_ms_total,
+            branch_hits=hits,
+            contexts=self.contexts + other.contexts,
+            context_tokens=self.context_tokens + other.context_tokens,
+        )
+
+    @property
+    def mean_latency_ms(self) -> float | None:
+        return self.latency_ms_total / self.queries if self.queries else None
+
+    @property
+    def mean_context_tokens(self) -> float | None:
+        return self.context_tokens / self.contexts if self.contexts else None
+
+    @staticmethod
+    def branch_key(scope: str, method: str) -> str | None:
+        """'facts_bm25'; None for a name that could not be a stored property name."""
+        key = f"{scope}_{method}"
+        return key if valid_branch_key(key) else None
+
+
+def valid_branch_key(key: str) -> bool:
+    return _KEY.match(key) is not None
+
+
+class Metrics(BaseModel):
+    group_id: str
+    ingest: IngestMetrics
+    queries: QueryMetrics
