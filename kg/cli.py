@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import sys
@@ -480,6 +481,79 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     for key, hits in sorted(queries.branch_hits.items()):
         table.add_row(f"queries: hits {key.replace('_', ' ')}", str(hits))
     out.print(table)
+
+
+# -- export and import ----------------------------------------------------------------------
+
+
+@app.command("export")
+def export_(
+    ctx: typer.Context,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="File to write, or '-' for stdout.")
+    ] = "-",
+    no_embeddings: Annotated[
+        bool, typer.Option("--no-embeddings", help="Leave vectors out (re-embed on import).")
+    ] = False,
+) -> None:
+    """Export the group as JSON Lines: every episode, entity, fact version, community and
+    audit event, with uuids, times and embeddings. Import it anywhere with `kg import`."""
+    settings: Settings = ctx.obj
+    target = None if output == "-" else Path(output)
+    if target is not None and target.exists():
+        raise _fail(f"{target} exists; not overwriting it")
+
+    tmp = target.with_name(target.name + ".part") if target else None
+
+    async def work(kg: KG) -> int:
+        n = 0
+        async for line in kg.export_lines(settings.group, embeddings=not no_embeddings):
+            sink.write(line + "\n")
+            n += 1
+        return n
+
+    try:
+        sink = tmp.open("w", encoding="utf-8") if tmp else sys.stdout
+        try:
+            with contextlib.nullcontext() if tmp is None else sink:
+                n = _run(_with_kg(settings, work))
+        except BaseException:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+            raise
+        if tmp is not None and target is not None:
+            tmp.rename(target)  # a complete file or none
+    except OSError as exc:
+        raise _fail(f"cannot write {output}: {exc.strerror}") from None
+    if target is not None:
+        out.print(f"exported group {settings.group} to {target} ({n} lines)")
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    file: Annotated[str, typer.Argument(help="A `kg export` file, or '-' for stdin.")],
+    into: Annotated[
+        str | None, typer.Option(help="Group to create (default: the exported group's id).")
+    ] = None,
+) -> None:
+    """Import a `kg export` file into a new group of this store (e.g. --uri bolt://...).
+
+    Refuses a group that already exists; a malformed or truncated file leaves nothing behind.
+    """
+    settings: Settings = ctx.obj
+
+    try:
+        fh = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115
+        with fh:
+            source = "<stdin>" if file == "-" else file
+            r = _run(_with_kg(settings, lambda kg: kg.import_lines(fh, into=into, source=source)))
+    except OSError as exc:
+        raise _fail(f"cannot read {file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise _fail(f"{file}: not UTF-8 text") from None
+    counts = ", ".join(f"{v} {k}" for k, v in r.counts.items() if v)
+    out.print(f"imported into group {r.group_id}: {counts}")
 
 
 # -- communities ----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ async with await KG.open() as kg:                # embedded FalkorDB under KG_HO
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +31,7 @@ from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.store import open_store
 from kg.store.embedded import Durability
 from kg.times import TransactionClock
+from kg.transfer import TransferReport, export_lines, import_lines
 from retrieval import RECIPES, CrossEncoder, SearchConfig, SearchError, SearchResults
 from retrieval import render_context as _render_context
 from retrieval import search as _search
@@ -337,6 +338,21 @@ class KG:
         self._check_group(group_id)
         async with self._writer(group_id):
             return await erase_group(self.store, group_id, self.clock.now())
+
+    # -- export and import ----------------------------------------------------------------
+
+    def export_lines(self, group_id: str = "default", *, embeddings: bool = True
+                     ) -> AsyncIterator[str]:  # fmt: skip
+        """The group as JSON Lines (see kg.transfer): every version, uuid, time and vector."""
+        self._check_group(group_id)
+        return export_lines(self.store, group_id, embeddings=embeddings)
+
+    async def import_lines(
+        self, lines: Iterable[str], *, into: str | None = None, source: str = "<input>"
+    ) -> TransferReport:
+        """Load an export into a new group; a bad or truncated file leaves nothing behind."""
+        async with self._writer(into or "\0import"):
+            return await import_lines(self.store, lines, into=into, source=source)
 
     # -- communities ----------------------------------------------------------------------
 

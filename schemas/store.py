@@ -6,7 +6,7 @@ Every method is scoped to one group: there is no call that reads across groups.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -145,6 +145,17 @@ class GraphStore(Protocol):
 
     async def record_query_metrics(self, group_id: str, metrics: QueryMetrics) -> None:
         """Add the counters to the group's stored query metrics."""
+        ...
+
+    async def dump_page(
+        self, group_id: str, kind: str, after: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """Export: up to `limit` items of a kind (entities, episodes, edges, mentions,
+        communities, members, audit) with uuid > `after`, in uuid order, vectors included."""
+        ...
+
+    async def load(self, group_id: str, kind: str, items: list[Any]) -> None:
+        """Import: recreate exported items exactly (uuids, times, vectors), atomically."""
         ...
 
     async def communities(self, group_id: str) -> list[Community]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import neo4j
@@ -24,6 +25,7 @@ from ingest.structured import plan_structured_episode
 from kg.errors import StoreError, StoreUnavailableError
 from kg.store.cypher import Statement
 from kg.store.neo4j import Neo4jDialect, Neo4jStore
+from kg.transfer import MODELS, Mention
 from schemas import DEFAULT_ONTOLOGY, Episode, FactQuery, TimelineKey, WritePlan
 from schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from schemas.graph import AuditEvent, CommunityNode
@@ -79,9 +81,12 @@ class FakeDriver:
         self.transactions: list[list[tuple[str, dict[str, Any]]]] = []
         self.reads: list[tuple[str, dict[str, Any]]] = []
         self.fail_on, self.down = fail_on, down
+        self.execute_query_bookmark_manager = object()
+        self.session_bookmarks: list[object] = []
 
-    def session(self, database: str) -> Any:
+    def session(self, database: str, bookmark_manager: object = None) -> Any:
         driver = self
+        self.session_bookmarks.append(bookmark_manager)
 
         class Session:
             async def __aenter__(self) -> Any:
@@ -174,6 +179,8 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     await store.communities("g")
     await store.ingest_metrics("g")
     await store.query_metrics("g")
+    for kind in MODELS:
+        await store.dump_page("g", kind, "", 10)
     texts = [p["q"] for _, p in driver.reads if "q" in p]
     # Lucene OR of plain lower-case terms, stop words dropped: the user's "AND" and quotes
     # are not syntax.
@@ -201,7 +208,16 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     assert (
         "q.hits_facts_bm25 = coalesce(q.hits_facts_bm25, 0) + $m.hits_facts_bm25" in metrics.query
     )
-    queries = [s.query for s in [*statements, *rewrite_statements, *community_statements, metrics]]
+    plan = await _plan(store)
+    loads = [plan.new_entities, [plan.episode], plan.new_edges,
+             [Mention(uuid="m", episode="e", entity="n", created_at=now)], [community],
+             [CommunityMembership(community_uuid="c", entity_uuid="n")],
+             [AuditEvent(uuid="a", group_id="g", kind="rollback", created_at=now)]]  # fmt: skip
+    load_statements = [st for kind, items in zip(MODELS, loads, strict=True)
+                       for st in store.compile_load("g", kind, items)]  # fmt: skip
+    assert len(load_statements) >= len(MODELS)
+    queries = [s.query for s in [*statements, *rewrite_statements, *community_statements, metrics,
+                                 *load_statements]]  # fmt: skip
     queries += [q for q, _ in driver.reads]
     assert len(driver.reads) >= 20
     for q in queries:
@@ -228,6 +244,13 @@ def test_ddl_has_the_documented_neo4j5_shape(ddl: str) -> None:
         assert "`vector.dimensions`: 384" in ddl and "'cosine'" in ddl
 
 
+def test_the_docker_schema_file_is_the_ddl_kg_runs() -> None:
+    text = (Path(__file__).parents[1] / "docker" / "schema.cypher").read_text()
+    code = "\n".join(line for line in text.splitlines() if not line.startswith("//"))
+    statements = [s.strip() for s in code.split(";") if s.strip()]
+    assert statements == [*NEO4J_SCHEMA, *neo4j_vector_indexes(384)]
+
+
 async def test_a_plan_is_one_transaction_in_order() -> None:
     driver = FakeDriver()
     store = Neo4jStore(driver, "neo4j", embedding_dim=384)
@@ -241,6 +264,8 @@ async def test_a_plan_is_one_transaction_in_order() -> None:
     assert isinstance(episode["valid_at"], datetime) and episode["valid_at"].tzinfo is not None
     await store._write("default", statements)  # schema only once per store
     assert len(driver.transactions) == len(schema) + 2
+    # Read-your-writes on a cluster: write sessions share the reads' bookmark manager.
+    assert set(driver.session_bookmarks) == {driver.execute_query_bookmark_manager}
 
 
 async def test_neo4j_errors_become_kg_errors() -> None:

@@ -24,6 +24,25 @@ from schemas.validation import TYPE_NAME_RE
 _SUMMED = tuple(f for f in IngestMetrics.model_fields if f in EpisodeMetrics.model_fields)
 _QUERY_COUNTERS = ("queries", "zero_result_queries", "branch_errors", "latency_ms_total",
                    "contexts", "context_tokens")  # fmt: skip
+_NODE_PAGE = (
+    "MATCH (x:{label}) WHERE x.group_id = $group_id AND x.uuid > $after "
+    "RETURN properties(x) AS p ORDER BY x.uuid LIMIT $page_size"
+)
+_DUMP = {
+    "entities": _NODE_PAGE.format(label="Entity"),
+    "episodes": _NODE_PAGE.format(label="Episodic"),
+    "communities": _NODE_PAGE.format(label="Community"),
+    "audit": _NODE_PAGE.format(label="AuditEvent"),
+    "edges": "MATCH (s:Entity)-[x:RELATES_TO]->(o:Entity) WHERE x.group_id = $group_id "
+    "AND x.uuid > $after RETURN properties(x) AS p, s.uuid AS source, o.uuid AS target "
+    "ORDER BY x.uuid LIMIT $page_size",
+    "mentions": "MATCH (ep:Episodic)-[m:MENTIONS]->(n:Entity) WHERE m.group_id = $group_id "
+    "AND m.uuid > $after RETURN m.uuid AS uuid, ep.uuid AS episode, n.uuid AS entity, "
+    "m.created_at AS created_at ORDER BY m.uuid LIMIT $page_size",
+    "members": "MATCH (c:Community)-[m:HAS_MEMBER]->(n:Entity) WHERE c.group_id = $group_id "
+    "AND c.uuid + ':' + n.uuid > $after RETURN c.uuid + ':' + n.uuid AS uuid, "
+    "c.uuid AS community_uuid, n.uuid AS entity_uuid ORDER BY uuid LIMIT $page_size",
+}
 TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
 TIME_LIST_FIELDS = ("episode_valid_at",)
 # Derived from the endpoints when read; never stored on the edge.
@@ -397,6 +416,89 @@ class CypherStore(CypherSearch, abc.ABC):
 
     async def record_query_metrics(self, group_id: str, metrics: QueryMetrics) -> None:
         await self._write(group_id, [self.compile_query_metrics(group_id, metrics)])
+
+    # -- export and import: pages ordered by uuid (keyset), every property and vector ----------
+
+    async def dump_page(
+        self, group_id: str, kind: str, after: str, limit: int
+    ) -> list[dict[str, Any]]:
+        if kind not in _DUMP:
+            raise ValueError(f"unknown export kind {kind!r}")
+        params = {"group_id": group_id, "after": after, "page_size": limit}
+        rows = await self._read(group_id, _DUMP[kind], params)
+        out = []
+        for r in rows:
+            if kind in ("mentions", "members"):
+                row = dict(r)
+                if row.get("created_at") is not None:
+                    row["created_at"] = self.dialect.decode_time(row["created_at"])
+                out.append(row)
+                continue
+            props = dict(r["p"])
+            row = self._decode(props)
+            for key in VECTOR_FIELDS:
+                if props.get(key) is not None:
+                    row[key] = [float(x) for x in props[key]]
+            if kind == "edges":
+                row |= {"source_node_uuid": r["source"], "target_node_uuid": r["target"]}
+            out.append(row)
+        return out
+
+    def compile_load(self, group_id: str, kind: str, items: list[Any]) -> list[Statement]:
+        """Statements that recreate dumped items as they were (uuids, times, vectors)."""
+        g = group_id
+        if not items:
+            return []
+        if kind == "entities":
+            by_labels: dict[str, list[dict[str, Any]]] = {}
+            for ent in items:
+                by_labels.setdefault(_label_suffix(ent.labels), []).append(
+                    _with_grams(self._encode(ent), "name", "summary")
+                )
+            out = [
+                Statement(f"UNWIND $load_{i} AS r CREATE (n:Entity{suffix}) SET n += r",
+                          {f"load_{i}": rows})
+                for i, (suffix, rows) in enumerate(sorted(by_labels.items()))
+            ]  # fmt: skip
+            return out + self._vectors(
+                "entity_vectors", "(n:Entity {uuid: r.uuid})", "n.name_embedding", g,
+                [(e.uuid, e.name_embedding) for e in items],
+            )  # fmt: skip
+        if kind == "episodes":
+            rows = [_with_grams(self._encode(ep), "content") for ep in items]
+            return [
+                Statement("UNWIND $load_episodes AS r CREATE (ep:Episodic) SET ep += r",
+                          {"load_episodes": rows}),
+                *self._vectors(
+                    "episode_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.content_embedding", g,
+                    [(ep.uuid, ep.content_embedding) for ep in items],
+                ),
+            ]  # fmt: skip
+        if kind == "edges":
+            return self._create_edges(items, g)
+        if kind == "mentions":
+            rows = [{**m.model_dump(), "created_at": self.dialect.encode_time(m.created_at)}
+                    for m in items]  # fmt: skip
+            return [Statement(
+                "UNWIND $load_mentions AS m MATCH (ep:Episodic {uuid: m.episode}), "
+                "(n:Entity {uuid: m.entity}) WHERE ep.group_id = $group_id "
+                "AND n.group_id = $group_id CREATE (ep)-[:MENTIONS {uuid: m.uuid, "
+                "group_id: $group_id, created_at: m.created_at}]->(n)",
+                {"load_mentions": rows, "group_id": g},
+            )]  # fmt: skip
+        if kind == "communities":
+            return self.compile_communities(CommunityPlan(group_id=g, create=items))
+        if kind == "members":
+            return self.compile_communities(CommunityPlan(group_id=g, members=items))
+        if kind == "audit":
+            return [Statement("UNWIND $load_audit AS r CREATE (a:AuditEvent) SET a += r",
+                              {"load_audit": [self._encode(a) for a in items]})]  # fmt: skip
+        raise ValueError(f"unknown import kind {kind!r}")
+
+    async def load(self, group_id: str, kind: str, items: list[Any]) -> None:
+        statements = self.compile_load(group_id, kind, items)
+        if statements:
+            await self._write(group_id, statements)
 
     def compile_communities(self, plan: CommunityPlan) -> list[Statement]:
         g = plan.group_id

@@ -141,7 +141,12 @@ class Neo4jStore(CypherStore):
                 await result.consume()
 
         try:
-            async with self._driver.session(database=self._database) as session:
+            # Writes share the bookmarks of execute_query's reads: on a cluster, the next read
+            # (possibly on another member) waits for this write. Read-your-writes holds.
+            async with self._driver.session(
+                database=self._database,
+                bookmark_manager=self._driver.execute_query_bookmark_manager,
+            ) as session:
                 await session.execute_write(work)
         except Exception as exc:
             raise self._translate(exc) from exc

@@ -1,0 +1,219 @@
+"""Export a group to JSON Lines and import it into any backend: how a user moves from the
+embedded store to Neo4j (or back, or between machines).
+
+The file is the models' own JSON, one record a line, its kind under "record": a header,
+then every entity, episode, fact version (all of them: the bi-temporal history travels
+whole), mention, community, membership and audit event, with uuids, times and embeddings as
+stored, then a trailer with the counts. An import is checked line by line against the
+models and goes only into a group that does not exist yet; a file that is malformed,
+truncated (no trailer, or counts that disagree) or refused by the store leaves no trace: the
+half-imported group is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from kg.errors import InputError
+from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, FactEdge
+from schemas.plan import CommunityMembership
+from schemas.store import GraphStore
+from schemas.validation import check_group_id, validation_message
+
+FORMAT = "kg-export/1"
+PAGE = 2000
+BATCH = 500
+
+
+class Mention(BaseModel):
+    uuid: str
+    episode: str
+    entity: str
+    created_at: datetime
+
+
+# Load order: what a record refers to is always loaded before it.
+MODELS: dict[str, type[BaseModel]] = {
+    "entities": EntityNode,
+    "episodes": EpisodicNode,
+    "edges": FactEdge,
+    "mentions": Mention,
+    "communities": CommunityNode,
+    "members": CommunityMembership,
+    "audit": AuditEvent,
+}
+VECTORS = ("name_embedding", "content_embedding", "fact_embedding")
+
+
+class Header(BaseModel):
+    record: Literal["header"] = "header"
+    format: str = FORMAT
+    group_id: str
+    exported_at: datetime
+    backend: str
+    embeddings: bool
+
+
+class Trailer(BaseModel):
+    record: Literal["end"] = "end"
+    counts: dict[str, int]
+
+
+class TransferReport(BaseModel):
+    group_id: str
+    counts: dict[str, int]
+    embedding_dim: int | None = None
+
+
+async def export_lines(
+    store: GraphStore, group_id: str, *, embeddings: bool = True
+) -> AsyncIterator[str]:
+    """The export, one JSON line at a time (pages of PAGE items; memory stays flat)."""
+    if group_id not in await store.groups():
+        raise InputError(f"no group {group_id!r} to export")
+    header = Header(group_id=group_id, exported_at=datetime.now(UTC), backend=store.backend,
+                    embeddings=embeddings)  # fmt: skip
+    yield header.model_dump_json()
+    counts = dict.fromkeys(MODELS, 0)
+    for kind, model in MODELS.items():
+        after = ""
+        while True:
+            page = await store.dump_page(group_id, kind, after, PAGE)
+            for row in page:
+                if not embeddings:
+                    for key in VECTORS:
+                        row.pop(key, None)
+                item = model.model_validate(row)
+                yield json.dumps(
+                    {"record": kind, **item.model_dump(mode="json", exclude_none=True)},
+                    ensure_ascii=False,
+                )
+                counts[kind] += 1
+            if len(page) < PAGE:
+                break
+            after = str(page[-1]["uuid"])
+    yield Trailer(counts=counts).model_dump_json()
+
+
+async def import_lines(
+    store: GraphStore, lines: Iterable[str], *, into: str | None = None, source: str = "<input>"
+) -> TransferReport:
+    """Load an export into a new group (`into`, default: the exported group's id)."""
+    it = iter(enumerate(lines, start=1))
+    header = _header(it, source)
+    group = into or header.group_id
+    try:
+        check_group_id(group)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if group in await store.groups():
+        raise InputError(
+            f"group {group!r} already exists; import into a new group (--into NAME), or erase "
+            "it first: an import never merges into or overwrites stored data"
+        )
+    report = TransferReport(group_id=group, counts=dict.fromkeys(MODELS, 0))
+    try:
+        await _load(store, it, source, header, group, report)
+    except BaseException:
+        await store.drop_group(group)  # it did not exist before: nothing of the user's is lost
+        raise
+    return report
+
+
+def _header(it: Iterable[tuple[int, str]], source: str) -> Header:
+    for lineno, line in it:
+        if line.strip():
+            try:
+                header = Header.model_validate_json(line)
+            except ValidationError:
+                raise InputError(f"{source}:{lineno}: not a kg export (no header line)") from None
+            if header.format != FORMAT:
+                raise InputError(f"{source}:{lineno}: format {header.format!r}, expected "
+                                 f"{FORMAT!r}")  # fmt: skip
+            return header
+    raise InputError(f"{source}: empty file")
+
+
+async def _load(
+    store: GraphStore,
+    it: Iterable[tuple[int, str]],
+    source: str,
+    header: Header,
+    group: str,
+    report: TransferReport,
+) -> None:
+    batch: list[Any] = []
+    kind = ""
+    order = list(MODELS)
+    trailer: Trailer | None = None
+    for lineno, line in it:
+        if not line.strip():
+            continue
+        where = f"{source}:{lineno}"
+        if trailer is not None:
+            raise InputError(f"{where}: data after the end record")
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: malformed JSON: {exc.msg}") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{where}: expected a JSON object")
+        k = row.pop("record", None)
+        if k == "end":
+            trailer = _parse(Trailer, {"record": "end", **row}, where)
+            continue
+        if k not in MODELS:
+            raise InputError(f"{where}: unknown record kind {k!r}")
+        if order.index(k) < order.index(kind or k):
+            raise InputError(f"{where}: {k!r} records after {kind!r} ones; the file is out of "
+                             "order (was it edited?)")  # fmt: skip
+        if k != kind and batch:
+            await store.load(group, kind, batch)
+            batch = []
+        kind = k
+        if header.group_id != group and "group_id" in row:
+            row["group_id"] = group
+        item = _parse(MODELS[k], row, where)
+        _check_dim(item, report, store, where)
+        batch.append(item)
+        report.counts[k] += 1
+        if len(batch) >= BATCH:
+            await store.load(group, kind, batch)
+            batch = []
+    if batch:
+        await store.load(group, kind, batch)
+    if trailer is None:
+        raise InputError(f"{source}: truncated: no end record; nothing was imported")
+    if trailer.counts != report.counts:
+        raise InputError(f"{source}: counts {report.counts} disagree with the end record's "
+                         f"{trailer.counts}; nothing was imported")  # fmt: skip
+
+
+def _parse(model: type[Any], row: dict[str, Any], where: str) -> Any:
+    try:
+        return model.model_validate(row)
+    except ValidationError as exc:
+        raise InputError(f"{where}: {validation_message(exc)}") from None
+
+
+def _check_dim(item: BaseModel, report: TransferReport, store: GraphStore, where: str) -> None:
+    for key in VECTORS:
+        v = getattr(item, key, None)
+        if not v:
+            continue
+        if report.embedding_dim is None:
+            report.embedding_dim = len(v)
+            want = getattr(store, "embedding_dim", None)
+            if want and want != len(v):
+                raise InputError(
+                    f"{where}: embeddings have {len(v)} dimensions, the store's vector indexes "
+                    f"{want}; open it with the embedder that wrote them"
+                )
+        elif len(v) != report.embedding_dim:
+            raise InputError(f"{where}: {key} has {len(v)} dimensions, earlier ones "
+                             f"{report.embedding_dim}")  # fmt: skip

@@ -1,0 +1,169 @@
+"""Export and import between stores: the whole bi-temporal graph travels, and a bad file
+never leaves a half-imported group behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ingest.embeddings import local_minilm
+from kg import KG
+from kg.cli import app
+from kg.errors import InputError
+from schemas.embedder import Embedder
+from tests.conftest import add, t
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Embedder:
+    return local_minilm()
+
+
+async def build(kg: KG) -> str:
+    await add(kg, t(2021, 3, 2), ("Minji", "LIVES_IN", "Seoul"), ("Minji", "WORKS_AT", "Naver"))
+    poison = await add(kg, t(2023, 1, 1), ("Minji", "LIVES_IN", "Jeju"), source_description="web")
+    await kg.rollback(poison.episode_uuid, apply=True)
+    await add(kg, t(2024, 6, 1), ("Minji", "LIVES_IN", "Busan"), ("Jisoo", "KNOWS", "Minji"))
+    await kg.add_episode(source="text", content="부산으로 이사했어요", reference_time=t(2024, 6, 2),
+                         extract=False)  # fmt: skip
+    await kg.build_communities()
+    return poison.episode_uuid
+
+
+async def lines_of(kg: KG, group: str = "default") -> list[str]:
+    return [line async for line in kg.export_lines(group)]
+
+
+async def snapshot(kg: KG, group: str = "default") -> dict[str, object]:
+    history = await kg.history(group_id=group, limit=1000)
+    return {
+        "history": sorted(
+            (
+                v.edge.uuid,
+                v.subject,
+                v.predicate,
+                v.object,
+                v.edge.valid_at,
+                v.edge.invalid_at,
+                v.edge.expired_at,
+            )
+            for v in history
+        ),
+        "march_2023": sorted(f.object for f in await kg.facts(group_id=group, valid_at=t(2023, 3))),
+        "stats": (await kg.stats(group)).model_dump(exclude={"group_id"}),
+        "communities": sorted(
+            (c.node.uuid, c.node.summary, tuple(c.members)) for c in await kg.communities(group)
+        ),
+    }
+
+
+async def test_a_group_moves_to_another_store_whole(tmp_path: Path, minilm: Embedder) -> None:
+    async with await KG.open(home=tmp_path / "a", embedder=minilm) as a:
+        poison = await build(a)
+        lines = await lines_of(a)
+        before = await snapshot(a)
+    header, trailer = json.loads(lines[0]), json.loads(lines[-1])
+    assert '"content_embedding"' in "".join(lines)
+    assert header["format"] == "kg-export/1" and trailer["counts"]["edges"] >= 4
+    async with await KG.open(home=tmp_path / "b", embedder=minilm) as b:
+        report = await b.import_lines(lines)
+        assert report.counts == trailer["counts"] and report.embedding_dim == 384
+        assert await snapshot(b) == before
+        # Everything works on the copy: cosine search, Korean BM25, why, rollback, replay.
+        hits = await b.search("where does Minji live now", recipe="facts_cosine")
+        assert hits.facts[0].fact.object == "Busan"
+        episodes = await b.search("부산에", recipe="episodes_bm25")
+        assert episodes.episodes
+        why = await b.why(hits.facts[0].fact.edge.uuid)
+        assert why.episodes
+        assert (await b.rollback(poison)).already_rolled_back == [poison]
+        assert (await b.replay()).identical
+
+
+async def test_import_into_a_new_group_of_the_same_store(
+    kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await build(kg)
+    full = await lines_of(kg)
+    monkeypatch.setattr("kg.transfer.PAGE", 2)  # many pages: keyset paging loses nothing
+    lines = await lines_of(kg)
+    assert sorted(lines[1:]) == sorted(full[1:])
+    before = await snapshot(kg)
+    await kg.import_lines(lines, into="copy")
+    after = await snapshot(kg, "copy")
+    assert after["march_2023"] == before["march_2023"] and after["stats"] == before["stats"]
+    with pytest.raises(InputError, match="already exists"):
+        await kg.import_lines(lines, into="copy")
+    with pytest.raises(InputError, match="already exists"):
+        await kg.import_lines(lines)  # 'default' is there
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda ls: ls[:-1], "truncated"),
+        (lambda ls: ls[:-3] + ls[-2:], "disagree"),
+        (lambda ls: [*ls[:5], "{not json", *ls[5:]], "malformed JSON"),
+        (lambda ls: [*ls[:5], '{"record": "edges", "uuid": 1}', *ls[5:]], "Field required"),
+        (lambda ls: [ls[0], *reversed(ls[1:-1]), ls[-1]], "out of order"),
+        (lambda ls: ls[1:], "no header"),
+        (lambda ls: [*ls, ls[3]], "after the end"),
+    ],
+)
+async def test_a_damaged_file_leaves_nothing_behind(kg: KG, damage, message: str) -> None:  # type: ignore[no-untyped-def]
+    await build(kg)
+    lines = damage(await lines_of(kg))
+    with pytest.raises(InputError, match=message):
+        await kg.import_lines(lines, into="copy")
+    assert "copy" not in await kg.groups()
+    assert (await kg.stats()).current_facts > 0  # the source is untouched
+
+
+class EightDims:
+    dim = 8
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0] * 8 for _ in texts]
+
+
+async def test_embeddings_of_another_dimension_are_refused(
+    tmp_path: Path, minilm: Embedder
+) -> None:
+    async with await KG.open(home=tmp_path / "a", embedder=minilm) as a:
+        await build(a)
+        lines = await lines_of(a)
+    async with await KG.open(home=tmp_path / "b", embedder=EightDims()) as b:  # type: ignore[arg-type]
+        with pytest.raises(InputError, match="384 dimensions, the store's vector indexes 8"):
+            await b.import_lines(lines)
+        assert await b.groups() == []
+
+
+async def test_export_without_embeddings_and_of_a_missing_group(kg: KG) -> None:
+    await build(kg)
+    lines = [line async for line in kg.export_lines(embeddings=False)]
+    assert lines and not any('_embedding"' in line for line in lines)
+    with pytest.raises(InputError, match="no group 'ghost'"):
+        _ = [line async for line in kg.export_lines("ghost")]
+
+
+def test_cli_export_then_import(tmp_path: Path) -> None:
+    runner = CliRunner()
+    src, dst, dump = tmp_path / "src", tmp_path / "dst", tmp_path / "dump.jsonl"
+    path = tmp_path / "e.jsonl"
+    path.write_text(json.dumps({"source": "facts", "reference_time": "2024-01-01T00:00:00Z",
+                                "facts": [{"subject": "A", "predicate": "KNOWS",
+                                           "object": "B"}]}))  # fmt: skip
+    assert runner.invoke(app, ["--home", str(src), "ingest", str(path)]).exit_code == 0
+    r = runner.invoke(app, ["--home", str(src), "export", "-o", str(dump)])
+    assert r.exit_code == 0 and dump.exists() and not dump.with_name("dump.jsonl.part").exists()
+    again = runner.invoke(app, ["--home", str(src), "export", "-o", str(dump)])
+    assert again.exit_code == 1 and "not overwriting" in again.stderr
+    r = runner.invoke(app, ["--home", str(dst), "import", str(dump), "--into", "team"])
+    assert r.exit_code == 0 and "imported into group team" in r.stdout
+    r = runner.invoke(app, ["--home", str(dst), "--group", "team", "facts", "--json"])
+    assert json.loads(r.stdout)[0]["object"] == "B"
+    r = runner.invoke(app, ["--home", str(dst), "import", str(tmp_path / "nope.jsonl")])
+    assert r.exit_code == 1 and "cannot read" in r.stderr
