@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,16 +39,19 @@ class SentenceTransformerEmbedder:
             raise ValueError(f"{model}: the model does not report its embedding dimension")
         self.dim = int(dim)
         self.batch_size = batch_size
-        self._lock = asyncio.Lock()  # one encode at a time: the model is not re-entrant
+        # One encode at a time (the model is not re-entrant). A thread lock, taken in the worker
+        # thread: an asyncio.Lock would tie the embedder to the first event loop that waited.
+        self._lock = threading.Lock()
+
+    def _encode(self, texts: list[str]) -> Any:
+        with self._lock:
+            return self._st.encode(texts, batch_size=self.batch_size,
+                                   normalize_embeddings=True, show_progress_bar=False)  # fmt: skip
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        async with self._lock:
-            vectors: Any = await asyncio.to_thread(
-                self._st.encode, list(texts), batch_size=self.batch_size,
-                normalize_embeddings=True, show_progress_bar=False,
-            )  # fmt: skip
+        vectors: Any = await asyncio.to_thread(self._encode, list(texts))
         return [[float(x) for x in v] for v in vectors]
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import unicodedata
+from schemas.validation import name_key
 
-
-def name_key(name: str) -> str:
-    """NFKC, case-folded, whitespace collapsed: full-width 'SEOUL', 'seoul ', 'Seoul' are one."""
-    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
+__all__ = ["name_key"]

@@ -73,7 +73,10 @@ async def erase_entity(
     entity = found[0]
     mentioning = {e.uuid: e for e in await store.episodes_mentioning(group_id, entity.uuid)}
     for ep in await store.find_episodes(group_id, None, None, include_rolled_back=True):
-        if ep.uuid not in mentioning and _names_subject(ep.content, entity.name):
+        # Its text, or its stored record (an adopted or resolved episode may state that a
+        # fact about the subject ended without naming it in its text).
+        text = f"{ep.content}\n{ep.extraction or ''}"
+        if ep.uuid not in mentioning and _names_subject(text, entity.name):
             mentioning[ep.uuid] = ep
     live = [u for u, e in mentioning.items() if e.status == EpisodeStatus.ingested]
     plan, report = await plan_rollback(store, ontology, group_id, live, now, kind="erasure")
@@ -81,6 +84,7 @@ async def erase_entity(
     plan.delete_episodes = sorted(mentioning)
     plan.delete_entities = [entity.uuid]
     plan.drop_mentions_from = []  # the episodes go entirely
+    plan.scrub_summaries = [entity.name]
     # Summaries that name the subject or drew on its episodes go too, before compaction.
     plan.delete_communities = sorted(
         c.node.uuid for c in await store.communities(group_id)

@@ -27,6 +27,7 @@ from ingest.resolution import resolve
 from ingest.structured import episodic_node, new_uuid, plan_facts
 from kg.erasure import ErasureReceipt, erase_entity, erase_group
 from kg.errors import ExtractionError, InputError, validation_message
+from kg.graphiti import AdoptReport, plan_adoption
 from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.store import open_store
 from kg.store.embedded import Durability
@@ -338,6 +339,32 @@ class KG:
         self._check_group(group_id)
         async with self._writer(group_id):
             return await erase_group(self.store, group_id, self.clock.now())
+
+    # -- graphiti-core graphs --------------------------------------------------------------
+
+    async def adopt_graphiti(self, group_id: str = "default") -> AdoptReport:
+        """Give a group written by graphiti-core kg's keys, copy-on-close versions and
+        replayable records (see kg.graphiti), then rebuild it by replay. Idempotent."""
+        self._check_group(group_id)
+        if group_id not in await self.store.groups():
+            raise InputError(f"no group {group_id!r} to adopt")
+        async with self._writer(group_id):
+            entities, episodes, edges, report = await plan_adoption(
+                self.store, self.ontology, group_id
+            )
+            if report.already_adopted:
+                return report
+            for kind, items in (("entities", entities), ("episodes", episodes),
+                                ("edges", edges)):  # fmt: skip
+                for i in range(0, len(items), 500):
+                    await self.store.patch(group_id, kind, items[i : i + 500])
+            plan, replay = await plan_replay(self.store, self.ontology, group_id)
+            if not replay.identical:
+                await self._embed(plan.new_edges)
+                await self.store.rewrite(plan)
+            report.versions_created = replay.versions_created
+            report.versions_deleted = replay.versions_deleted
+        return report
 
     # -- export and import ----------------------------------------------------------------
 

@@ -10,11 +10,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.episode import Channel, EpisodeSource, TrustTier
 from schemas.metrics import EpisodeMetrics
-from schemas.validation import UtcDatetime
+from schemas.validation import UtcDatetime, name_key
 
 
 class EpisodeStatus(StrEnum):
@@ -29,10 +29,35 @@ class EdgeStatus(StrEnum):
     contested = "contested"
 
 
+FOREIGN_EXTRACTOR = "foreign"  # rows another tool (graphiti-core) wrote, read before adoption
+_FOREIGN_CHANNEL = {"message": "user", "json": "tool"}
+
+
+def _foreign(data: Any, **defaults: Any) -> Any:
+    """kg always writes `extractor`; a row without one was written by another tool (e.g.
+    graphiti-core, whose property names kg shares). Fill what kg needs to read it."""
+    if isinstance(data, dict) and "extractor" not in data:
+        return {**{k: v for k, v in defaults.items() if data.get(k) is None}, **{
+            k: v for k, v in data.items() if v is not None}}  # fmt: skip
+    return data
+
+
 class EpisodicNode(EpisodeMetrics):
     """An episode as stored, with what ingesting it did and cost (flat, for aggregation)."""
 
     model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_foreign(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "extractor" not in data:
+            channel = _FOREIGN_CHANNEL.get(str(data.get("source")), "document")
+            trust = TrustTier.for_channel(Channel(channel))
+            data = _foreign(
+                data, content_hash="", channel=channel, trust=trust,
+                extractor=FOREIGN_EXTRACTOR, valid_at=data.get("created_at"),
+            )  # fmt: skip
+        return data
 
     uuid: str
     group_id: str
@@ -67,6 +92,13 @@ class EntityNode(BaseModel):
     summary: str = ""
     name_embedding: list[float] | None = None
     created_at: UtcDatetime
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_foreign(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("name_key") and "name" in data:
+            data = {**data, "name_key": name_key(str(data["name"]))}
+        return data
 
 
 class FactEdge(BaseModel):
@@ -107,6 +139,16 @@ class FactEdge(BaseModel):
     trust: TrustTier
     extractor: str
     status: EdgeStatus = EdgeStatus.active
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_foreign(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "extractor" not in data:
+            data = _foreign(data, fact_uuid=data.get("uuid"), channel="document",
+                            trust=TrustTier.for_channel(Channel.document),
+                            extractor=FOREIGN_EXTRACTOR, episodes=[], fact="",
+                            valid_at=data.get("created_at"))  # fmt: skip
+        return data
 
     def holds_at(self, at: datetime) -> bool:
         return self.valid_at <= at and (self.invalid_at is None or self.invalid_at > at)

@@ -59,6 +59,11 @@ class RewritePlan(BaseModel):
     delete_communities: list[str] = Field(
         default_factory=list, description="Summaries that drew on what is being removed."
     )
+    scrub_summaries: list[str] = Field(
+        default_factory=list,
+        description="Erasure: names whose mention empties any entity summary (graphs written "
+        "by other tools keep LLM summaries on entities).",
+    )
     audit: AuditEvent | None = None
 
 

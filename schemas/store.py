@@ -154,6 +154,11 @@ class GraphStore(Protocol):
         communities, members, audit) with uuid > `after`, in uuid order, vectors included."""
         ...
 
+    async def patch(self, group_id: str, kind: str, items: list[Any]) -> None:
+        """Overwrite kg's properties of stored entities, episodes or edges, matched by uuid
+        (properties kg does not model are kept); used to adopt graphs other tools wrote."""
+        ...
+
     async def load(self, group_id: str, kind: str, items: list[Any]) -> None:
         """Import: recreate exported items exactly (uuids, times, vectors), atomically."""
         ...

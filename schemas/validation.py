@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -58,3 +59,8 @@ def validation_message(exc: ValidationError, limit: int | None = None) -> str:
         loc = ".".join(str(p) for p in e["loc"]) or "input"
         parts.append(f"{loc}: {e['msg']}")
     return "; ".join(parts)
+
+
+def name_key(name: str) -> str:
+    """NFKC, case-folded, whitespace collapsed: full-width 'SEOUL', 'seoul ', 'Seoul' are one."""
+    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())

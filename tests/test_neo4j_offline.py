@@ -191,10 +191,11 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
         group_id="g", delete_edges=["x"], new_edges=(await _plan(store)).new_edges,
         drop_mentions_from=["e"], orphan_candidates=["n"], rolled_back=["e"],
         delete_episodes=["e"], delete_entities=["n"], delete_communities=["c"],
+        scrub_summaries=["Minji"],
         audit=AuditEvent(uuid="a", group_id="g", kind="rollback", created_at=now),
     )  # fmt: skip
     rewrite_statements = store.compile_rewrite(rewrite)
-    assert len(rewrite_statements) == 9  # every kind of rewrite statement, no vectors
+    assert len(rewrite_statements) == 10  # every kind of rewrite statement, no vectors
     community = CommunityNode(uuid="c", group_id="g", name="n", summary="s", created_at=now,
                               name_embedding=[0.1, 0.2], episodes=["e"])  # fmt: skip
     community_statements = store.compile_communities(CommunityPlan(

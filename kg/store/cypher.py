@@ -14,7 +14,13 @@ from datetime import datetime
 from typing import Any
 
 from kg.store.analyzer import grams
-from kg.store.cypher_search import COMMUNITY_COLUMNS, VECTOR_FIELDS, CypherSearch, Dialect
+from kg.store.cypher_search import (
+    COMMUNITY_COLUMNS,
+    VECTOR_FIELDS,
+    CypherSearch,
+    Dialect,
+    unindexed,
+)
 from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from schemas.metrics import EpisodeMetrics, IngestMetrics, QueryMetrics, valid_branch_key
 from schemas.plan import CommunityPlan, RewritePlan, WritePlan
@@ -24,8 +30,11 @@ from schemas.validation import TYPE_NAME_RE
 _SUMMED = tuple(f for f in IngestMetrics.model_fields if f in EpisodeMetrics.model_fields)
 _QUERY_COUNTERS = ("queries", "zero_result_queries", "branch_errors", "latency_ms_total",
                    "contexts", "context_tokens")  # fmt: skip
+# Keyset pages use the uuid index; each row is re-checked on its own value (see `unindexed`)
+# and de-duplicated, since a stale index entry can return a row twice.
 _NODE_PAGE = (
     "MATCH (x:{label}) WHERE x.group_id = $group_id AND x.uuid > $after "
+    "AND coalesce(x.uuid, x.uuid) > $after "
     "RETURN properties(x) AS p ORDER BY x.uuid LIMIT $page_size"
 )
 _DUMP = {
@@ -34,14 +43,21 @@ _DUMP = {
     "communities": _NODE_PAGE.format(label="Community"),
     "audit": _NODE_PAGE.format(label="AuditEvent"),
     "edges": "MATCH (s:Entity)-[x:RELATES_TO]->(o:Entity) WHERE x.group_id = $group_id "
-    "AND x.uuid > $after RETURN properties(x) AS p, s.uuid AS source, o.uuid AS target "
+    "AND x.uuid > $after AND coalesce(x.uuid, x.uuid) > $after "
+    "RETURN properties(x) AS p, s.uuid AS source, o.uuid AS target "
     "ORDER BY x.uuid LIMIT $page_size",
     "mentions": "MATCH (ep:Episodic)-[m:MENTIONS]->(n:Entity) WHERE m.group_id = $group_id "
-    "AND m.uuid > $after RETURN m.uuid AS uuid, ep.uuid AS episode, n.uuid AS entity, "
+    "AND coalesce(m.uuid, m.uuid) > $after "
+    "RETURN m.uuid AS uuid, ep.uuid AS episode, n.uuid AS entity, "
     "m.created_at AS created_at ORDER BY m.uuid LIMIT $page_size",
     "members": "MATCH (c:Community)-[m:HAS_MEMBER]->(n:Entity) WHERE c.group_id = $group_id "
     "AND c.uuid + ':' + n.uuid > $after RETURN c.uuid + ':' + n.uuid AS uuid, "
     "c.uuid AS community_uuid, n.uuid AS entity_uuid ORDER BY uuid LIMIT $page_size",
+}
+_PATCH = {
+    "entities": ("(n:Entity {uuid: r.uuid})", "n", "name_embedding"),
+    "episodes": ("(n:Episodic {uuid: r.uuid})", "n", "content_embedding"),
+    "edges": ("()-[n:RELATES_TO {uuid: r.uuid}]->()", "n", "fact_embedding"),
 }
 TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
 TIME_LIST_FIELDS = ("episode_valid_at",)
@@ -206,7 +222,7 @@ class CypherStore(CypherSearch, abc.ABC):
             where.append("ep.source_description = $source_description")
             params["source_description"] = source_description
         if since is not None:
-            where.append("ep.created_at >= $since")
+            where.append(f"{unindexed('ep.created_at')} >= $since")
             params["since"] = self.dialect.encode_time(since)
         rows = await self._read(
             group_id,
@@ -302,13 +318,13 @@ class CypherStore(CypherSearch, abc.ABC):
     async def facts(self, query: FactQuery) -> list[Fact]:
         match, params = self._fact_match(query.subject_key, query.predicate, query.object_key)
         clauses = [
-            "e.valid_at <= $valid_at",
+            f"{unindexed('e.valid_at')} <= $valid_at",
             "(e.invalid_at IS NULL OR e.invalid_at > $valid_at)",
-            "e.created_at <= $known_at",
+            f"{unindexed('e.created_at')} <= $known_at",
             "(e.expired_at IS NULL OR e.expired_at > $known_at)",
         ]
         if not query.include_contested:
-            clauses.append("e.status = 'active'")
+            clauses.append("coalesce(e.status, 'active') = 'active'")
         cypher = (
             match
             + " AND "
@@ -350,7 +366,8 @@ class CypherStore(CypherSearch, abc.ABC):
             "edge_versions": "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id "
             "RETURN count(e) AS c",
             "current_facts": "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id "
-            "AND e.expired_at IS NULL AND e.status = 'active' AND e.valid_at <= $now "
+            "AND e.expired_at IS NULL AND e.status = 'active' "
+            f"AND {unindexed('e.valid_at')} <= $now "
             "AND (e.invalid_at IS NULL OR e.invalid_at > $now) RETURN count(e) AS c",
             "contested_facts": "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id "
             "AND e.expired_at IS NULL AND e.status = 'contested' RETURN count(e) AS c",
@@ -427,7 +444,12 @@ class CypherStore(CypherSearch, abc.ABC):
         params = {"group_id": group_id, "after": after, "page_size": limit}
         rows = await self._read(group_id, _DUMP[kind], params)
         out = []
+        seen: set[str] = set()
         for r in rows:
+            key = str(r["uuid"] if kind in ("mentions", "members") else r["p"]["uuid"])
+            if key in seen:
+                continue
+            seen.add(key)
             if kind in ("mentions", "members"):
                 row = dict(r)
                 if row.get("created_at") is not None:
@@ -443,6 +465,35 @@ class CypherStore(CypherSearch, abc.ABC):
                 row |= {"source_node_uuid": r["source"], "target_node_uuid": r["target"]}
             out.append(row)
         return out
+
+    def compile_patch(self, group_id: str, kind: str, items: list[Any]) -> list[Statement]:
+        """Overwrite kg's properties on stored items in place (others are left as they are);
+        a None field removes the property. Vectors are rewritten in the backend's form."""
+        if not items:
+            return []
+        g = group_id
+        fields = {k for k in type(items[0]).model_fields if k not in VECTOR_FIELDS}
+        rows = []
+        for x in items:
+            props = {k: None for k in fields - set(ENDPOINT_FIELDS)} | self._encode(
+                x, drop=ENDPOINT_FIELDS
+            )
+            rows.append({"uuid": x.uuid, "props": props})
+        pattern, var, prop = _PATCH[kind]
+        return [
+            Statement(
+                f"UNWIND $patch AS r MATCH {pattern} WHERE {var}.group_id = $group_id "
+                f"SET {var} += r.props",
+                {"patch": rows, "group_id": g},
+            ),
+            *self._vectors(f"{kind}_patch_vectors", pattern, f"{var}.{prop}", g,
+                           [(x.uuid, getattr(x, prop)) for x in items]),
+        ]  # fmt: skip
+
+    async def patch(self, group_id: str, kind: str, items: list[Any]) -> None:
+        statements = self.compile_patch(group_id, kind, items)
+        if statements:
+            await self._write(group_id, statements)
 
     def compile_load(self, group_id: str, kind: str, items: list[Any]) -> list[Statement]:
         """Statements that recreate dumped items as they were (uuids, times, vectors)."""
@@ -672,6 +723,13 @@ class CypherStore(CypherSearch, abc.ABC):
                 "UNWIND $delete_communities AS u MATCH (c:Community {uuid: u}) "
                 "WHERE c.group_id = $group_id DETACH DELETE c",
                 delete_communities=plan.delete_communities,
+            )
+        if plan.scrub_summaries:
+            add(
+                "UNWIND $scrub AS w MATCH (n:Entity) WHERE n.group_id = $group_id "
+                "AND toLower(coalesce(n.summary, '')) CONTAINS toLower(w) "
+                "SET n.summary = '', n.text_grams = null",
+                scrub=plan.scrub_summaries,
             )
         if plan.delete_entities:
             add(

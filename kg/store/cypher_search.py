@@ -95,34 +95,44 @@ class Dialect(abc.ABC):
     engine_scorer: str = "tfidf"
 
 
+def unindexed(expr: str) -> str:
+    """`expr` in a form no index can serve. FalkorDB 4.16's range indexes keep an entry for a
+    deleted node or edge, and a new one that reuses its internal id is then returned by range
+    queries matching the *old* value. kg creates no range-queried index, but graphs written
+    by other tools (graphiti-core indexes every time property) have them; so every range
+    predicate on a stored property is evaluated on the value itself."""
+    return f"coalesce({expr}, {expr})"
+
+
 def view_filter(scope: Scope, view: SearchView) -> str:
     """The WHERE clause (group + bi-temporal view) for the scope's bound variable."""
     if scope is Scope.facts:
         clauses = [
             "e.group_id = $group_id",
-            "e.created_at <= $known_at",
+            f"{unindexed('e.created_at')} <= $known_at",
             "(e.expired_at IS NULL OR e.expired_at > $known_at)",
         ]
         if not view.include_history:
             clauses += [
-                "e.valid_at <= $valid_at",
+                # A null valid_at only occurs in graphs other tools wrote: unknown, not never.
+                "(e.valid_at IS NULL OR e.valid_at <= $valid_at)",
                 "(e.invalid_at IS NULL OR e.invalid_at > $valid_at)",
             ]
         if not view.include_contested:
-            clauses.append("e.status = 'active'")
+            clauses.append("coalesce(e.status, 'active') = 'active'")
     elif scope is Scope.episodes:
         # Structured episodes' content is their facts as JSON; the facts are what to search.
         clauses = [
             "ep.group_id = $group_id",
-            "ep.status = 'ingested'",
+            "coalesce(ep.status, 'ingested') = 'ingested'",
             "ep.source <> 'facts'",
-            "ep.created_at <= $known_at",
+            f"{unindexed('ep.created_at')} <= $known_at",
         ]
         if not view.include_history:
-            clauses.append("ep.valid_at <= $valid_at")
+            clauses.append(f"{unindexed('ep.valid_at')} <= $valid_at")
     else:
         v = _VAR[scope]
-        clauses = [f"{v}.group_id = $group_id", f"{v}.created_at <= $known_at"]
+        clauses = [f"{v}.group_id = $group_id", f"{unindexed(v + '.created_at')} <= $known_at"]
     return " AND ".join(clauses)
 
 
