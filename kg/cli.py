@@ -483,6 +483,27 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     out.print(table)
 
 
+@app.command("adopt-graphiti")
+def adopt_graphiti(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Adopt a group written by graphiti-core (same FalkorDB or Neo4j) for as-of views,
+    `why` and rollback. Idempotent; see docs/graphiti.md for what it cannot restore."""
+    settings: Settings = ctx.obj
+    r = _run(_with_kg(settings, lambda kg: kg.adopt_graphiti(settings.group)))
+    if as_json:
+        out.print_json(r.model_dump_json())
+        return
+    if r.already_adopted:
+        out.print(f"group {r.group_id}: already adopted, nothing new")
+        return
+    out.print(
+        f"adopted group {r.group_id}: {r.entities} entities, {r.episodes} episodes, "
+        f"{r.edges} edges; {r.closures} closures ({r.closures_unattributed} without a known "
+        f"closing episode); {r.versions_created} versions created and {r.versions_deleted} "
+        "replaced by replay" + (f"; {r.facts_skipped} facts skipped" if r.facts_skipped else ""),
+        soft_wrap=True,
+    )
+
+
 # -- export and import ----------------------------------------------------------------------
 
 

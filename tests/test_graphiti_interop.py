@@ -9,6 +9,7 @@ adopts it, and answers as-of questions, explains facts and rolls an episode back
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import os
 import re
@@ -221,3 +222,23 @@ async def test_erasure_reaches_graphiti_summaries(written: Written) -> None:
     dump = json.dumps([r["p"] for r in rows], default=str).casefold()
     i = dump.find("seoul")
     assert i < 0, dump[max(0, i - 300) : i + 100]
+
+
+async def test_cli_adopts_a_graphiti_group(written: Written, home: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kg.cli import app
+
+    await written.kg.close()  # the embedded store allows one process at a time
+    runner = CliRunner()
+
+    async def kg(*args: str) -> Any:  # the CLI runs its own event loop: give it a thread
+        return await asyncio.to_thread(runner.invoke, app, ["--home", str(home), *args])
+
+    r = await kg("--group", GROUP, "adopt-graphiti")
+    assert r.exit_code == 0 and "adopted group team7: 4 entities, 3 episodes" in r.stdout
+    assert "already adopted" in (await kg("--group", GROUP, "adopt-graphiti")).stdout
+    r = await kg("--group", GROUP, "as-of", "2024-03-01", "--subject", "Minji", "--json")
+    assert sorted(f["object"] for f in json.loads(r.stdout)) == ["Naver", "Seoul"]
+    r = await kg("--group", "nobody", "adopt-graphiti")
+    assert r.exit_code == 1 and "no group 'nobody'" in r.stderr
