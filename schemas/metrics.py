@@ -10,14 +10,11 @@ from pydantic import BaseModel, Field
 _KEY = re.compile(r"^[a-z]+_[a-z0-9_]+$")
 
 
-class EpisodeMetrics(BaseModel):
-    """Written on the Episodic node with the episode; summed by `IngestMetrics`."""
+class Counters(BaseModel):
+    """What ingesting did and cost: per episode, or summed over a group."""
 
     llm_calls: int = 0
     llm_tokens: int = Field(default=0, description="Prompt plus completion tokens.")
-    facts_extracted: int | None = Field(
-        default=None, description="LLM episodes: facts kept after vetting; None otherwise."
-    )
     facts_dropped: int = 0
     facts_added: int = 0
     facts_reinforced: int = 0
@@ -28,22 +25,20 @@ class EpisodeMetrics(BaseModel):
     entities_merged: int = 0
 
 
-class IngestMetrics(BaseModel):
+class EpisodeMetrics(Counters):
+    """Written on the Episodic node with the episode; summed by `IngestMetrics`."""
+
+    facts_extracted: int | None = Field(
+        default=None, description="LLM episodes: facts kept after vetting; None otherwise."
+    )
+
+
+class IngestMetrics(Counters):
     """Sums over a group's ingested episodes."""
 
     episodes: int = 0
     llm_episodes: int = Field(default=0, description="Episodes that went through extraction.")
     empty_extractions: int = Field(default=0, description="LLM episodes that kept no fact.")
-    llm_calls: int = 0
-    llm_tokens: int = 0
-    facts_dropped: int = 0
-    facts_added: int = 0
-    facts_reinforced: int = 0
-    facts_closed: int = 0
-    facts_contested: int = 0
-    facts_merged: int = 0
-    entities_added: int = 0
-    entities_merged: int = 0
 
     @property
     def empty_extraction_rate(self) -> float | None:

@@ -22,12 +22,12 @@ from kg.store.cypher_search import (
     unindexed,
 )
 from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
-from schemas.metrics import EpisodeMetrics, IngestMetrics, QueryMetrics, valid_branch_key
+from schemas.metrics import Counters, IngestMetrics, QueryMetrics, valid_branch_key
 from schemas.plan import CommunityPlan, RewritePlan, WritePlan
 from schemas.store import Community, FactQuery, StoreStats, TimelineKey
 from schemas.validation import TYPE_NAME_RE
 
-_SUMMED = tuple(f for f in IngestMetrics.model_fields if f in EpisodeMetrics.model_fields)
+_SUMMED = tuple(Counters.model_fields)
 _QUERY_COUNTERS = ("queries", "zero_result_queries", "branch_errors", "latency_ms_total",
                    "contexts", "context_tokens")  # fmt: skip
 # Keyset pages use the uuid index; each row is re-checked on its own value (see `unindexed`)
