@@ -173,3 +173,34 @@ async def test_scripted_client_shares_the_validation_path() -> None:
     assert len(llm.requests) == 2
     with pytest.raises(LLMUnavailableError, match="no reply left"):
         await llm.structured(MESSAGES, Person, purpose="extract")
+
+
+async def test_extraction_then_resolution_through_the_real_client(tmp_path: Any) -> None:
+    """add_episode over HTTP: the extraction call, then the resolution call with its own JSON
+    schema, and the merge it decides, all through the `openai` package."""
+    from datetime import UTC, datetime
+
+    from kg import KG
+
+    def extraction(subject: str, quote: str) -> dict[str, Any]:
+        fact = {"subject": subject, "predicate": "LIKES", "object": "Jazz",
+                "fact": f"{subject} likes jazz", "quote": quote}  # fmt: skip
+        return completion(json.dumps({"entities": [], "facts": [fact]}))
+
+    server = Server(
+        (200, extraction("Minji Kim", "I like jazz")),
+        (200, extraction("Minji", "jazz, always")),
+        (200, completion(json.dumps({"entities": [{"name": "N1", "same_as": "E1"}]}))),
+    )
+    async with await KG.open(home=tmp_path / "kg", llm=server.client()) as kg:
+        when = datetime(2024, 1, 1, tzinfo=UTC)
+        await kg.add_episode(source="message", content="Minji Kim: I like jazz.",
+                             reference_time=when)  # fmt: skip
+        r = await kg.add_episode(source="message", content="Minji: jazz, always.",
+                                 reference_time=when.replace(month=2))  # fmt: skip
+        names = [server.body(i)["response_format"]["json_schema"]["name"] for i in range(3)]
+        assert names == ["Extraction", "Extraction", "Resolution"]
+        assert "N1: 'Minji'" in server.body(2)["messages"][1]["content"]
+        assert (r.summary.llm_calls, r.summary.entities_merged) == (2, 1)
+        assert r.summary.prompt_tokens == 22  # both calls' usage, as the server reported it
+        assert (await kg.stats()).entities == 2  # Minji Kim and Jazz
