@@ -10,6 +10,7 @@ async with await KG.open() as kg:                # embedded FalkorDB under KG_HO
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +27,7 @@ from ingest.llm import LLMError, StructuredLLM
 from ingest.resolution import resolve
 from ingest.structured import episodic_node, new_uuid, plan_facts
 from kg.erasure import ErasureReceipt, erase_entity, erase_group
-from kg.errors import ExtractionError, InputError, validation_message
+from kg.errors import ExtractionError, InputError, KGError, validation_message
 from kg.graphiti import AdoptReport, plan_adoption
 from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.store import open_store
@@ -47,6 +48,7 @@ from schemas.search import SearchView
 from schemas.store import Community, FactQuery, GraphStore, StoreStats
 from schemas.validation import check_group_id
 
+log = logging.getLogger("kg")
 RAW_EXTRACTOR = "kg.raw/1"
 LLM_CALLS_PER_EPISODE = 3  # extraction (with its retry) + resolution; summaries run per community
 EPISODE_EMBED_CHARS = 2000  # MiniLM-size models read ~256 tokens; more only costs time
@@ -146,9 +148,12 @@ class KG:
         await self.close()
 
     async def close(self) -> None:
-        """Persist the query metrics gathered in this process, then close the store."""
+        """Persist the query metrics gathered in this process, then close the store. A store
+        that is gone by then costs the metrics (logged), never the close."""
         try:
             await self.flush_metrics()
+        except KGError as exc:
+            log.warning("query metrics not saved: %s", exc)
         finally:
             await self.store.close()
 

@@ -4,8 +4,10 @@ group on close, both summed by `KG.metrics` and shown by `kg stats`."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ingest.llm import ScriptedLLM
@@ -78,3 +80,18 @@ def test_kg_stats_shows_ingest_and_query_metrics(home: Path, tmp_path: Path) -> 
     assert body["queries"]["queries"] == 1 and body["queries"]["branch_hits"]["facts_bm25"] == 1
     table = runner.invoke(app, [*base, "stats"]).stdout
     assert "ingest: facts added" in table and "queries: hits facts bm25" in table
+
+
+async def test_close_survives_a_store_that_is_gone(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    kg = await KG.open(home=home)
+    await add(kg, t(2024, 1, 1), ("A", "KNOWS", "B"))
+    await kg.search("A")
+    server = kg.store.server  # type: ignore[attr-defined]
+    assert server is not None and server.process is not None
+    server.process.kill()
+    server.process.wait()
+    with caplog.at_level(logging.WARNING, logger="kg"):
+        await kg.close()  # does not raise: the metrics are lost, and said so
+    assert "query metrics not saved" in caplog.text
