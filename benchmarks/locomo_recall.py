@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ingest.embeddings import local_minilm
 from kg import KG
-from retrieval import RECIPES, SearchConfig
+from retrieval import RECIPES, Method, SearchConfig
 
 KS = (5, 10, 25, 50)
 FACTS_RECIPE = "facts_hybrid_rrf"
@@ -53,8 +53,13 @@ def pct(values: list[float], q: int) -> float:
 
 
 def wide(recipe: str) -> SearchConfig:
-    """The recipe with 50 results and a fused window wide enough to fill them."""
+    """The recipe with 50 results and a fused window wide enough to fill them.
+
+    'episodes_hybrid_rrf@bm25=2' is the recipe with BM25's RRF vote weighted 2."""
+    recipe, _, weight = recipe.partition("@bm25=")
     cfg = RECIPES[recipe]
+    if weight:
+        cfg = cfg.model_copy(update={"weights": {Method.bm25: float(weight)}})
     scopes = {s: getattr(cfg, s).model_copy(update={"limit": 50})
               for s in ("facts", "episodes") if getattr(cfg, s) is not None}  # fmt: skip
     return cfg.model_copy(update={"window": 100, **scopes})
@@ -112,15 +117,20 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", nargs="?", default=str(Path(__file__).parents[1] / "../shared/data"))
     ap.add_argument("--conversations", type=int, default=0, help="0 = all")
+    ap.add_argument("--skip", type=int, default=0, help="start after this many conversations")
+    ap.add_argument("--bm25-weights", type=float, nargs="*", default=[],
+                    help="also run the RRF hybrid with BM25's vote weighted so")  # fmt: skip
     ap.add_argument("--cross-encoder", default=None, help="sentence-transformers model path")
     args = ap.parse_args()
     data = json.loads((Path(args.data) / "locomo" / "locomo_dev.json").read_text())
     convs = sorted({e["conv"] for e in data["episodes"]})
+    convs = convs[args.skip :]
     if args.conversations:
         convs = convs[: args.conversations]
     queries = [q for q in data["queries"] if q["conv"] in convs and q["gold_dia_ids"]]
 
     methods = ["episodes_bm25", "episodes_cosine", "episodes_hybrid_rrf", "episodes_hybrid_mmr"]
+    methods += [f"episodes_hybrid_rrf@bm25={w:g}" for w in args.bm25_weights]
     cross = None
     if args.cross_encoder:
         from retrieval import SentenceTransformerCrossEncoder

@@ -51,6 +51,11 @@ class SearchConfig(BaseModel):
     episodes: ScopeConfig | None = None
     communities: ScopeConfig | None = None
     rrf_k: float = Field(default=60.0, gt=0, description="RRF's rank constant.")
+    weights: dict[Method, float] = Field(
+        default_factory=dict,
+        description="RRF vote per method (1 when absent), e.g. {'bm25': 2} when the "
+        "embedder is weak next to full text.",
+    )
     window: int = Field(default=50, ge=1, le=5000, description="Candidates per branch.")
     mmr_lambda: float = Field(default=0.5, ge=0.0, le=1.0, description="1 = relevance only.")
     bfs_depth: int = Field(default=2, ge=1, le=4)
@@ -60,6 +65,13 @@ class SearchConfig(BaseModel):
     min_score: float | None = Field(
         default=None, description="Drop results whose final score is below this; may leave none."
     )
+
+    @model_validator(mode="after")
+    def _positive_weights(self) -> Self:
+        bad = {m.value: w for m, w in self.weights.items() if not w > 0}
+        if bad:
+            raise ValueError(f"RRF weights must be positive, got {bad}")
+        return self
 
     @model_validator(mode="after")
     def _some_scope(self) -> Self:

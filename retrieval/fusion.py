@@ -7,17 +7,20 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 
-def rrf(rankings: Sequence[Sequence[str]], *, k: float = 60.0, window: int | None = None
-        ) -> list[tuple[str, float]]:  # fmt: skip
-    """Reciprocal rank fusion: score(d) = sum over rankings of 1 / (k + rank(d)), rank from 1.
+def rrf(rankings: Sequence[Sequence[str]], *, k: float = 60.0, window: int | None = None,
+        weights: Sequence[float] | None = None) -> list[tuple[str, float]]:  # fmt: skip
+    """Reciprocal rank fusion: score(d) = sum over rankings of w / (k + rank(d)), rank from 1.
 
-    Only each ranking's first `window` items count. Ties keep the order of first appearance,
-    so the result is deterministic.
+    Only each ranking's first `window` items count; `weights` (default 1 each) scale a
+    ranking's vote. Ties keep the order of first appearance, so the result is deterministic.
     """
+    if weights is not None and len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
     scores: dict[str, float] = {}
-    for ranking in rankings:
+    for i, ranking in enumerate(rankings):
+        w = 1.0 if weights is None else weights[i]
         for rank, uuid in enumerate(ranking[:window] if window else ranking, start=1):
-            scores[uuid] = scores.get(uuid, 0.0) + 1.0 / (k + rank)
+            scores[uuid] = scores.get(uuid, 0.0) + w / (k + rank)
     order = {u: i for i, u in enumerate(scores)}
     return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 

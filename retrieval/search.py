@@ -166,9 +166,13 @@ class Search:
                 break
         return list(hits.values())[:window]
 
+    def _weights(self, found: _Scope) -> list[float]:
+        return [self.config.weights.get(Method(m), 1.0) for m in found.rankings]
+
     def _seeds_from(self, found: _Scope) -> list[str]:
         """Entities at the ends of the other branches' best hits (or the best entities)."""
-        fused = rrf(list(found.rankings.values()), k=self.config.rrf_k)
+        fused = rrf(list(found.rankings.values()), k=self.config.rrf_k,
+                    weights=self._weights(found))  # fmt: skip
         seeds: list[str] = []
         for uuid, _ in fused[: self.config.bfs_seeds]:
             item = found.items[uuid]
@@ -193,7 +197,8 @@ class Search:
             found.add(m.value, h)
         if Method.bfs in c.methods:
             found.add("bfs", await self._timed(scope, "bfs", lambda: self._bfs(scope, found)))
-        fused = rrf(list(found.rankings.values()), k=self.config.rrf_k, window=self.config.window)
+        fused = rrf(list(found.rankings.values()), k=self.config.rrf_k, window=self.config.window,
+                    weights=self._weights(found))  # fmt: skip
         fused_score = dict(fused)
         ranked = await self._rerank(scope, c, fused, found)
         if self.config.min_score is not None:

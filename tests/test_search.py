@@ -363,3 +363,36 @@ async def test_bm25_ranks_the_rare_words_of_a_question_first(kg: KG) -> None:
                         recipe="episodes_bm25")  # fmt: skip
     assert r.episodes[0].episode.content == turns[2]
     assert r.episodes[0].branch_scores["bm25"] > 2 * r.episodes[1].branch_scores["bm25"]
+
+
+def test_weighted_rrf_scales_a_rankings_vote() -> None:
+    from retrieval.fusion import rrf
+
+    a, b = ["x", "y"], ["y", "x"]
+    assert [u for u, _ in rrf([a, b])] == ["x", "y"]  # a tie: first appearance wins
+    assert [u for u, _ in rrf([a, b], weights=[1.0, 2.0])] == ["y", "x"]
+    assert rrf([a], weights=[2.0])[0][1] == 2.0 / 61
+    with pytest.raises(ValueError, match="2 weights for 1 rankings"):
+        rrf([a], weights=[1.0, 1.0])
+
+
+def test_weights_reach_the_fusion_and_are_validated() -> None:
+    from retrieval import Method, SearchConfig
+
+    with pytest.raises(ValueError, match="must be positive"):
+        SearchConfig(weights={Method.bm25: 0})
+    assert SearchConfig(weights={"bm25": 2}).weights == {Method.bm25: 2.0}  # type: ignore[dict-item]
+
+
+async def test_a_heavier_bm25_vote_changes_the_fused_order(kg: KG) -> None:
+    await seed(kg)
+    both = SearchConfig(facts=ScopeConfig(methods=(Method.bm25, Method.cosine)))
+    query = "bicycle songs she enjoys"  # BM25 finds the bicycle, cosine prefers the music
+    plain = await kg.search(query, config=both)
+    top = {m: next(h for h in plain.facts if m in h.ranks and h.ranks[m] == 1).fact.edge.fact
+           for m in ("bm25", "cosine")}  # fmt: skip
+    assert top["bm25"] != top["cosine"]
+    for method in ("bm25", "cosine"):
+        weighted = await kg.search(query, config=both.model_copy(
+            update={"weights": {Method(method): 100.0}}))  # fmt: skip
+        assert texts(weighted)[0] == top[method]
