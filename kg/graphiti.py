@@ -105,6 +105,7 @@ async def plan_adoption(
 
     edges: list[FactEdge] = []
     records: dict[str, list[StructuredFact]] = {u: [] for u in fresh_episodes}
+    endings: dict[str, list[StructuredFact]] = {}
     for raw in edges_raw:
         if "fact_uuid" in raw:
             continue
@@ -125,11 +126,16 @@ async def plan_adoption(
             if closer is None:
                 report.closures_unattributed += 1
             elif closer in records and fact.valid_at and raw["invalid_at"] > fact.valid_at:
-                records[closer].append(fact.model_copy(update={"invalid_at": raw["invalid_at"]}))
+                endings.setdefault(closer, []).append(
+                    fact.model_copy(update={"invalid_at": raw["invalid_at"]})
+                )
     for uuid, facts in records.items():
+        # An episode's own facts first, then what it ended: the same record whatever order
+        # the edges were read in, so the closure (and its reason) is the same every time.
         episodes[uuid].extraction = json.dumps(
-            [f.model_dump(mode="json", exclude_none=True) for f in facts], ensure_ascii=False
-        )
+            [f.model_dump(mode="json", exclude_none=True)
+             for f in facts + endings.get(uuid, [])], ensure_ascii=False,
+        )  # fmt: skip
     report.entities, report.edges = len(entities), len(edges)
     report.episodes = len(fresh_episodes)
     report.already_adopted = not (entities or fresh_episodes or edges)

@@ -194,6 +194,8 @@ async def test_adopted_graph_answers_as_of_why_and_rollback(written: Written) ->
     [seoul] = [v for v in await kg.history(group_id=GROUP, subject="Minji")
                if v.object == "Seoul" and v.edge.expired_at is None]  # fmt: skip
     assert seoul.edge.invalid_at == t(2024, 5, 1) and seoul.edge.invalidated_by == eps["e3"]
+    # The episode's own facts replay before what it ended: Busan supersedes Seoul.
+    assert (seoul.edge.invalidation_reason or "").startswith("superseded")
     why = await kg.why(seoul.edge.uuid, group_id=GROUP)
     assert {e.uuid for e in why.episodes} == {eps["e1"], eps["e3"]}
     assert (await kg.why(busan.edge.uuid, group_id=GROUP)).episodes[0].uuid == eps["e3"]
