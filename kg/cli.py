@@ -23,7 +23,7 @@ from rich.table import Table
 from ingest.llm import StructuredLLM
 from ingest.structured import check_structured
 from kg.erasure import ErasureReceipt
-from kg.errors import ExtractionError, InputError, KGError, validation_message
+from kg.errors import ExtractionError, InputError, KGError, json_object, validation_message
 from kg.facade import KG
 from kg.rollback import RollbackReport
 from kg.times import parse_time
@@ -155,12 +155,7 @@ def read_episodes(
         if not line.strip():
             continue
         where = f"{name}:{lineno}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: malformed JSON: {exc.msg} at column {exc.colno}") from None
-        if not isinstance(data, dict):
-            raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
+        data = json_object(line, where)
         data.setdefault("group_id", group)
         try:
             episode = Episode.model_validate(data)

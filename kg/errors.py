@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from schemas.validation import validation_message
 
 __all__ = [
@@ -11,6 +14,7 @@ __all__ = [
     "KGError",
     "StoreError",
     "StoreUnavailableError",
+    "json_object",
     "validation_message",
 ]
 
@@ -37,3 +41,14 @@ class ExtractionError(KGError):
 
 class StoreError(KGError):
     """The graph server refused a query; the write plan was not applied."""
+
+
+def json_object(line: str, where: str) -> dict[str, Any]:
+    """One JSON Lines record, or an InputError naming the file, line and column."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: malformed JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    return data

@@ -405,16 +405,22 @@ class KG:
         return await self.store.communities(group_id)
 
     async def _build_communities(
-        self, group_id: str, *, removed: Sequence[str] = (), max_iterations: int = MAX_ITERATIONS
+        self,
+        group_id: str,
+        *,
+        removed: Sequence[str] = (),
+        max_iterations: int = MAX_ITERATIONS,
+        existing: list[Community] | None = None,
     ) -> CommunityReport:
         now = self.clock.now()
+        if existing is None:
+            existing = await self.store.communities(group_id)
         current = await self.store.facts(
             FactQuery(group_id=group_id, valid_at=now, known_at=now, limit=100_000)
         )
         names = {f.edge.source_node_uuid: f.subject for f in current}
         names |= {f.edge.target_node_uuid: f.object for f in current}
         found = community_clusters(current, max_iterations)
-        existing = await self.store.communities(group_id)
         plan, todo = plan_rebuild(group_id, found, existing, removed_episodes=removed)
         summaries, calls, errors = await summarize(todo, names, self.llm)
         plan.create, plan.members = community_nodes(group_id, todo, summaries, now, new_uuid)
@@ -433,22 +439,24 @@ class KG:
 
     async def _refresh_communities(self, group_id: str, removed: Sequence[str] = ()) -> None:
         """After a rollback, replay or erasure: rebuild if the group has communities."""
-        if await self.store.communities(group_id):
-            await self._build_communities(group_id, removed=list(removed))
+        if existing := await self.store.communities(group_id):
+            await self._build_communities(group_id, removed=list(removed), existing=existing)
 
     async def _join_communities(self, plan: WritePlan) -> None:
         """Entities an episode adds join their neighbours' community (marked stale)."""
-        if not plan.new_entities:
-            return
-        existing = await self.store.communities(plan.group_id)
-        if not existing:
-            return
+        new = {n.uuid for n in plan.new_entities}
         neighbours: dict[str, set[str]] = {}
         for e in plan.new_edges:
             neighbours.setdefault(e.source_node_uuid, set()).add(e.target_node_uuid)
             neighbours.setdefault(e.target_node_uuid, set()).add(e.source_node_uuid)
-        joins = plan_joins(plan.group_id, [n.uuid for n in plan.new_entities], neighbours,
-                           existing)  # fmt: skip
+        known = sorted({n for u in new for n in neighbours.get(u, ())} - new)
+        if not known:
+            return  # no new entity touches a stored one: nothing could join anything
+        # Only the communities of those neighbours: this runs on the write path.
+        existing = await self.store.communities(plan.group_id, having=known)
+        if not existing:
+            return
+        joins = plan_joins(plan.group_id, sorted(new), neighbours, existing)
         if joins.members:
             await self.store.write_communities(joins)
 

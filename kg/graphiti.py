@@ -6,8 +6,9 @@ kg can search a Graphiti graph as it stands. Three things need adopting before k
 bi-temporal reads and rollback hold:
 
 - **kg's keys.** Entities get `name_key`; episodes get `content_hash`, a channel and trust tier
-  (message: user, json: tool, text: document), status and extractor; edges get `fact_uuid`,
-  `status` and the provenance of their first supporting episode.
+  (message: user, json: tool, other: document; `schemas.graph.foreign_channel`), status and
+  extractor; edges get `fact_uuid`, `status` and the provenance of their first supporting
+  episode.
 - **Copy-on-close.** Graphiti closes a contradicted edge *in place*: it sets `invalid_at` and
   `expired_at` on the one edge. This loses what was believed before the closure. kg keeps the
   stored version as it was believed (open) and retires it, and adds a closed copy believed
@@ -41,14 +42,14 @@ from pydantic import BaseModel, ValidationError
 
 from ingest.hashing import content_hash
 from ingest.names import name_key
+from kg.transfer import dump_all
 from schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
-from schemas.graph import EntityNode, EpisodicNode, FactEdge
+from schemas.graph import EntityNode, EpisodicNode, FactEdge, foreign_channel
 from schemas.ontology import Ontology
 from schemas.store import GraphStore
 
 GRAPHITI_EXTRACTOR = "graphiti-core"
-CHANNEL_OF_SOURCE = {"message": Channel.user, "json": Channel.tool, "text": Channel.document}
-PAGE = 2000
+SOURCES = ("message", "json", "text")  # Graphiti's episode types; anything else reads as text
 
 
 class AdoptReport(BaseModel):
@@ -64,25 +65,14 @@ class AdoptReport(BaseModel):
     versions_deleted: int = 0
 
 
-async def _all(store: GraphStore, group_id: str, kind: str) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    after = ""
-    while True:
-        page = await store.dump_page(group_id, kind, after, PAGE)
-        rows += page
-        if len(page) < PAGE:
-            return rows
-        after = str(page[-1]["uuid"])
-
-
 async def plan_adoption(
     store: GraphStore, ontology: Ontology, group_id: str
 ) -> tuple[list[EntityNode], list[EpisodicNode], list[FactEdge], AdoptReport]:
     """The entities, episodes and edges to patch in place, each in kg's shape."""
     report = AdoptReport(group_id=group_id)
-    entities_raw = await _all(store, group_id, "entities")
-    episodes_raw = await _all(store, group_id, "episodes")
-    edges_raw = await _all(store, group_id, "edges")
+    entities_raw = [e async for e in dump_all(store, group_id, "entities")]
+    episodes_raw = [e async for e in dump_all(store, group_id, "episodes")]
+    edges_raw = [e async for e in dump_all(store, group_id, "edges")]
     names = {e["uuid"]: e.get("name", "") for e in entities_raw}
 
     entities = []
@@ -143,8 +133,8 @@ async def plan_adoption(
 
 
 def _episode(raw: dict[str, Any]) -> EpisodicNode:
-    source = raw.get("source", "text")
-    channel = CHANNEL_OF_SOURCE.get(source, Channel.document)
+    source: str = raw["source"] if raw.get("source") in SOURCES else "text"
+    channel = foreign_channel(source)
     valid_at = raw.get("valid_at") or raw["created_at"]
     try:
         as_episode = Episode(
@@ -156,7 +146,7 @@ def _episode(raw: dict[str, Any]) -> EpisodicNode:
     except (ValueError, ValidationError):
         digest = f"graphiti:{raw['uuid']}"
     return EpisodicNode.model_validate({
-        **raw, "source": source if source in CHANNEL_OF_SOURCE else "text", "valid_at": valid_at,
+        **raw, "source": source, "valid_at": valid_at,
         "content": raw.get("content", ""), "content_hash": digest, "channel": channel,
         "trust": TrustTier.for_channel(channel), "extractor": GRAPHITI_EXTRACTOR,
         "status": "ingested",

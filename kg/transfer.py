@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from kg.errors import InputError
+from kg.errors import InputError, json_object
 from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, FactEdge
 from schemas.plan import CommunityMembership
 from schemas.store import GraphStore
@@ -81,23 +81,29 @@ async def export_lines(
     yield header.model_dump_json()
     counts = dict.fromkeys(MODELS, 0)
     for kind, model in MODELS.items():
-        after = ""
-        while True:
-            page = await store.dump_page(group_id, kind, after, PAGE)
-            for row in page:
-                if not embeddings:
-                    for key in VECTORS:
-                        row.pop(key, None)
-                item = model.model_validate(row)
-                yield json.dumps(
-                    {"record": kind, **item.model_dump(mode="json", exclude_none=True)},
-                    ensure_ascii=False,
-                )
-                counts[kind] += 1
-            if len(page) < PAGE:
-                break
-            after = str(page[-1]["uuid"])
+        async for row in dump_all(store, group_id, kind):
+            if not embeddings:
+                for key in VECTORS:
+                    row.pop(key, None)
+            item = model.model_validate(row)
+            yield json.dumps(
+                {"record": kind, **item.model_dump(mode="json", exclude_none=True)},
+                ensure_ascii=False,
+            )
+            counts[kind] += 1
     yield Trailer(counts=counts).model_dump_json()
+
+
+async def dump_all(store: GraphStore, group_id: str, kind: str) -> AsyncIterator[dict[str, Any]]:
+    """Every item of a kind, as the store dumps it, a page of PAGE at a time."""
+    after = ""
+    while True:
+        page = await store.dump_page(group_id, kind, after, PAGE)
+        for row in page:
+            yield row
+        if len(page) < PAGE:
+            return
+        after = str(page[-1]["uuid"])
 
 
 async def import_lines(
@@ -157,12 +163,7 @@ async def _load(
         where = f"{source}:{lineno}"
         if trailer is not None:
             raise InputError(f"{where}: data after the end record")
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: malformed JSON: {exc.msg}") from None
-        if not isinstance(row, dict):
-            raise InputError(f"{where}: expected a JSON object")
+        row = json_object(line, where)
         k = row.pop("record", None)
         if k == "end":
             trailer = _parse(Trailer, {"record": "end", **row}, where)

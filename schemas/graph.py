@@ -30,7 +30,13 @@ class EdgeStatus(StrEnum):
 
 
 FOREIGN_EXTRACTOR = "foreign"  # rows another tool (graphiti-core) wrote, read before adoption
-_FOREIGN_CHANNEL = {"message": "user", "json": "tool"}
+_FOREIGN_CHANNEL = {"message": Channel.user, "json": Channel.tool}
+
+
+def foreign_channel(source: Any) -> Channel:
+    """The channel of an episode another tool wrote, by its source: a conversation is the
+    user's word, JSON a tool's output, anything else a document."""
+    return _FOREIGN_CHANNEL.get(str(source), Channel.document)
 
 
 def _foreign(data: Any, **defaults: Any) -> Any:
@@ -51,8 +57,8 @@ class EpisodicNode(EpisodeMetrics):
     @classmethod
     def _from_foreign(cls, data: Any) -> Any:
         if isinstance(data, dict) and "extractor" not in data:
-            channel = _FOREIGN_CHANNEL.get(str(data.get("source")), "document")
-            trust = TrustTier.for_channel(Channel(channel))
+            channel = foreign_channel(data.get("source"))
+            trust = TrustTier.for_channel(channel)
             data = _foreign(
                 data, content_hash="", channel=channel, trust=trust,
                 extractor=FOREIGN_EXTRACTOR, valid_at=data.get("created_at"),

@@ -163,8 +163,9 @@ class GraphStore(Protocol):
         """Import: recreate exported items exactly (uuids, times, vectors), atomically."""
         ...
 
-    async def communities(self, group_id: str) -> list[Community]:
-        """Every community of the group with its members, embeddings left out."""
+    async def communities(self, group_id: str, having: list[str] | None = None) -> list[Community]:
+        """The group's communities with all their members, embeddings left out; with
+        `having`, only those with at least one of these entities as a member."""
         ...
 
     async def write_communities(self, plan: CommunityPlan) -> None:

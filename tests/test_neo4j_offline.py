@@ -177,6 +177,7 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     await store.entities_by_uuid("g", ["n"])
     await store.mention_counts("g", ["n"])
     await store.communities("g")
+    await store.communities("g", having=["n"])
     await store.ingest_metrics("g")
     await store.query_metrics("g")
     for kind in MODELS:

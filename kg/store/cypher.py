@@ -34,7 +34,7 @@ _QUERY_COUNTERS = ("queries", "zero_result_queries", "branch_errors", "latency_m
 # and de-duplicated, since a stale index entry can return a row twice.
 _NODE_PAGE = (
     "MATCH (x:{label}) WHERE x.group_id = $group_id AND x.uuid > $after "
-    "AND coalesce(x.uuid, x.uuid) > $after "
+    f"AND {unindexed('x.uuid')} > $after "
     "RETURN properties(x) AS p ORDER BY x.uuid LIMIT $page_size"
 )
 _DUMP = {
@@ -43,11 +43,11 @@ _DUMP = {
     "communities": _NODE_PAGE.format(label="Community"),
     "audit": _NODE_PAGE.format(label="AuditEvent"),
     "edges": "MATCH (s:Entity)-[x:RELATES_TO]->(o:Entity) WHERE x.group_id = $group_id "
-    "AND x.uuid > $after AND coalesce(x.uuid, x.uuid) > $after "
+    f"AND x.uuid > $after AND {unindexed('x.uuid')} > $after "
     "RETURN properties(x) AS p, s.uuid AS source, o.uuid AS target "
     "ORDER BY x.uuid LIMIT $page_size",
     "mentions": "MATCH (ep:Episodic)-[m:MENTIONS]->(n:Entity) WHERE m.group_id = $group_id "
-    "AND coalesce(m.uuid, m.uuid) > $after "
+    f"AND {unindexed('m.uuid')} > $after "
     "RETURN m.uuid AS uuid, ep.uuid AS episode, n.uuid AS entity, "
     "m.created_at AS created_at ORDER BY m.uuid LIMIT $page_size",
     "members": "MATCH (c:Community)-[m:HAS_MEMBER]->(n:Entity) WHERE c.group_id = $group_id "
@@ -379,13 +379,18 @@ class CypherStore(CypherSearch, abc.ABC):
             values[key] = int(rows[0]["c"]) if rows else 0
         return StoreStats(group_id=group_id, **values)
 
-    async def communities(self, group_id: str) -> list[Community]:
+    async def communities(self, group_id: str, having: list[str] | None = None) -> list[Community]:
+        match = (
+            "MATCH (c:Community) WHERE c.group_id = $group_id " if having is None else
+            # From the entities' index, not a scan of every community.
+            "UNWIND $having AS u MATCH (c:Community)-[:HAS_MEMBER]->(:Entity {uuid: u}) "
+            "WHERE c.group_id = $group_id WITH DISTINCT c "
+        )  # fmt: skip
         rows = await self._read(
             group_id,
-            "MATCH (c:Community) WHERE c.group_id = $group_id "
-            "OPTIONAL MATCH (c)-[:HAS_MEMBER]->(n:Entity) "
+            f"{match}OPTIONAL MATCH (c)-[:HAS_MEMBER]->(n:Entity) "
             f"RETURN {COMMUNITY_COLUMNS} AS c, collect(n.uuid) AS members ORDER BY c.uuid",
-            {"group_id": group_id},
+            {"group_id": group_id, "having": having or []},
         )
         return [
             Community(node=CommunityNode.model_validate(self._decode(dict(r["c"]))),
@@ -501,20 +506,7 @@ class CypherStore(CypherSearch, abc.ABC):
         if not items:
             return []
         if kind == "entities":
-            by_labels: dict[str, list[dict[str, Any]]] = {}
-            for ent in items:
-                by_labels.setdefault(_label_suffix(ent.labels), []).append(
-                    _with_grams(self._encode(ent), "name", "summary")
-                )
-            out = [
-                Statement(f"UNWIND $load_{i} AS r CREATE (n:Entity{suffix}) SET n += r",
-                          {f"load_{i}": rows})
-                for i, (suffix, rows) in enumerate(sorted(by_labels.items()))
-            ]  # fmt: skip
-            return out + self._vectors(
-                "entity_vectors", "(n:Entity {uuid: r.uuid})", "n.name_embedding", g,
-                [(e.uuid, e.name_embedding) for e in items],
-            )  # fmt: skip
+            return self._create_entities(items, g)
         if kind == "episodes":
             rows = [_with_grams(self._encode(ep), "content") for ep in items]
             return [
@@ -610,22 +602,7 @@ class CypherStore(CypherSearch, abc.ABC):
             "episode_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.content_embedding", g,
             [(plan.episode.uuid, plan.episode.content_embedding)],
         )  # fmt: skip
-        by_labels: dict[str, list[dict[str, Any]]] = {}
-        for ent in plan.new_entities:
-            by_labels.setdefault(_label_suffix(ent.labels), []).append(
-                _with_grams(self._encode(ent), "name", "summary")
-            )
-        for i, (suffix, rows) in enumerate(sorted(by_labels.items())):
-            out.append(
-                Statement(
-                    f"UNWIND $entities_{i} AS r CREATE (n:Entity{suffix}) SET n += r",
-                    {f"entities_{i}": rows},
-                )
-            )
-        out += self._vectors(
-            "entity_vectors", "(n:Entity {uuid: r.uuid})", "n.name_embedding", g,
-            [(e.uuid, e.name_embedding) for e in plan.new_entities],
-        )  # fmt: skip
+        out += self._create_entities(plan.new_entities, g)
         if plan.mentions:
             out.append(
                 Statement(
@@ -666,6 +643,23 @@ class CypherStore(CypherSearch, abc.ABC):
                 )
             )
         return out + self._create_edges(plan.new_edges, g)
+
+    def _create_entities(self, entities: list[EntityNode], g: str) -> list[Statement]:
+        """One CREATE per label set (labels cannot be parameters), then the vectors."""
+        by_labels: dict[str, list[dict[str, Any]]] = {}
+        for ent in entities:
+            by_labels.setdefault(_label_suffix(ent.labels), []).append(
+                _with_grams(self._encode(ent), "name", "summary")
+            )
+        out = [
+            Statement(f"UNWIND $entities_{i} AS r CREATE (n:Entity{suffix}) SET n += r",
+                      {f"entities_{i}": rows})
+            for i, (suffix, rows) in enumerate(sorted(by_labels.items()))
+        ]  # fmt: skip
+        return out + self._vectors(
+            "entity_vectors", "(n:Entity {uuid: r.uuid})", "n.name_embedding", g,
+            [(e.uuid, e.name_embedding) for e in entities],
+        )  # fmt: skip
 
     def _create_edges(self, edges: list[FactEdge], g: str) -> list[Statement]:
         if not edges:
@@ -718,12 +712,7 @@ class CypherStore(CypherSearch, abc.ABC):
                 "WHERE ep.group_id = $group_id DETACH DELETE ep",
                 delete_episodes=plan.delete_episodes,
             )
-        if plan.delete_communities:
-            add(
-                "UNWIND $delete_communities AS u MATCH (c:Community {uuid: u}) "
-                "WHERE c.group_id = $group_id DETACH DELETE c",
-                delete_communities=plan.delete_communities,
-            )
+        out += self.compile_communities(CommunityPlan(group_id=g, delete=plan.delete_communities))
         if plan.scrub_summaries:
             add(
                 "UNWIND $scrub AS w MATCH (n:Entity) WHERE n.group_id = $group_id "
