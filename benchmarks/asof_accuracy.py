@@ -35,8 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ingest.names import name_key
 from kg import KG, Ontology, Predicate
+from kg.ingest.names import name_key
 
 ANSWER = "ANSWER"
 ONTOLOGY = Ontology(

@@ -54,8 +54,8 @@ from graphiti_core.search.search_config import (
 from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
 from locomo_recall import KS, ingest, pct, retrieve, turn_text, utc
 
-from ingest.embeddings import local_minilm
 from kg import KG
+from kg.ingest.embeddings import local_minilm
 
 
 def graphiti_group(conv: str) -> str:

@@ -29,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ingest.embeddings import local_minilm
-from ingest.llm import Message, ScriptedLLM
 from kg import KG
+from kg.ingest.embeddings import local_minilm
+from kg.ingest.llm import Message, ScriptedLLM
 
 
 class CountingLLM(ScriptedLLM):

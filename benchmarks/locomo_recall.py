@@ -35,9 +35,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ingest.embeddings import local_minilm
 from kg import KG
-from retrieval import RECIPES, Method, SearchConfig
+from kg.ingest.embeddings import local_minilm
+from kg.retrieval import RECIPES, Method, SearchConfig
 
 KS = (5, 10, 25, 50)
 FACTS_RECIPE = "facts_hybrid_rrf"
@@ -133,7 +133,7 @@ async def main() -> None:
     methods += [f"episodes_hybrid_rrf@bm25={w:g}" for w in args.bm25_weights]
     cross = None
     if args.cross_encoder:
-        from retrieval import SentenceTransformerCrossEncoder
+        from kg.retrieval import SentenceTransformerCrossEncoder
 
         cross = SentenceTransformerCrossEncoder(args.cross_encoder)
         methods.append("episodes_hybrid_cross_encoder")

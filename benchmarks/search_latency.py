@@ -36,11 +36,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ingest.embeddings import local_minilm
-from ingest.names import name_key
 from kg import KG
+from kg.ingest.embeddings import local_minilm
+from kg.ingest.names import name_key
+from kg.schemas.ddl import falkordb_vector_indexes
 from kg.store.falkordb import FalkorDBStore, FalkorDialect
-from schemas.ddl import falkordb_vector_indexes
 
 PEOPLE = [f"{a} {b}" for a in ("Minji", "Jun", "Alice", "Bob", "Carol", "Dana", "Eitan", "Femi",
           "Grace", "Hiro", "Ines", "Jonas") for b in ("Kim", "Lee", "Park", "Smith", "Garcia",

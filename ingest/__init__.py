@@ -1,11 +1,11 @@
 """Episode -> write plan. Extraction, resolution and contradiction handling live here.
 
-Depends only on `schemas`: reads the graph through `schemas.store.GraphStore` and hands back a
+Depends only on `schemas`: reads the graph through `kg.schemas.store.GraphStore` and hands back a
 `WritePlan` for the store to apply. Never imports `retrieval`.
 """
 
-from ingest.hashing import content_hash
-from ingest.names import name_key
-from ingest.structured import STRUCTURED_EXTRACTOR, plan_structured_episode
+from kg.ingest.hashing import content_hash
+from kg.ingest.names import name_key
+from kg.ingest.structured import STRUCTURED_EXTRACTOR, plan_structured_episode
 
 __all__ = ["STRUCTURED_EXTRACTOR", "content_hash", "name_key", "plan_structured_episode"]

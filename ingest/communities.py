@@ -27,10 +27,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from ingest.llm import LLMCall, LLMError, Message, StructuredLLM
-from schemas.graph import CommunityNode, Fact
-from schemas.plan import CommunityMembership, CommunityPlan
-from schemas.store import Community
+from kg.ingest.llm import LLMCall, LLMError, Message, StructuredLLM
+from kg.schemas.graph import CommunityNode, Fact
+from kg.schemas.plan import CommunityMembership, CommunityPlan
+from kg.schemas.store import Community
 
 MAX_ITERATIONS = 20
 MAX_FACTS = 40  # per summary prompt: the best-supported ones

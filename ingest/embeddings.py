@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from schemas.embedder import Embedder
+from kg.schemas.embedder import Embedder
 
 __all__ = ["Embedder", "OpenAIEmbedder", "SentenceTransformerEmbedder", "local_minilm"]
 

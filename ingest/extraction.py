@@ -20,12 +20,12 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
-from ingest.llm import LLMCall, Message, StructuredLLM
-from ingest.relative_time import resolve_time
-from schemas.episode import Channel, Episode, EpisodeSource, StructuredFact
-from schemas.extraction import ExtractedFact, Extraction
-from schemas.graph import EpisodicNode
-from schemas.ontology import Ontology
+from kg.ingest.llm import LLMCall, Message, StructuredLLM
+from kg.ingest.relative_time import resolve_time
+from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact
+from kg.schemas.extraction import ExtractedFact, Extraction
+from kg.schemas.graph import EpisodicNode
+from kg.schemas.ontology import Ontology
 
 LLM_EXTRACTOR = "kg.llm-extract/1"
 ASSISTANT_SPEAKERS = frozenset({"assistant", "ai", "bot", "agent", "system"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from schemas.episode import Episode
+from kg.schemas.episode import Episode
 
 
 def canonical_payload(episode: Episode) -> str:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from schemas.validation import validation_message
+from kg.schemas.validation import validation_message
 
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, str]

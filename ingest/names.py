@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from schemas.validation import name_key
+from kg.schemas.validation import name_key
 
 __all__ = ["name_key"]

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from ingest.structured import new_uuid
-from ingest.timeline import NewFact, TimelineWriter
-from schemas.graph import FactEdge
-from schemas.store import TimelineKey
+from kg.ingest.structured import new_uuid
+from kg.ingest.timeline import NewFact, TimelineWriter
+from kg.schemas.graph import FactEdge
+from kg.schemas.store import TimelineKey
 
 
 @dataclass(frozen=True)

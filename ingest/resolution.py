@@ -29,15 +29,15 @@ from datetime import datetime
 import numpy as np
 from pydantic import BaseModel
 
-from ingest.llm import LLMCall, LLMError, Message, StructuredLLM
-from ingest.names import name_key
-from schemas.embedder import Embedder
-from schemas.episode import StructuredFact
-from schemas.extraction import Resolution
-from schemas.graph import EntityNode, Fact
-from schemas.ontology import Ontology
-from schemas.search import Scope, SearchView
-from schemas.store import GraphStore
+from kg.ingest.llm import LLMCall, LLMError, Message, StructuredLLM
+from kg.ingest.names import name_key
+from kg.schemas.embedder import Embedder
+from kg.schemas.episode import StructuredFact
+from kg.schemas.extraction import Resolution
+from kg.schemas.graph import EntityNode, Fact
+from kg.schemas.ontology import Ontology
+from kg.schemas.search import Scope, SearchView
+from kg.schemas.store import GraphStore
 
 ENTITY_CANDIDATES = 3  # per new name
 ENTITY_COSINE = 0.75  # name embeddings closer than this are worth asking about

@@ -11,14 +11,14 @@ import uuid as uuidlib
 from collections.abc import Callable
 from datetime import datetime
 
-from ingest.hashing import content_hash
-from ingest.names import name_key
-from ingest.timeline import NewFact, TimelineWriter
-from schemas.episode import Episode, EpisodeSource, StructuredFact
-from schemas.graph import EntityNode, EpisodicNode
-from schemas.ontology import Ontology, Predicate
-from schemas.plan import PlanSummary, WritePlan
-from schemas.store import GraphStore
+from kg.ingest.hashing import content_hash
+from kg.ingest.names import name_key
+from kg.ingest.timeline import NewFact, TimelineWriter
+from kg.schemas.episode import Episode, EpisodeSource, StructuredFact
+from kg.schemas.graph import EntityNode, EpisodicNode
+from kg.schemas.ontology import Ontology, Predicate
+from kg.schemas.plan import PlanSummary, WritePlan
+from kg.schemas.store import GraphStore
 
 STRUCTURED_EXTRACTOR = "kg.structured/1"
 

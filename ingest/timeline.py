@@ -11,7 +11,7 @@ multi-valued one. Within a timeline, versions never overlap:
 - a lower trust tier may not close a higher one: its fact is stored as `contested` instead.
 
 Closing never edits a stored version: it is retired and a copy with the new end is created
-(see `schemas.graph.FactEdge`). All of this is pure: the caller supplies ids and the clock.
+(see `kg.schemas.graph.FactEdge`). All of this is pure: the caller supplies ids and the clock.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from schemas.graph import EdgeStatus, FactEdge
-from schemas.plan import EdgeReinforcement, EdgeRetirement, PlanSummary
-from schemas.store import TimelineKey
+from kg.schemas.graph import EdgeStatus, FactEdge
+from kg.schemas.plan import EdgeReinforcement, EdgeRetirement, PlanSummary
+from kg.schemas.store import TimelineKey
 
 SUPERSEDED = "superseded: a new value of a single-valued predicate"
 ENDED = "ended: an episode stated when it stopped being true, or contradicted it"

@@ -20,18 +20,18 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ingest.llm import StructuredLLM
-from ingest.structured import check_structured
 from kg.erasure import ErasureReceipt
 from kg.errors import ExtractionError, InputError, KGError, json_object, validation_message
 from kg.facade import KG
+from kg.ingest.llm import StructuredLLM
+from kg.ingest.structured import check_structured
+from kg.retrieval import RECIPES, CrossEncoder, SearchResults, render_context
 from kg.rollback import RollbackReport
+from kg.schemas.embedder import Embedder
+from kg.schemas.episode import Episode, EpisodeSource
+from kg.schemas.graph import Fact
+from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.times import parse_time
-from retrieval import RECIPES, CrossEncoder, SearchResults, render_context
-from schemas.embedder import Embedder
-from schemas.episode import Episode, EpisodeSource
-from schemas.graph import Fact
-from schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 
 T = TypeVar("T")
 
@@ -68,7 +68,7 @@ class Settings:
         """'none', 'minilm' (the packaged all-MiniLM-L6-v2), or a sentence-transformers path."""
         if self.embedder in ("", "none"):
             return None
-        from ingest.embeddings import SentenceTransformerEmbedder, local_minilm
+        from kg.ingest.embeddings import SentenceTransformerEmbedder, local_minilm
 
         try:
             if self.embedder == "minilm":
@@ -200,7 +200,7 @@ def _llm(model: str | None, base_url: str | None, api_key: str | None,
          concurrency: int = 4) -> StructuredLLM | None:  # fmt: skip
     if not model:
         return None
-    from ingest.llm import OpenAILLM
+    from kg.ingest.llm import OpenAILLM
 
     return OpenAILLM(model, base_url=base_url, api_key=api_key, max_concurrency=concurrency)
 
@@ -911,7 +911,7 @@ def search(
         raise _fail(str(exc)) from None
     ce: CrossEncoder | None = None
     if cross_encoder is not None:
-        from retrieval import SentenceTransformerCrossEncoder
+        from kg.retrieval import SentenceTransformerCrossEncoder
 
         try:
             ce = SentenceTransformerCrossEncoder(cross_encoder)

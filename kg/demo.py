@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from kg.facade import KG
-from schemas.graph import Fact
+from kg.schemas.graph import Fact
 
 
 def _t(year: int, month: int = 1, day: int = 1) -> datetime:

@@ -17,12 +17,12 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
-from ingest.names import name_key
 from kg.errors import InputError
+from kg.ingest.names import name_key
 from kg.rollback import plan_rollback
-from schemas.graph import EpisodeStatus, FactEdge
-from schemas.ontology import Ontology
-from schemas.store import GraphStore
+from kg.schemas.graph import EpisodeStatus, FactEdge
+from kg.schemas.ontology import Ontology
+from kg.schemas.store import GraphStore
 
 
 class ErasureReceipt(BaseModel):

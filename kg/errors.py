@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from schemas.validation import validation_message
+from kg.schemas.validation import validation_message
 
 __all__ = [
     "DataDirLockedError",

@@ -19,34 +19,40 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ingest import content_hash, name_key, plan_structured_episode
-from ingest.communities import MAX_ITERATIONS, community_nodes, plan_joins, plan_rebuild, summarize
-from ingest.communities import clusters as community_clusters
-from ingest.extraction import LLM_EXTRACTOR, Guards, extract, extraction_record, vet
-from ingest.llm import LLMError, StructuredLLM
-from ingest.resolution import resolve
-from ingest.structured import episodic_node, new_uuid, plan_facts
 from kg.erasure import ErasureReceipt, erase_entity, erase_group
 from kg.errors import ExtractionError, InputError, KGError, validation_message
 from kg.graphiti import AdoptReport, plan_adoption
+from kg.ingest import content_hash, name_key, plan_structured_episode
+from kg.ingest.communities import (
+    MAX_ITERATIONS,
+    community_nodes,
+    plan_joins,
+    plan_rebuild,
+    summarize,
+)
+from kg.ingest.communities import clusters as community_clusters
+from kg.ingest.extraction import LLM_EXTRACTOR, Guards, extract, extraction_record, vet
+from kg.ingest.llm import LLMError, StructuredLLM
+from kg.ingest.resolution import resolve
+from kg.ingest.structured import episodic_node, new_uuid, plan_facts
+from kg.retrieval import RECIPES, CrossEncoder, SearchConfig, SearchError, SearchResults
+from kg.retrieval import render_context as _render_context
+from kg.retrieval import search as _search
+from kg.retrieval.context import approx_tokens
 from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
+from kg.schemas.embedder import Embedder
+from kg.schemas.episode import Episode, EpisodeSource
+from kg.schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, Fact, FactEdge
+from kg.schemas.metrics import IngestMetrics, Metrics, QueryMetrics
+from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
+from kg.schemas.plan import PlanSummary, WritePlan
+from kg.schemas.search import SearchView
+from kg.schemas.store import Community, FactQuery, GraphStore, StoreStats
+from kg.schemas.validation import check_group_id
 from kg.store import open_store
 from kg.store.embedded import Durability
 from kg.times import TransactionClock
 from kg.transfer import TransferReport, export_lines, import_lines
-from retrieval import RECIPES, CrossEncoder, SearchConfig, SearchError, SearchResults
-from retrieval import render_context as _render_context
-from retrieval import search as _search
-from retrieval.context import approx_tokens
-from schemas.embedder import Embedder
-from schemas.episode import Episode, EpisodeSource
-from schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, Fact, FactEdge
-from schemas.metrics import IngestMetrics, Metrics, QueryMetrics
-from schemas.ontology import DEFAULT_ONTOLOGY, Ontology
-from schemas.plan import PlanSummary, WritePlan
-from schemas.search import SearchView
-from schemas.store import Community, FactQuery, GraphStore, StoreStats
-from schemas.validation import check_group_id
 
 log = logging.getLogger("kg")
 RAW_EXTRACTOR = "kg.raw/1"

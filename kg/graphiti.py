@@ -6,7 +6,7 @@ kg can search a Graphiti graph as it stands. Three things need adopting before k
 bi-temporal reads and rollback hold:
 
 - **kg's keys.** Entities get `name_key`; episodes get `content_hash`, a channel and trust tier
-  (message: user, json: tool, other: document; `schemas.graph.foreign_channel`), status and
+  (message: user, json: tool, other: document; `kg.schemas.graph.foreign_channel`), status and
   extractor; edges get `fact_uuid`, `status` and the provenance of their first supporting
   episode.
 - **Copy-on-close.** Graphiti closes a contradicted edge *in place*: it sets `invalid_at` and
@@ -40,13 +40,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ingest.hashing import content_hash
-from ingest.names import name_key
+from kg.ingest.hashing import content_hash
+from kg.ingest.names import name_key
+from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
+from kg.schemas.graph import EntityNode, EpisodicNode, FactEdge, foreign_channel
+from kg.schemas.ontology import Ontology
+from kg.schemas.store import GraphStore
 from kg.transfer import dump_all
-from schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
-from schemas.graph import EntityNode, EpisodicNode, FactEdge, foreign_channel
-from schemas.ontology import Ontology
-from schemas.store import GraphStore
 
 GRAPHITI_EXTRACTOR = "graphiti-core"
 SOURCES = ("message", "json", "text")  # Graphiti's episode types; anything else reads as text

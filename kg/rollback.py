@@ -22,14 +22,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ingest.names import name_key
-from ingest.replay import ReplayEpisode, replay_timelines
-from ingest.structured import new_fact, stored_facts
 from kg.errors import InputError
-from schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, FactEdge
-from schemas.ontology import Ontology
-from schemas.plan import RewritePlan
-from schemas.store import GraphStore, TimelineKey
+from kg.ingest.names import name_key
+from kg.ingest.replay import ReplayEpisode, replay_timelines
+from kg.ingest.structured import new_fact, stored_facts
+from kg.schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, FactEdge
+from kg.schemas.ontology import Ontology
+from kg.schemas.plan import RewritePlan
+from kg.schemas.store import GraphStore, TimelineKey
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -20,10 +20,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from kg.errors import InputError, json_object
-from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, FactEdge
-from schemas.plan import CommunityMembership
-from schemas.store import GraphStore
-from schemas.validation import check_group_id, validation_message
+from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, FactEdge
+from kg.schemas.plan import CommunityMembership
+from kg.schemas.store import GraphStore
+from kg.schemas.validation import check_group_id, validation_message
 
 FORMAT = "kg-export/1"
 PAGE = 2000

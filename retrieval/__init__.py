@@ -1,14 +1,14 @@
 """Query -> ranked facts: search branches, fusion, rerankers, context rendering.
 
-Depends only on `schemas` and reaches the graph through `schemas.store.GraphStore`; never
+Depends only on `schemas` and reaches the graph through `kg.schemas.store.GraphStore`; never
 imports `ingest`.
 """
 
-from retrieval.config import DEFAULT_RECIPE, RECIPES, Method, Reranker, ScopeConfig, SearchConfig
-from retrieval.context import render_context
-from retrieval.rerankers import CrossEncoder, SentenceTransformerCrossEncoder
-from retrieval.results import SearchResults
-from retrieval.search import SearchError, search
+from kg.retrieval.config import DEFAULT_RECIPE, RECIPES, Method, Reranker, ScopeConfig, SearchConfig
+from kg.retrieval.context import render_context
+from kg.retrieval.rerankers import CrossEncoder, SentenceTransformerCrossEncoder
+from kg.retrieval.results import SearchResults
+from kg.retrieval.search import SearchError, search
 
 __all__ = [
     "DEFAULT_RECIPE",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact
-from schemas.search import Scope, SearchView
+from kg.schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact
+from kg.schemas.search import Scope, SearchView
 
 
 class BranchReport(BaseModel):

@@ -1,5 +1,5 @@
 """Query -> branches -> fusion -> rerank -> cutoff, per scope (facts, entities, episodes,
-communities). Talks to the graph only through `schemas.store.GraphStore`.
+communities). Talks to the graph only through `kg.schemas.store.GraphStore`.
 
 Branches of a scope run concurrently; BFS runs after them when it must be seeded from their
 hits. Every branch reports its hit count and latency, so a dead branch (no embedder, an empty
@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from retrieval.config import Method, Reranker, ScopeConfig, SearchConfig
-from retrieval.fusion import mmr, rrf
-from retrieval.rerankers import CrossEncoder, by_key
-from retrieval.results import (
+from kg.retrieval.config import Method, Reranker, ScopeConfig, SearchConfig
+from kg.retrieval.fusion import mmr, rrf
+from kg.retrieval.rerankers import CrossEncoder, by_key
+from kg.retrieval.results import (
     BranchReport,
     CommunityHit,
     EntityHit,
@@ -26,10 +26,10 @@ from retrieval.results import (
     FactHit,
     SearchResults,
 )
-from schemas.embedder import Embedder
-from schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact
-from schemas.search import Scope, Scored, SearchItem, SearchView
-from schemas.store import GraphStore
+from kg.schemas.embedder import Embedder
+from kg.schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact
+from kg.schemas.search import Scope, Scored, SearchItem, SearchView
+from kg.schemas.store import GraphStore
 
 
 class SearchError(ValueError):

@@ -4,8 +4,8 @@ Nothing here imports the rest of kg, so `ingest` and `retrieval` can depend on t
 alone and never on each other.
 """
 
-from schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
-from schemas.graph import (
+from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
+from kg.schemas.graph import (
     CommunityNode,
     EdgeStatus,
     EntityNode,
@@ -14,9 +14,9 @@ from schemas.graph import (
     Fact,
     FactEdge,
 )
-from schemas.ontology import DEFAULT_ONTOLOGY, EntityType, Ontology, Predicate
-from schemas.plan import EdgeReinforcement, EdgeRetirement, PlanSummary, WritePlan
-from schemas.store import FactQuery, GraphStore, StoreStats, TimelineKey
+from kg.schemas.ontology import DEFAULT_ONTOLOGY, EntityType, Ontology, Predicate
+from kg.schemas.plan import EdgeReinforcement, EdgeRetirement, PlanSummary, WritePlan
+from kg.schemas.store import FactQuery, GraphStore, StoreStats, TimelineKey
 
 __all__ = [
     "DEFAULT_ONTOLOGY",

@@ -7,7 +7,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from schemas.validation import GroupId, Name, Text, UtcDatetime
+from kg.schemas.validation import GroupId, Name, Text, UtcDatetime
 
 
 class EpisodeSource(StrEnum):

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from schemas.episode import Channel, EpisodeSource, TrustTier
-from schemas.metrics import EpisodeMetrics
-from schemas.validation import UtcDatetime, name_key
+from kg.schemas.episode import Channel, EpisodeSource, TrustTier
+from kg.schemas.metrics import EpisodeMetrics
+from kg.schemas.validation import UtcDatetime, name_key
 
 
 class EpisodeStatus(StrEnum):

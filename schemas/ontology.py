@@ -11,7 +11,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from schemas.validation import PREDICATE_RE, TYPE_NAME_RE
+from kg.schemas.validation import PREDICATE_RE, TYPE_NAME_RE
 
 _NON_WORD = re.compile(r"[^0-9A-Za-z]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, FactEdge
-from schemas.validation import UtcDatetime
+from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, FactEdge
+from kg.schemas.validation import UtcDatetime
 
 
 class EdgeRetirement(BaseModel):

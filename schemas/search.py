@@ -7,8 +7,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact
-from schemas.validation import UtcDatetime
+from kg.schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact
+from kg.schemas.validation import UtcDatetime
 
 
 class Scope(StrEnum):

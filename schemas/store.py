@@ -10,11 +10,11 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
-from schemas.metrics import IngestMetrics, QueryMetrics
-from schemas.plan import CommunityPlan, RewritePlan, WritePlan
-from schemas.search import Scope, Scored, SearchView
-from schemas.validation import GroupId, UtcDatetime
+from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
+from kg.schemas.metrics import IngestMetrics, QueryMetrics
+from kg.schemas.plan import CommunityPlan, RewritePlan, WritePlan
+from kg.schemas.search import Scope, Scored, SearchView
+from kg.schemas.validation import GroupId, UtcDatetime
 
 
 class FactQuery(BaseModel):

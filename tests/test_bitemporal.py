@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ingest.timeline import ENDED
 from kg import KG
+from kg.ingest.timeline import ENDED
 from tests.conftest import add, fact, objects, t
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ingest.communities import Cluster, clusters, label_propagation, plan_rebuild
-from ingest.llm import ScriptedLLM
 from kg import KG
 from kg.errors import InputError
-from schemas.store import Community
+from kg.ingest.communities import Cluster, clusters, label_propagation, plan_rebuild
+from kg.ingest.llm import ScriptedLLM
+from kg.schemas.store import Community
 from tests.conftest import add, t
 
 FAMILY = [("Minji", "SIBLING_OF", "Jisoo"), ("Jisoo", "LIVES_IN", "Busan"),

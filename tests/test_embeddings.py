@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.embeddings import Embedder, OpenAIEmbedder, local_minilm
 from kg import KG
+from kg.ingest.embeddings import Embedder, OpenAIEmbedder, local_minilm
 from kg.store.falkordb import FalkorDBStore
 from tests.conftest import add, t
 

@@ -31,9 +31,9 @@ from graphiti_core.llm_client.client import LLMClient
 from graphiti_core.llm_client.config import LLMConfig
 from graphiti_core.nodes import EpisodeType
 
-from ingest.embeddings import local_minilm
 from kg import KG
-from schemas.embedder import Embedder
+from kg.ingest.embeddings import local_minilm
+from kg.schemas.embedder import Embedder
 from tests.conftest import t
 
 GROUP = "team7"  # Graphiti's FalkorDB full-text filter fails on group ids with '-'

@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover
     import httpx as httpx2  # type: ignore[no-redef]
 from pydantic import BaseModel
 
-from ingest.llm import (
+from kg.ingest.llm import (
     LLMError,
     LLMOutputError,
     LLMUnavailableError,

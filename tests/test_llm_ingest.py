@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ingest.llm import ScriptedLLM
 from kg import KG
 from kg.errors import ExtractionError
+from kg.ingest.llm import ScriptedLLM
 from tests.conftest import objects, t
 
 Session = tuple[KG, ScriptedLLM]

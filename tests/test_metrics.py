@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ingest.llm import ScriptedLLM
 from kg import KG
 from kg.cli import app
+from kg.ingest.llm import ScriptedLLM
 from tests.conftest import add, t
 from tests.test_llm_ingest import f, reply
 

@@ -21,23 +21,23 @@ from antlr4.error.ErrorListener import ErrorListener
 from antlr4_cypher import CypherLexer, CypherParser
 from neo4j.exceptions import ClientError, ServiceUnavailable
 
-from ingest.structured import plan_structured_episode
 from kg.errors import StoreError, StoreUnavailableError
-from kg.store.cypher import Statement
-from kg.store.neo4j import Neo4jDialect, Neo4jStore
-from kg.transfer import MODELS, Mention
-from schemas import DEFAULT_ONTOLOGY, Episode, FactQuery, TimelineKey, WritePlan
-from schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
-from schemas.graph import AuditEvent, CommunityNode
-from schemas.metrics import QueryMetrics
-from schemas.plan import (
+from kg.ingest.structured import plan_structured_episode
+from kg.schemas import DEFAULT_ONTOLOGY, Episode, FactQuery, TimelineKey, WritePlan
+from kg.schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
+from kg.schemas.graph import AuditEvent, CommunityNode
+from kg.schemas.metrics import QueryMetrics
+from kg.schemas.plan import (
     CommunityMembership,
     CommunityPlan,
     EdgeReinforcement,
     EdgeRetirement,
     RewritePlan,
 )
-from schemas.search import Scope, SearchView
+from kg.schemas.search import Scope, SearchView
+from kg.store.cypher import Statement
+from kg.store.neo4j import Neo4jDialect, Neo4jStore
+from kg.transfer import MODELS, Mention
 from tests.conftest import t
 
 

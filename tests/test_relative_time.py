@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ingest.relative_time import resolve_time
+from kg.ingest.relative_time import resolve_time
 
 REF = datetime(2024, 6, 12, 15, 30, tzinfo=UTC)  # a Wednesday
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from ingest.embeddings import local_minilm
-from ingest.llm import Message, ScriptedLLM
 from kg import KG
-from schemas.embedder import Embedder
+from kg.ingest.embeddings import local_minilm
+from kg.ingest.llm import Message, ScriptedLLM
+from kg.schemas.embedder import Embedder
 from tests.conftest import objects, t
 from tests.test_llm_ingest import f, reply, say
 

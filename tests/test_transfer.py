@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ingest.embeddings import local_minilm
 from kg import KG
 from kg.cli import app
 from kg.errors import InputError
-from schemas.embedder import Embedder
+from kg.ingest.embeddings import local_minilm
+from kg.schemas.embedder import Embedder
 from tests.conftest import add, t
 
 

@@ -1,4 +1,4 @@
-"""Graph stores behind `schemas.store.GraphStore`, chosen by URI.
+"""Graph stores behind `kg.schemas.store.GraphStore`, chosen by URI.
 
 - no URI, or `embedded` / a filesystem path: embedded FalkorDB under KG_HOME (default ~/.kg);
 - `falkordb://host:port`: an external FalkorDB server;

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
+from kg.schemas.metrics import Counters, IngestMetrics, QueryMetrics, valid_branch_key
+from kg.schemas.plan import CommunityPlan, RewritePlan, WritePlan
+from kg.schemas.store import Community, FactQuery, StoreStats, TimelineKey
+from kg.schemas.validation import TYPE_NAME_RE
 from kg.store.analyzer import grams
 from kg.store.cypher_search import (
     COMMUNITY_COLUMNS,
@@ -21,11 +26,6 @@ from kg.store.cypher_search import (
     Dialect,
     unindexed,
 )
-from schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
-from schemas.metrics import Counters, IngestMetrics, QueryMetrics, valid_branch_key
-from schemas.plan import CommunityPlan, RewritePlan, WritePlan
-from schemas.store import Community, FactQuery, StoreStats, TimelineKey
-from schemas.validation import TYPE_NAME_RE
 
 _SUMMED = tuple(Counters.model_fields)
 _QUERY_COUNTERS = ("queries", "zero_result_queries", "branch_errors", "latency_ms_total",
@@ -87,7 +87,7 @@ def _with_grams(row: dict[str, Any], *fields: str) -> dict[str, Any]:
 
 
 class CypherStore(CypherSearch, abc.ABC):
-    """Implements `schemas.store.GraphStore` on top of two transport primitives."""
+    """Implements `kg.schemas.store.GraphStore` on top of two transport primitives."""
 
     backend: str
     dialect: Dialect

@@ -15,10 +15,10 @@ import abc
 from datetime import datetime
 from typing import Any
 
+from kg.schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
+from kg.schemas.search import Scope, Scored, SearchView
 from kg.store.analyzer import query_terms
 from kg.store.bm25 import bm25, query_tokens
-from schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
-from schemas.search import Scope, Scored, SearchView
 
 VECTOR_FIELDS = ("fact_embedding", "name_embedding", "content_embedding")
 _VECTORS = set(VECTOR_FIELDS)

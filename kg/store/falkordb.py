@@ -20,12 +20,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
 from kg.errors import StoreError, StoreUnavailableError
+from kg.schemas.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
+from kg.schemas.search import Scope
+from kg.schemas.validation import check_group_id
 from kg.store.cypher import CypherStore, Statement
 from kg.store.cypher_search import Dialect
 from kg.store.embedded import Durability, EmbeddedServer
-from schemas.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
-from schemas.search import Scope
-from schemas.validation import check_group_id
 
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 INDEX_WAIT_SECONDS = 120

@@ -13,10 +13,10 @@ from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 from kg.errors import StoreError, StoreUnavailableError
+from kg.schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
+from kg.schemas.search import Scope
 from kg.store.cypher import CypherStore, Statement
 from kg.store.cypher_search import Dialect
-from schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
-from schemas.search import Scope
 
 NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 
