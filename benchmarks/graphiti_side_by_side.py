@@ -56,6 +56,7 @@ from locomo_recall import KS, ingest, pct, retrieve, turn_text, utc
 
 from kg import KG
 from kg.ingest.embeddings import local_minilm
+from kg.store.falkordb import FalkorDBStore
 
 
 def graphiti_group(conv: str) -> str:
@@ -139,7 +140,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kg-vs-graphiti-") as home:
         async with await KG.open(home=home, embedder=embedder) as kg:
             await ingest(kg, data, convs)
-            falkor = kg.store._db  # type: ignore[attr-defined]
+            assert isinstance(kg.store, FalkorDBStore)
+            falkor = kg.store.client
             graphiti: dict[str, Graphiti] = {}
             for conv in convs:
                 driver = FalkorDriver(falkor_db=falkor, database=graphiti_group(conv))

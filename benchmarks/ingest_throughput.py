@@ -75,7 +75,7 @@ async def query_latencies(
 ) -> dict[str, list[float]]:
     """Milliseconds per call for three query shapes, and the bare PING floor."""
     assert isinstance(kg.store, FalkorDBStore)
-    conn = kg.store._db.connection
+    conn = kg.store.client.connection
 
     def who() -> str:
         return f"Person {rng.randrange(people)}"

@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kg import KG
 from kg.ingest.embeddings import local_minilm
 from kg.ingest.names import name_key
-from kg.schemas.ddl import falkordb_vector_indexes
 from kg.store.falkordb import FalkorDBStore, FalkorDialect
+from kg.store.falkordb.ddl import falkordb_vector_indexes
 
 PEOPLE = [f"{a} {b}" for a in ("Minji", "Jun", "Alice", "Bob", "Carol", "Dana", "Eitan", "Femi",
           "Grace", "Hiro", "Ines", "Jonas") for b in ("Kim", "Lee", "Park", "Smith", "Garcia",
@@ -82,7 +82,7 @@ def template(rng: random.Random, people: list[str]) -> tuple[str, str, str, str]
 
 async def write_bases(store: FalkorDBStore, group: str, vectors: dict[str, list[float]]) -> None:
     """The distinct sentences' embeddings, as plain lists the bulk load copies with noise."""
-    graph = store._graph(group)
+    graph = store.client.select_graph(group)
     await graph.query("CREATE INDEX FOR (b:BenchBase) ON (b.text)")
     rows = [{"t": t, "v": v} for t, v in vectors.items()]
     for lo in range(0, len(rows), 500):
@@ -95,7 +95,7 @@ async def fill(store: FalkorDBStore, group: str, start: int, stop: int, people: 
     """Write facts [start, stop) in batches, each as one version of kg's schema. A fact's
     embedding is its sentence's (or, past `--distinct`, a random sentence's) plus noise, made
     server-side so the load is not bound by sending vectors as query text."""
-    graph = store._graph(group)
+    graph = store.client.select_graph(group)
     t0 = datetime(2015, 1, 1, tzinfo=UTC)
     texts = list(vectors)
     batch = 2000
@@ -145,7 +145,7 @@ async def measure(kg: KG, store: FalkorDBStore, group: str, n_queries: int,
         await kg.facts(group_id=group, subject=rng.choice(PEOPLE))
         out["facts lookup"].append((time.perf_counter() - t0) * 1000)
         t0 = time.perf_counter()
-        await store._db.connection.ping()
+        await store.client.connection.ping()
         out["PING"].append((time.perf_counter() - t0) * 1000)
     return out
 
@@ -172,7 +172,7 @@ async def main() -> None:
             await store.ensure_schema(group)
             await write_bases(store, group, vectors)
             have = 0
-            graph = store._graph(group)
+            graph = store.client.select_graph(group)
             fact_index = falkordb_vector_indexes(embedder.dim)[-1]
             for size in sorted(args.sizes):
                 await graph.query(fact_index.replace("CREATE", "DROP", 1).split(" OPTIONS")[0])
@@ -190,7 +190,7 @@ async def main() -> None:
                 have = size
                 m = await measure(kg, store, group, args.queries, rng)
                 rows.append((size, load, m))
-                memory = (await store._db.connection.info("memory"))["used_memory_human"]
+                memory = (await store.client.connection.info("memory"))["used_memory_human"]
                 cells = "  ".join(f"{k} {pct(v, 50):.1f}/{pct(v, 95):.1f}" for k, v in m.items())
                 print(f"{size:>9,} facts (loaded in {load:.0f} s, vector index built in "
                       f"{build:.0f} s, server memory {memory}): p50/p95 ms  {cells}",

@@ -1,13 +1,14 @@
-// The constraints and indexes kg needs on Neo4j 5 (generated from schemas/ddl.py; a test
+// The constraints and indexes kg needs on Neo4j 5 (generated from kg/store/neo4j/ddl.py; a test
 // keeps this file equal to it). kg creates them itself on its first write, so this file is
 // for DBAs who provision ahead, e.g.:
 //   cat docker/schema.cypher | docker exec -i kg-neo4j cypher-shell -u neo4j -p "$NEO4J_PASSWORD"
 // The vector indexes are for 384-dimensional embeddings (all-MiniLM-L6-v2); use your
-// embedder's dimension (`python -c "from schemas.ddl import neo4j_vector_indexes as v;
+// embedder's dimension (`python -c "from kg.store.neo4j.ddl import neo4j_vector_indexes as v;
 // print(*v(1536), sep=';\n')"`).
 CREATE CONSTRAINT kg_entity_uuid IF NOT EXISTS FOR (n:Entity) REQUIRE n.uuid IS UNIQUE;
 CREATE CONSTRAINT kg_episodic_uuid IF NOT EXISTS FOR (n:Episodic) REQUIRE n.uuid IS UNIQUE;
 CREATE CONSTRAINT kg_community_uuid IF NOT EXISTS FOR (n:Community) REQUIRE n.uuid IS UNIQUE;
+CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id);
 CREATE INDEX kg_entity_key IF NOT EXISTS FOR (n:Entity) ON (n.group_id, n.name_key);
 CREATE INDEX kg_episodic_hash IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.content_hash);
 CREATE INDEX kg_relates_uuid IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.uuid);

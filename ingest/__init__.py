@@ -1,7 +1,8 @@
 """Episode -> write plan. Extraction, resolution and contradiction handling live here.
 
-Depends only on `schemas`: reads the graph through `kg.schemas.store.GraphStore` and hands back a
-`WritePlan` for the store to apply. Never imports `retrieval`.
+Depends only on `schemas`: reads the graph through the store roles of `kg.schemas.store`
+(`Timelines`, and `SearchIndex` for resolution) and hands back a `WritePlan` for the store to
+apply. Never imports `retrieval`.
 """
 
 from kg.ingest.hashing import content_hash

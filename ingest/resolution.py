@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel
@@ -37,7 +38,13 @@ from kg.schemas.extraction import Resolution
 from kg.schemas.graph import EntityNode, Fact
 from kg.schemas.ontology import Ontology
 from kg.schemas.search import Scope, SearchView
-from kg.schemas.store import GraphStore
+from kg.schemas.store import Groups, SearchIndex, Timelines
+
+
+class ResolutionStore(Timelines, SearchIndex, Groups, Protocol):
+    """Names by key, candidates by text and vector, live facts around them; and whether the
+    group exists at all (a new group has nothing to resolve against)."""
+
 
 ENTITY_CANDIDATES = 3  # per new name
 ENTITY_COSINE = 0.75  # name embeddings closer than this are worth asking about
@@ -76,7 +83,7 @@ async def resolve(
     facts: list[StructuredFact],
     *,
     group_id: str,
-    store: GraphStore,
+    store: ResolutionStore,
     ontology: Ontology,
     llm: StructuredLLM,
     now: datetime,
@@ -86,7 +93,7 @@ async def resolve(
 ) -> tuple[list[StructuredFact], ResolutionReport, list[LLMCall]]:
     """Rewrite `facts` against what the group already holds; see the module docstring."""
     report = ResolutionReport()
-    if not facts or max_attempts < 1 or group_id not in await store.groups():
+    if not facts or max_attempts < 1 or not await store.has_group(group_id):
         return facts, report, []
     view = SearchView(valid_at=now, known_at=now)
     keys = sorted({name_key(n) for f in facts for n in (f.subject, f.object)})
@@ -165,7 +172,7 @@ def _uid(item: EntityNode | Fact) -> str:
 
 
 async def _entity_candidates(
-    store: GraphStore, group_id: str, name: str, vector: list[float] | None, view: SearchView
+    store: SearchIndex, group_id: str, name: str, vector: list[float] | None, view: SearchView
 ) -> list[EntityNode]:
     """Existing entities that share a word with the name or whose name embeds close to it."""
     hits = await store.search_text(group_id, Scope.entities, name, view, ENTITY_CANDIDATES)

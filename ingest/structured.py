@@ -18,7 +18,7 @@ from kg.schemas.episode import Episode, EpisodeSource, StructuredFact
 from kg.schemas.graph import EntityNode, EpisodicNode
 from kg.schemas.ontology import Ontology, Predicate
 from kg.schemas.plan import PlanSummary, WritePlan
-from kg.schemas.store import GraphStore
+from kg.schemas.store import Timelines
 
 STRUCTURED_EXTRACTOR = "kg.structured/1"
 
@@ -96,7 +96,7 @@ def check_structured(episode: Episode, ontology: Ontology) -> list[Predicate]:
 
 async def plan_structured_episode(
     episode: Episode,
-    store: GraphStore,
+    store: Timelines,
     ontology: Ontology,
     now: datetime,
     new_id: Callable[[], str] = new_uuid,
@@ -114,7 +114,7 @@ async def plan_structured_episode(
 async def plan_facts(
     node: EpisodicNode,
     facts: list[StructuredFact],
-    store: GraphStore,
+    store: Timelines,
     ontology: Ontology,
     now: datetime,
     new_id: Callable[[], str] = new_uuid,

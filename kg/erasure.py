@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from typing import Protocol
 
 from pydantic import BaseModel
 
@@ -22,7 +23,16 @@ from kg.ingest.names import name_key
 from kg.rollback import plan_rollback
 from kg.schemas.graph import EpisodeStatus, FactEdge
 from kg.schemas.ontology import Ontology
-from kg.schemas.store import GraphStore
+from kg.schemas.store import EpisodeLog, FactReader, PlanWriter, StoreAdmin, Timelines
+
+
+class GroupEraser(FactReader, StoreAdmin, Protocol):
+    """What erasing a group uses: its counts before, the drop and the compaction."""
+
+
+class EntityEraser(EpisodeLog, Timelines, FactReader, PlanWriter, StoreAdmin, Protocol):
+    """What erasing a subject uses: a rollback plan (episode log, timelines), the facts and
+    communities that touch it, the rewrite and the compaction."""
 
 
 class ErasureReceipt(BaseModel):
@@ -38,7 +48,7 @@ class ErasureReceipt(BaseModel):
     communities_deleted: int = 0
 
 
-async def erase_group(store: GraphStore, group_id: str, now: datetime) -> ErasureReceipt:
+async def erase_group(store: GroupEraser, group_id: str, now: datetime) -> ErasureReceipt:
     before = await store.stats(group_id, now)
     await store.drop_group(group_id)
     await store.compact()
@@ -59,7 +69,7 @@ def _names_subject(text: str, name: str) -> bool:
 
 
 async def erase_entity(
-    store: GraphStore,
+    store: EntityEraser,
     ontology: Ontology,
     group_id: str,
     name: str,

@@ -50,7 +50,7 @@ from kg.schemas.search import SearchView
 from kg.schemas.store import Community, FactQuery, GraphStore, StoreStats
 from kg.schemas.validation import check_group_id
 from kg.store import open_store
-from kg.store.embedded import Durability
+from kg.store.falkordb.embedded import Durability
 from kg.times import TransactionClock
 from kg.transfer import TransferReport, export_lines, import_lines
 
@@ -166,15 +166,14 @@ class KG:
     async def flush_metrics(self) -> None:
         """Add this process's query counters to each group's stored ones (one write a group)."""
         pending, self._queries = self._queries, {}
-        known = set(await self.store.groups()) if pending else set()
         for group, m in pending.items():
-            if group in known and m.queries + m.contexts:
+            if m.queries + m.contexts and await self.store.has_group(group):
                 await self.store.record_query_metrics(group, m)
 
     async def metrics(self, group_id: str = "default") -> Metrics:
         """Ingest metrics (summed over stored episodes) and query metrics (stored + unflushed)."""
         self._check_group(group_id)
-        if group_id not in await self.store.groups():
+        if not await self.store.has_group(group_id):
             return Metrics(group_id=group_id, ingest=IngestMetrics(),
                            queries=self._queries.get(group_id, QueryMetrics()))  # fmt: skip
         stored = await self.store.query_metrics(group_id)
@@ -357,7 +356,7 @@ class KG:
         """Give a group written by graphiti-core kg's keys, copy-on-close versions and
         replayable records (see kg.graphiti), then rebuild it by replay. Idempotent."""
         self._check_group(group_id)
-        if group_id not in await self.store.groups():
+        if not await self.store.has_group(group_id):
             raise InputError(f"no group {group_id!r} to adopt")
         async with self._writer(group_id):
             entities, episodes, edges, report = await plan_adoption(
@@ -365,10 +364,9 @@ class KG:
             )
             if report.already_adopted:
                 return report
-            for kind, items in (("entities", entities), ("episodes", episodes),
-                                ("edges", edges)):  # fmt: skip
+            for items in (entities, episodes, edges):
                 for i in range(0, len(items), 500):
-                    await self.store.patch(group_id, kind, items[i : i + 500])
+                    await self.store.patch(group_id, items[i : i + 500])
             plan, replay = await plan_replay(self.store, self.ontology, group_id)
             if not replay.identical:
                 await self._embed(plan.new_edges)
@@ -434,7 +432,7 @@ class KG:
             texts = [f"{c.name}: {c.summary}"[:EPISODE_EMBED_CHARS] for c in plan.create]
             for c, v in zip(plan.create, await self.embedder.embed(texts), strict=True):
                 c.name_embedding = v
-        if group_id in await self.store.groups():
+        if await self.store.has_group(group_id):
             await self.store.write_communities(plan)
         return CommunityReport(
             group_id=group_id, communities=len(found), kept=len(found) - len(todo),
@@ -712,6 +710,6 @@ class KG:
         first search, not only at the next write."""
         if group_id in self._searchable:
             return
-        if group_id in await self.store.groups():
+        if await self.store.has_group(group_id):
             await self.store.ensure_schema(group_id)
             self._searchable.add(group_id)

@@ -45,7 +45,7 @@ from kg.ingest.names import name_key
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.graph import EntityNode, EpisodicNode, FactEdge, foreign_channel
 from kg.schemas.ontology import Ontology
-from kg.schemas.store import GraphStore
+from kg.schemas.store import RecordKind, RecordTransfer
 from kg.transfer import dump_all
 
 GRAPHITI_EXTRACTOR = "graphiti-core"
@@ -66,13 +66,13 @@ class AdoptReport(BaseModel):
 
 
 async def plan_adoption(
-    store: GraphStore, ontology: Ontology, group_id: str
+    store: RecordTransfer, ontology: Ontology, group_id: str
 ) -> tuple[list[EntityNode], list[EpisodicNode], list[FactEdge], AdoptReport]:
     """The entities, episodes and edges to patch in place, each in kg's shape."""
     report = AdoptReport(group_id=group_id)
-    entities_raw = [e async for e in dump_all(store, group_id, "entities")]
-    episodes_raw = [e async for e in dump_all(store, group_id, "episodes")]
-    edges_raw = [e async for e in dump_all(store, group_id, "edges")]
+    entities_raw = [e async for e in dump_all(store, group_id, RecordKind.entities)]
+    episodes_raw = [e async for e in dump_all(store, group_id, RecordKind.episodes)]
+    edges_raw = [e async for e in dump_all(store, group_id, RecordKind.edges)]
     names = {e["uuid"]: e.get("name", "") for e in entities_raw}
 
     entities = []

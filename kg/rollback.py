@@ -29,7 +29,7 @@ from kg.ingest.structured import new_fact, stored_facts
 from kg.schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, FactEdge
 from kg.schemas.ontology import Ontology
 from kg.schemas.plan import RewritePlan
-from kg.schemas.store import GraphStore, TimelineKey
+from kg.schemas.store import ReplayStore, TimelineKey, Timelines
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -181,7 +181,7 @@ def _current(versions: list[FactEdge], names: dict[str, str]) -> Counter[FactCha
 
 
 async def _resolve(
-    store: GraphStore, group_id: str, episodes: list[EpisodicNode], ontology: Ontology
+    store: Timelines, group_id: str, episodes: list[EpisodicNode], ontology: Ontology
 ) -> tuple[list[ReplayEpisode], dict[str, EntityNode]]:
     try:
         parsed = [(ep, stored_facts(ep)) for ep in episodes]
@@ -225,7 +225,7 @@ class ReplayReport(BaseModel):
 
 
 async def plan_replay(
-    store: GraphStore, ontology: Ontology, group_id: str
+    store: ReplayStore, ontology: Ontology, group_id: str
 ) -> tuple[RewritePlan, ReplayReport]:
     """Rebuild every timeline of the group from its episode log with today's ontology."""
     episodes = await store.find_episodes(group_id, None, None)
@@ -252,7 +252,7 @@ async def plan_replay(
 
 
 async def plan_rollback(
-    store: GraphStore,
+    store: ReplayStore,
     ontology: Ontology,
     group_id: str,
     episode_uuids: list[str],

@@ -15,14 +15,20 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from kg.errors import InputError, json_object
-from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, FactEdge
-from kg.schemas.plan import CommunityMembership
-from kg.schemas.store import GraphStore
+from kg.schemas.graph import VECTOR_FIELDS
+from kg.schemas.store import (
+    RECORD_MODELS,
+    Mention,
+    Record,
+    RecordKind,
+    RecordTransfer,
+    StoreAdmin,
+)
 from kg.schemas.validation import check_group_id, validation_message
 
 FORMAT = "kg-export/1"
@@ -30,24 +36,14 @@ PAGE = 2000
 BATCH = 500
 
 
-class Mention(BaseModel):
-    uuid: str
-    episode: str
-    entity: str
-    created_at: datetime
-
+__all__ = ["MODELS", "Mention", "TransferReport", "dump_all", "export_lines", "import_lines"]
 
 # Load order: what a record refers to is always loaded before it.
-MODELS: dict[str, type[BaseModel]] = {
-    "entities": EntityNode,
-    "episodes": EpisodicNode,
-    "edges": FactEdge,
-    "mentions": Mention,
-    "communities": CommunityNode,
-    "members": CommunityMembership,
-    "audit": AuditEvent,
-}
-VECTORS = ("name_embedding", "content_embedding", "fact_embedding")
+MODELS = RECORD_MODELS
+
+
+class TransferStore(RecordTransfer, StoreAdmin, Protocol):
+    """Records in and out, and the store-wide calls around them (groups, drop, dimension)."""
 
 
 class Header(BaseModel):
@@ -71,19 +67,19 @@ class TransferReport(BaseModel):
 
 
 async def export_lines(
-    store: GraphStore, group_id: str, *, embeddings: bool = True
+    store: TransferStore, group_id: str, *, embeddings: bool = True
 ) -> AsyncIterator[str]:
     """The export, one JSON line at a time (pages of PAGE items; memory stays flat)."""
-    if group_id not in await store.groups():
+    if not await store.has_group(group_id):
         raise InputError(f"no group {group_id!r} to export")
     header = Header(group_id=group_id, exported_at=datetime.now(UTC), backend=store.backend,
                     embeddings=embeddings)  # fmt: skip
     yield header.model_dump_json()
-    counts = dict.fromkeys(MODELS, 0)
+    counts = dict.fromkeys(map(str, MODELS), 0)
     for kind, model in MODELS.items():
         async for row in dump_all(store, group_id, kind):
             if not embeddings:
-                for key in VECTORS:
+                for key in VECTOR_FIELDS:
                     row.pop(key, None)
             item = model.model_validate(row)
             yield json.dumps(
@@ -94,7 +90,9 @@ async def export_lines(
     yield Trailer(counts=counts).model_dump_json()
 
 
-async def dump_all(store: GraphStore, group_id: str, kind: str) -> AsyncIterator[dict[str, Any]]:
+async def dump_all(
+    store: RecordTransfer, group_id: str, kind: RecordKind
+) -> AsyncIterator[dict[str, Any]]:
     """Every item of a kind, as the store dumps it, a page of PAGE at a time."""
     after = ""
     while True:
@@ -107,7 +105,7 @@ async def dump_all(store: GraphStore, group_id: str, kind: str) -> AsyncIterator
 
 
 async def import_lines(
-    store: GraphStore, lines: Iterable[str], *, into: str | None = None, source: str = "<input>"
+    store: TransferStore, lines: Iterable[str], *, into: str | None = None, source: str = "<input>"
 ) -> TransferReport:
     """Load an export into a new group (`into`, default: the exported group's id)."""
     it = iter(enumerate(lines, start=1))
@@ -117,12 +115,12 @@ async def import_lines(
         check_group_id(group)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    if group in await store.groups():
+    if await store.has_group(group):
         raise InputError(
             f"group {group!r} already exists; import into a new group (--into NAME), or erase "
             "it first: an import never merges into or overwrites stored data"
         )
-    report = TransferReport(group_id=group, counts=dict.fromkeys(MODELS, 0))
+    report = TransferReport(group_id=group, counts=dict.fromkeys(map(str, MODELS), 0))
     try:
         await _load(store, it, source, header, group, report)
     except BaseException:
@@ -146,15 +144,15 @@ def _header(it: Iterable[tuple[int, str]], source: str) -> Header:
 
 
 async def _load(
-    store: GraphStore,
+    store: TransferStore,
     it: Iterable[tuple[int, str]],
     source: str,
     header: Header,
     group: str,
     report: TransferReport,
 ) -> None:
-    batch: list[Any] = []
-    kind = ""
+    batch: list[Record] = []
+    kind: RecordKind | None = None
     order = list(MODELS)
     trailer: Trailer | None = None
     for lineno, line in it:
@@ -164,17 +162,18 @@ async def _load(
         if trailer is not None:
             raise InputError(f"{where}: data after the end record")
         row = json_object(line, where)
-        k = row.pop("record", None)
-        if k == "end":
+        record = row.pop("record", None)
+        if record == "end":
             trailer = _parse(Trailer, {"record": "end", **row}, where)
             continue
-        if k not in MODELS:
-            raise InputError(f"{where}: unknown record kind {k!r}")
+        if record not in MODELS:
+            raise InputError(f"{where}: unknown record kind {record!r}")
+        k = RecordKind(record)
         if order.index(k) < order.index(kind or k):
-            raise InputError(f"{where}: {k!r} records after {kind!r} ones; the file is out of "
-                             "order (was it edited?)")  # fmt: skip
+            raise InputError(f"{where}: {k.value!r} records after {kind and kind.value!r} ones; "
+                             "the file is out of order (was it edited?)")  # fmt: skip
         if k != kind and batch:
-            await store.load(group, kind, batch)
+            await store.load(group, batch)
             batch = []
         kind = k
         if header.group_id != group and "group_id" in row:
@@ -184,10 +183,10 @@ async def _load(
         batch.append(item)
         report.counts[k] += 1
         if len(batch) >= BATCH:
-            await store.load(group, kind, batch)
+            await store.load(group, batch)
             batch = []
     if batch:
-        await store.load(group, kind, batch)
+        await store.load(group, batch)
     if trailer is None:
         raise InputError(f"{source}: truncated: no end record; nothing was imported")
     if trailer.counts != report.counts:
@@ -202,14 +201,14 @@ def _parse(model: type[Any], row: dict[str, Any], where: str) -> Any:
         raise InputError(f"{where}: {validation_message(exc)}") from None
 
 
-def _check_dim(item: BaseModel, report: TransferReport, store: GraphStore, where: str) -> None:
-    for key in VECTORS:
+def _check_dim(item: BaseModel, report: TransferReport, store: StoreAdmin, where: str) -> None:
+    for key in VECTOR_FIELDS:
         v = getattr(item, key, None)
         if not v:
             continue
         if report.embedding_dim is None:
             report.embedding_dim = len(v)
-            want = getattr(store, "embedding_dim", None)
+            want = store.embedding_dim
             if want and want != len(v):
                 raise InputError(
                     f"{where}: embeddings have {len(v)} dimensions, the store's vector indexes "

@@ -1,6 +1,6 @@
 """Query -> ranked facts: search branches, fusion, rerankers, context rendering.
 
-Depends only on `schemas` and reaches the graph through `kg.schemas.store.GraphStore`; never
+Depends only on `schemas` and reaches the graph through `kg.schemas.store.SearchIndex`; never
 imports `ingest`.
 """
 

@@ -1,5 +1,5 @@
 """Query -> branches -> fusion -> rerank -> cutoff, per scope (facts, entities, episodes,
-communities). Talks to the graph only through `kg.schemas.store.GraphStore`.
+communities). Talks to the graph only through `kg.schemas.store.SearchIndex`.
 
 Branches of a scope run concurrently; BFS runs after them when it must be seeded from their
 hits. Every branch reports its hit count and latency, so a dead branch (no embedder, an empty
@@ -29,7 +29,7 @@ from kg.retrieval.results import (
 from kg.schemas.embedder import Embedder
 from kg.schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact
 from kg.schemas.search import Scope, Scored, SearchItem, SearchView
-from kg.schemas.store import GraphStore
+from kg.schemas.store import SearchIndex
 
 
 class SearchError(ValueError):
@@ -56,7 +56,7 @@ class _Scope:
 
 @dataclass
 class Search:
-    store: GraphStore
+    store: SearchIndex
     group_id: str
     query: str
     config: SearchConfig
@@ -295,7 +295,7 @@ def _text(item: SearchItem) -> str:
 
 
 async def search(
-    store: GraphStore,
+    store: SearchIndex,
     group_id: str,
     query: str,
     config: SearchConfig,

@@ -29,6 +29,8 @@ class EdgeStatus(StrEnum):
     contested = "contested"
 
 
+# The embedding properties of the stored models: exported whole, never returned by searches.
+VECTOR_FIELDS = ("fact_embedding", "name_embedding", "content_embedding")
 FOREIGN_EXTRACTOR = "foreign"  # rows another tool (graphiti-core) wrote, read before adoption
 _FOREIGN_CHANNEL = {"message": Channel.user, "json": Channel.tool}
 

@@ -1,18 +1,24 @@
-"""The one narrow interface through which ingest, retrieval and the facade reach a graph store.
+"""The store contract, split by role: each caller asks for the few methods it uses.
 
-Backends (embedded FalkorDB, Neo4j) implement it; nothing above them writes Cypher.
-Every method is scoped to one group: there is no call that reads across groups.
+`GraphStore` is the union of the roles; backends (embedded FalkorDB, Neo4j) implement all of
+it, and nothing above them writes Cypher. Planning code takes `Timelines`, search takes
+`SearchIndex`, rollback `EpisodeLog` + `Timelines`, transfer `RecordTransfer` + `StoreAdmin`:
+a fake for a test, or a new backend, implements only what the code under test calls.
+Every method but `groups` is scoped to one group: there is no call that reads across groups.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
+from enum import StrEnum
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from kg.schemas.metrics import IngestMetrics, QueryMetrics
-from kg.schemas.plan import CommunityPlan, RewritePlan, WritePlan
+from kg.schemas.plan import CommunityMembership, CommunityPlan, RewritePlan, WritePlan
 from kg.schemas.search import Scope, Scored, SearchView
 from kg.schemas.validation import GroupId, UtcDatetime
 
@@ -58,24 +64,56 @@ class StoreStats(BaseModel):
     communities: int = 0
 
 
-class GraphStore(Protocol):
-    backend: str
+class Mention(BaseModel):
+    """An episode's MENTIONS edge to an entity, as exported and imported."""
 
-    async def ensure_schema(self, group_id: str) -> None:
-        """Create constraints and indexes for the group if missing; cheap when already done."""
-        ...
+    uuid: str
+    episode: str
+    entity: str
+    created_at: datetime
+
+
+class RecordKind(StrEnum):
+    """The kinds of record an export holds, in load order: what a record refers to is always
+    loaded before it."""
+
+    entities = "entities"
+    episodes = "episodes"
+    edges = "edges"
+    mentions = "mentions"
+    communities = "communities"
+    members = "members"
+    audit = "audit"
+
+
+RECORD_MODELS: dict[RecordKind, type[BaseModel]] = {
+    RecordKind.entities: EntityNode,
+    RecordKind.episodes: EpisodicNode,
+    RecordKind.edges: FactEdge,
+    RecordKind.mentions: Mention,
+    RecordKind.communities: CommunityNode,
+    RecordKind.members: CommunityMembership,
+    RecordKind.audit: AuditEvent,
+}
+Record = (
+    EntityNode | EpisodicNode | FactEdge | Mention | CommunityNode | CommunityMembership
+    | AuditEvent
+)  # fmt: skip
+Patchable = EntityNode | EpisodicNode | FactEdge
+
+
+def record_kind(item: Record) -> RecordKind:
+    """The kind of a record, from its model."""
+    for kind, model in RECORD_MODELS.items():
+        if type(item) is model:
+            return kind
+    raise TypeError(f"{type(item).__name__} is not a record kind")
+
+
+class EpisodeLog(Protocol):
+    """The episodes a group ingested (and rolled back, or failed), and its audit trail."""
 
     async def episode_by_hash(self, group_id: str, content_hash: str) -> EpisodicNode | None: ...
-
-    async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]: ...
-
-    async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
-        """Versions not yet retired (expired_at null) on the given timelines."""
-        ...
-
-    async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
-        """Every version on the given timelines, retired ones included."""
-        ...
 
     async def episodes(self, group_id: str, uuids: list[str]) -> list[EpisodicNode]: ...
 
@@ -96,31 +134,26 @@ class GraphStore(Protocol):
 
     async def episodes_mentioning(self, group_id: str, entity_uuid: str) -> list[EpisodicNode]: ...
 
-    async def fact_versions(self, group_id: str, uuid: str) -> list[Fact]:
-        """All versions of the fact that the version (or fact) uuid belongs to."""
-        ...
-
     async def audit_log(self, group_id: str, limit: int) -> list[AuditEvent]: ...
 
-    async def closures(self, group_id: str, limit: int) -> list[Fact]:
-        """Closed versions (those with `invalidated_by`), newest first."""
+
+class Timelines(Protocol):
+    """What a write plan is computed from: entities by name and the versions competing on a
+    timeline. Planning (ingest, replay, rollback) reads only this."""
+
+    async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]: ...
+
+    async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
+        """Versions not yet retired (expired_at null) on the given timelines."""
         ...
 
-    async def apply(self, plan: WritePlan) -> None:
-        """Write the whole plan atomically or raise with nothing written."""
+    async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
+        """Every version on the given timelines, retired ones included."""
         ...
 
-    async def rewrite(self, plan: RewritePlan) -> None:
-        """Apply a rollback or erasure atomically or raise with nothing written."""
-        ...
 
-    async def drop_group(self, group_id: str) -> None:
-        """Physically delete everything of the group."""
-        ...
-
-    async def compact(self) -> None:
-        """Make deletions reach the files on disk (no history of deleted data kept there)."""
-        ...
+class FactReader(Protocol):
+    """Bi-temporal reads for users: facts as of a time, their history and provenance."""
 
     async def facts(self, query: FactQuery) -> list[Fact]: ...
 
@@ -135,44 +168,41 @@ class GraphStore(Protocol):
         """Every version, retired ones included, ordered by valid time then transaction time."""
         ...
 
+    async def fact_versions(self, group_id: str, uuid: str) -> list[Fact]:
+        """All versions of the fact that the version (or fact) uuid belongs to."""
+        ...
+
+    async def closures(self, group_id: str, limit: int) -> list[Fact]:
+        """Closed versions (those with `invalidated_by`), newest first."""
+        ...
+
     async def stats(self, group_id: str, now: UtcDatetime) -> StoreStats: ...
-
-    async def ingest_metrics(self, group_id: str) -> IngestMetrics:
-        """Sums of the per-episode metrics over the group's ingested episodes."""
-        ...
-
-    async def query_metrics(self, group_id: str) -> QueryMetrics: ...
-
-    async def record_query_metrics(self, group_id: str, metrics: QueryMetrics) -> None:
-        """Add the counters to the group's stored query metrics."""
-        ...
-
-    async def dump_page(
-        self, group_id: str, kind: str, after: str, limit: int
-    ) -> list[dict[str, Any]]:
-        """Export: up to `limit` items of a kind (entities, episodes, edges, mentions,
-        communities, members, audit) with uuid > `after`, in uuid order, vectors included."""
-        ...
-
-    async def patch(self, group_id: str, kind: str, items: list[Any]) -> None:
-        """Overwrite kg's properties of stored entities, episodes or edges, matched by uuid
-        (properties kg does not model are kept); used to adopt graphs other tools wrote."""
-        ...
-
-    async def load(self, group_id: str, kind: str, items: list[Any]) -> None:
-        """Import: recreate exported items exactly (uuids, times, vectors), atomically."""
-        ...
 
     async def communities(self, group_id: str, having: list[str] | None = None) -> list[Community]:
         """The group's communities with all their members, embeddings left out; with
         `having`, only those with at least one of these entities as a member."""
         ...
 
+
+class PlanWriter(Protocol):
+    """The only ways kg changes a group: each plan is written atomically or not at all."""
+
+    async def apply(self, plan: WritePlan) -> None:
+        """Write the whole plan atomically or raise with nothing written."""
+        ...
+
+    async def rewrite(self, plan: RewritePlan) -> None:
+        """Apply a rollback or erasure atomically or raise with nothing written."""
+        ...
+
     async def write_communities(self, plan: CommunityPlan) -> None:
         """Apply a community plan atomically or raise with nothing written."""
         ...
 
-    # -- search: every call filters on the group and the view before it ranks or cuts ------
+
+class SearchIndex(Protocol):
+    """The reads search needs: every call filters on the group and the view before it ranks
+    or cuts."""
 
     async def search_text(
         self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int
@@ -204,6 +234,86 @@ class GraphStore(Protocol):
         self, group_id: str, scope: Scope, uuids: list[str]
     ) -> dict[str, list[float]]: ...
 
-    async def groups(self) -> list[str]: ...
+
+class MetricsStore(Protocol):
+    async def ingest_metrics(self, group_id: str) -> IngestMetrics:
+        """Sums of the per-episode metrics over the group's ingested episodes."""
+        ...
+
+    async def query_metrics(self, group_id: str) -> QueryMetrics: ...
+
+    async def record_query_metrics(self, group_id: str, metrics: QueryMetrics) -> None:
+        """Add the counters to the group's stored query metrics."""
+        ...
+
+
+class Groups(Protocol):
+    async def has_group(self, group_id: str) -> bool:
+        """Whether the group holds anything; cheap (an index lookup), so fine on a hot path."""
+        ...
+
+    async def groups(self) -> list[str]:
+        """Every group, sorted: a listing for people, not for the write path."""
+        ...
+
+
+class StoreAdmin(Groups, Protocol):
+    """The store as a whole: what it is, its schema, deleting and compacting, closing."""
+
+    backend: str
+    # The dimension of the store's vector indexes (None: no embedder, no vector indexes).
+    embedding_dim: int | None
+
+    async def ensure_schema(self, group_id: str) -> None:
+        """Create constraints and indexes for the group if missing; cheap when already done."""
+        ...
+
+    async def drop_group(self, group_id: str) -> None:
+        """Physically delete everything of the group."""
+        ...
+
+    async def compact(self) -> None:
+        """Make deletions reach the files on disk (no history of deleted data kept there)."""
+        ...
+
+    async def raw_query(
+        self, group_id: str, query: str, params: dict[str, Any] | None = None, *,
+        write: bool = False,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """Run one query in the backend's own language, unchecked, rows as {column: value}:
+        for operators, notebooks and tests. kg itself never calls it."""
+        ...
 
     async def close(self) -> None: ...
+
+
+class RecordTransfer(Protocol):
+    """Records in and out whole (uuids, times, vectors): export, import, adoption."""
+
+    async def dump_page(
+        self, group_id: str, kind: RecordKind, after: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """Up to `limit` records of a kind with uuid > `after`, in uuid order, vectors
+        included, as stored property maps (graphs other tools wrote have extra properties)."""
+        ...
+
+    async def patch(self, group_id: str, items: Sequence[Patchable]) -> None:
+        """Overwrite kg's properties of stored entities, episodes or edges, matched by uuid
+        (properties kg does not model are kept); used to adopt graphs other tools wrote."""
+        ...
+
+    async def load(self, group_id: str, items: Sequence[Record]) -> None:
+        """Recreate exported records exactly (uuids, times, vectors), atomically; each
+        record's kind is its model."""
+        ...
+
+
+class ReplayStore(EpisodeLog, Timelines, Protocol):
+    """What replay and rollback plans are computed from: the episode log and the timelines."""
+
+
+class GraphStore(
+    EpisodeLog, Timelines, FactReader, PlanWriter, SearchIndex, MetricsStore, StoreAdmin,
+    RecordTransfer, Protocol,
+):  # fmt: skip
+    """The whole contract: what the facade holds and every backend implements."""

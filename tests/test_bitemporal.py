@@ -178,10 +178,13 @@ async def test_closing_before_a_restatement_lets_the_fact_resume(kg: KG) -> None
 async def test_as_of_holds_when_another_tool_range_indexed_the_times(kg: KG) -> None:
     """FalkorDB 4.16: after a delete, a range index returns the edge that reuses the deleted
     one's internal id for the *old* value. graphiti-core indexes every time property; kg's
-    range predicates must not be served by such an index (kg.store.cypher_search.unindexed)."""
+    range predicates must not be served by such an index (kg.store.cypher.dialect.unindexed)."""
     await add(kg, t(2021, 3, 2), ("Minji", "LIVES_IN", "Seoul"))
-    graph = kg.store._graph("default")  # type: ignore[attr-defined]
-    await graph.query("CREATE INDEX FOR ()-[e:RELATES_TO]-() ON (e.valid_at, e.created_at)")
+    await kg.store.raw_query(
+        "default",
+        "CREATE INDEX FOR ()-[e:RELATES_TO]-() ON (e.valid_at, e.created_at)",
+        write=True,
+    )
     poison = await add(kg, t(2022, 1, 1), ("Minji", "LIVES_IN", "Jeju"))
     await kg.rollback(poison.episode_uuid, apply=True)  # deletes and re-creates versions
     await add(kg, t(2024, 6, 1), ("Minji", "LIVES_IN", "Busan"))

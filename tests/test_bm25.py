@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from kg.store.analyzer import grams, query_terms
-from kg.store.bm25 import bm25, idf, query_tokens, stem, tokens
+from kg.store.cypher.analyzer import grams, query_terms
+from kg.store.cypher.bm25 import bm25, idf, query_tokens, stem, tokens
 
 
 def test_korean_runs_become_bigrams_and_latin_text_does_not() -> None:

@@ -22,8 +22,8 @@ async def test_documented_falkordb_as_of_query_runs_verbatim(kg: KG) -> None:
     await add(kg, t(2024, 6, 1), ("Minji", "LIVES_IN", "Busan"))
     falkor_query = cypher_blocks()[0]
     assert isinstance(kg.store, FalkorDBStore)
-    result = await kg.store._graph("default").ro_query(falkor_query)
-    rows = [(r[0], r[1], r[2]) for r in result.result_set]
+    result = await kg.store.raw_query("default", falkor_query)
+    rows = [tuple(list(r.values())[:3]) for r in result]
     assert rows == [("Minji", "LIVES_IN", "Seoul"), ("Minji", "WORKS_AT", "Naver")]
 
 

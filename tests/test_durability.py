@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from kg import KG, DataDirLockedError, StoreUnavailableError
-from kg.store.embedded import _pid_alive
 from kg.store.falkordb import FalkorDBStore
+from kg.store.falkordb.embedded import _pid_alive
 from tests.conftest import add, fact, objects, t
 
 
@@ -134,13 +134,13 @@ async def test_a_rollback_killed_mid_write_is_all_or_nothing(home: Path) -> None
     assert isinstance(kg.store, FalkorDBStore)
     store = kg.store
     sent = asyncio.Event()
-    real_write = store._write
+    real_write = store.execute
 
     async def write_and_signal(group_id: str, statements: list[Any]) -> None:
         sent.set()
         await real_write(group_id, statements)
 
-    store._write = write_and_signal  # type: ignore[method-assign]
+    store.execute = write_and_signal  # type: ignore[method-assign]
     rollback = asyncio.create_task(kg.rollback(poison.episode_uuid, apply=True))
     await sent.wait()
     # The rewrite of 1,500 timelines runs ~300 ms on the build machine; 20 ms lands inside it.

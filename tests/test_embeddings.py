@@ -47,13 +47,14 @@ async def kg_emb(home: Path, minilm: Embedder) -> AsyncIterator[KG]:
 async def nearest_facts(kg: KG, minilm: Embedder, text: str, k: int = 3) -> list[str]:
     assert isinstance(kg.store, FalkorDBStore)
     [v] = await minilm.embed([text])
-    result = await kg.store._graph("default").ro_query(
+    rows = await kg.store.raw_query(
+        "default",
         "CALL db.idx.vector.queryRelationships('RELATES_TO', 'fact_embedding', $k, vecf32($v)) "
         "YIELD relationship, score RETURN relationship.fact, relationship.expired_at, score "
         "ORDER BY score",
         {"k": k, "v": v},
     )
-    return [row[0] for row in result.result_set if row[1] is None]
+    return [row[0] for row in map(list, (r.values() for r in rows)) if row[1] is None]
 
 
 async def test_facts_are_embedded_and_found_by_the_vector_index(
@@ -81,10 +82,11 @@ async def test_versions_rewritten_by_rollback_keep_embeddings(kg_emb: KG, minilm
 async def test_entities_get_name_embeddings(kg_emb: KG) -> None:
     await add(kg_emb, t(2020), ("Alice", "KNOWS", "Bob"))
     assert isinstance(kg_emb.store, FalkorDBStore)
-    rows = (await kg_emb.store._graph("default").ro_query(
-        "MATCH (n:Entity) RETURN n.name, n.name_embedding ORDER BY n.name"
-    )).result_set  # fmt: skip
-    assert [(name, len(v)) for name, v in rows] == [("Alice", 384), ("Bob", 384)]
+    rows = await kg_emb.store.raw_query(
+        "default", "MATCH (n:Entity) RETURN n.name, n.name_embedding ORDER BY n.name"
+    )
+    assert [(name, len(v)) for name, v in (r.values() for r in rows)] == [
+        ("Alice", 384), ("Bob", 384)]  # fmt: skip
 
 
 async def test_openai_embedder_over_a_mocked_transport() -> None:

@@ -19,22 +19,22 @@ async def graph_dump(kg: KG) -> str:
     assert isinstance(kg.store, FalkorDBStore)
     parts = []
     for group in await kg.store.groups():
-        g = kg.store._graph(group)
         for q in ("MATCH (n) RETURN labels(n), properties(n)",
                   "MATCH ()-[e]->() RETURN type(e), properties(e)"):  # fmt: skip
-            parts.append(json.dumps((await g.ro_query(q)).result_set, default=str))
+            rows = [list(r.values()) for r in await kg.store.raw_query(group, q)]
+            parts.append(json.dumps(rows, default=str))
     return "\n".join(parts).lower()
 
 
 async def fulltext_hits(kg: KG, group: str, word: str) -> int:
     assert isinstance(kg.store, FalkorDBStore)
-    g = kg.store._graph(group)
     hits = 0
     for q in ("CALL db.idx.fulltext.queryNodes('Entity', $w) YIELD node RETURN count(node)",
               "CALL db.idx.fulltext.queryNodes('Episodic', $w) YIELD node RETURN count(node)",
               "CALL db.idx.fulltext.queryRelationships('RELATES_TO', $w) YIELD relationship "
               "RETURN count(relationship)"):  # fmt: skip
-        hits += (await g.ro_query(q, {"w": word})).result_set[0][0]
+        [row] = await kg.store.raw_query(group, q, {"w": word})
+        hits += next(iter(row.values()))
     return hits
 
 

@@ -34,6 +34,7 @@ from graphiti_core.nodes import EpisodeType
 from kg import KG
 from kg.ingest.embeddings import local_minilm
 from kg.schemas.embedder import Embedder
+from kg.store.falkordb import FalkorDBStore
 from tests.conftest import t
 
 GROUP = "team7"  # Graphiti's FalkorDB full-text filter fails on group ids with '-'
@@ -132,7 +133,8 @@ class Written:
 async def written(home: Path, minilm: Embedder) -> AsyncIterator[Written]:
     async with await KG.open(home=home, embedder=minilm) as kg:
         llm = ScriptedGraphitiLLM()
-        g = Graphiti(graph_driver=FalkorDriver(falkor_db=kg.store._db, database=GROUP),  # type: ignore[attr-defined]
+        assert isinstance(kg.store, FalkorDBStore)
+        g = Graphiti(graph_driver=FalkorDriver(falkor_db=kg.store.client, database=GROUP),
                      llm_client=llm, embedder=MiniLMForGraphiti(minilm),
                      cross_encoder=NoCrossEncoder())  # fmt: skip
         await g.build_indices_and_constraints()
@@ -223,7 +225,7 @@ async def test_erasure_reaches_graphiti_summaries(written: Written) -> None:
     assert receipt.episodes_deleted == 2
     minji = (await kg.store.entities_by_key(GROUP, ["minji"]))[0]
     assert "seoul" not in minji.summary.casefold()
-    rows = await kg.store._read(GROUP, "MATCH (n) RETURN properties(n) AS p", {})  # type: ignore[attr-defined]
+    rows = await kg.store.raw_query(GROUP, "MATCH (n) RETURN properties(n) AS p")
     dump = json.dumps([r["p"] for r in rows], default=str).casefold()
     i = dump.find("seoul")
     assert i < 0, dump[max(0, i - 300) : i + 100]

@@ -24,7 +24,6 @@ from neo4j.exceptions import ClientError, ServiceUnavailable
 from kg.errors import StoreError, StoreUnavailableError
 from kg.ingest.structured import plan_structured_episode
 from kg.schemas import DEFAULT_ONTOLOGY, Episode, FactQuery, TimelineKey, WritePlan
-from kg.schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.schemas.graph import AuditEvent, CommunityNode
 from kg.schemas.metrics import QueryMetrics
 from kg.schemas.plan import (
@@ -35,8 +34,9 @@ from kg.schemas.plan import (
     RewritePlan,
 )
 from kg.schemas.search import Scope, SearchView
-from kg.store.cypher import Statement
+from kg.store.cypher.dialect import Statement
 from kg.store.neo4j import Neo4jDialect, Neo4jStore
+from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.transfer import MODELS, Mention
 from tests.conftest import t
 
@@ -155,6 +155,7 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     await store.history("g", "a", "KNOWS", None, 10)
     await store.stats("g", now)
     await store.groups()
+    await store.has_group("g")
     await store.episode_by_hash("g", "h")
     key = TimelineKey(source_uuid="s", predicate="KNOWS", target_uuid="o")
     await store.timeline_versions("g", [key])
@@ -215,8 +216,8 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
              [Mention(uuid="m", episode="e", entity="n", created_at=now)], [community],
              [CommunityMembership(community_uuid="c", entity_uuid="n")],
              [AuditEvent(uuid="a", group_id="g", kind="rollback", created_at=now)]]  # fmt: skip
-    load_statements = [st for kind, items in zip(MODELS, loads, strict=True)
-                       for st in store.compile_load("g", kind, items)]  # fmt: skip
+    load_statements = [st for _kind, items in zip(MODELS, loads, strict=True)
+                       for st in store.compile_load("g", items)]  # fmt: skip
     assert len(load_statements) >= len(MODELS)
     queries = [s.query for s in [*statements, *rewrite_statements, *community_statements, metrics,
                                  *load_statements]]  # fmt: skip
@@ -257,28 +258,32 @@ async def test_a_plan_is_one_transaction_in_order() -> None:
     driver = FakeDriver()
     store = Neo4jStore(driver, "neo4j", embedding_dim=384)
     statements = await _full_plan(store)
-    await store._write("default", statements)
+    await store.execute("default", statements)
     schema, plan_tx = driver.transactions[:-1], driver.transactions[-1]
     assert [q for tx in schema for q, _ in tx] == [*NEO4J_SCHEMA, *neo4j_vector_indexes(384)]
     assert [q for q, _ in plan_tx] == [s.query for s in statements]
     # Times go to Neo4j as native datetimes, never as strings.
     episode = plan_tx[0][1]["episode"]
     assert isinstance(episode["valid_at"], datetime) and episode["valid_at"].tzinfo is not None
-    await store._write("default", statements)  # schema only once per store
+    await store.execute("default", statements)  # schema only once per store
     assert len(driver.transactions) == len(schema) + 2
     # Read-your-writes on a cluster: write sessions share the reads' bookmark manager.
     assert set(driver.session_bookmarks) == {driver.execute_query_bookmark_manager}
 
 
 async def test_neo4j_errors_become_kg_errors() -> None:
-    store = Neo4jStore(FakeDriver(fail_on="RELATES_TO"), "neo4j", embedding_dim=None)
-    store._schema_ready = True
+    driver = FakeDriver()
+    store = Neo4jStore(driver, "neo4j", embedding_dim=None)
+    await store.ensure_schema("g")  # the schema is in place; then the plan fails
+    driver.fail_on = "RELATES_TO"
     with pytest.raises(StoreError, match="nothing written"):
-        await store._write("g", await _full_plan(store))
-    down = Neo4jStore(FakeDriver(down=True), "neo4j", embedding_dim=None)
-    down._schema_ready = True
+        await store.execute("g", await _full_plan(store))
+    driver = FakeDriver()
+    down = Neo4jStore(driver, "neo4j", embedding_dim=None)
+    await down.ensure_schema("g")
+    driver.down = True
     with pytest.raises(StoreUnavailableError, match="lost the Neo4j server"):
-        await down._write("g", [Statement("RETURN 1", {})])
+        await down.execute("g", [Statement("RETURN 1", {})])
 
 
 def test_dialect_round_trips_neo4j_datetimes() -> None:

@@ -241,9 +241,11 @@ async def test_an_episode_that_cannot_be_replayed_is_a_clear_error(kg: KG) -> No
     r = await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"))
     assert isinstance(kg.store, FalkorDBStore)
     # As an LLM-extracted episode would look today: text content, no stored extraction.
-    await kg.store._graph("default").query(
+    await kg.store.raw_query(
+        "default",
         "MATCH (ep:Episodic {uuid: $u}) SET ep.source = 'text', ep.content = 'hello'",
         {"u": r.episode_uuid},
+        write=True,
     )
     with pytest.raises(InputError, match="without a stored extraction"):
         await kg.rollback(r.episode_uuid)

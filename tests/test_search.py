@@ -315,24 +315,24 @@ async def test_first_search_waits_for_indexes_still_building(
     (seen as '[Indexing] n/m: UNDER CONSTRUCTION' in db.indexes()) and meanwhile answers from
     the partial index. Whether a real rebuild is still running when the first search comes is
     a race, so the building phase is simulated: the search must wait it out, or fail clearly."""
-    import kg.store.falkordb as falkordb
+    import kg.store.falkordb.store as falkordb
 
     async with await KG.open(home=home) as kg:
         await kg.add_episode(source="text", content="the lighthouse keeper retired",
                              reference_time=t(2024), extract=False)  # fmt: skip
     async with await KG.open(home=home) as kg:
         store = kg.store
-        real_read = store._read  # type: ignore[attr-defined]
+        assert isinstance(store, falkordb.FalkorDBStore)
+        real_statuses = store.index_statuses
         polls = []
 
-        async def building(group_id: str, query: str, params: dict[str, object]) -> object:
-            if "db.indexes()" in query:
-                polls.append(query)
-                if len(polls) <= 3:
-                    return [{"status": "[Indexing] 0/1: UNDER CONSTRUCTION"}]
-            return await real_read(group_id, query, params)
+        async def building(group_id: str) -> list[str]:
+            polls.append(group_id)
+            if len(polls) <= 3:
+                return ["[Indexing] 0/1: UNDER CONSTRUCTION"]
+            return await real_statuses(group_id)
 
-        monkeypatch.setattr(store, "_read", building)
+        monkeypatch.setattr(store, "index_statuses", building)
         r = await kg.search("lighthouse", recipe="episodes_bm25")
         assert len(polls) == 4  # waited through three 'building' answers
         assert [h.episode.content for h in r.episodes] == ["the lighthouse keeper retired"]
@@ -342,10 +342,10 @@ async def test_first_search_waits_for_indexes_still_building(
     async with await KG.open(home=home) as kg:
         store = kg.store
 
-        async def stuck(group_id: str, query: str, params: dict[str, object]) -> object:
-            return [{"status": "[Indexing] 0/1: UNDER CONSTRUCTION"}]
+        async def stuck(group_id: str) -> list[str]:
+            return ["[Indexing] 0/1: UNDER CONSTRUCTION"]
 
-        monkeypatch.setattr(store, "_read", stuck)
+        monkeypatch.setattr(store, "index_statuses", stuck)
         monkeypatch.setattr(falkordb, "INDEX_WAIT_SECONDS", 0.2)
         with pytest.raises(StoreError, match="search indexes still building"):
             await kg.search("lighthouse", recipe="episodes_bm25")

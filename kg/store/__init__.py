@@ -11,8 +11,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from kg.errors import InputError
-from kg.store.embedded import Durability, default_home
 from kg.store.falkordb import FalkorDBStore
+from kg.store.falkordb.embedded import Durability, default_home
 from kg.store.neo4j import NEO4J_SCHEMES, Neo4jStore
 
 __all__ = ["FalkorDBStore", "Neo4jStore", "open_store"]

@@ -9,7 +9,7 @@ index (one count per term, cached per group until the collection grows by a tent
 pool's mean length as the average document length.
 
 Tokens are lower-cased words reduced by a light English suffix stripper, plus the CJK
-bigrams of `kg.store.analyzer`; the engine stems with Snowball, so the two can disagree on
+bigrams of `kg.store.cypher.analyzer`; the engine stems with Snowball, so the two can disagree on
 rare forms, in which case the document still keeps the engine's match as a small score.
 """
 
@@ -22,7 +22,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
-from kg.store.analyzer import grams
+from kg.store.cypher.analyzer import grams
 
 K1 = 1.2
 B = 0.75

@@ -12,15 +12,15 @@ Rows are projected without their embeddings, which would otherwise dominate tran
 from __future__ import annotations
 
 import abc
-from datetime import datetime
 from typing import Any
 
-from kg.schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
+from kg.schemas.graph import VECTOR_FIELDS, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from kg.schemas.search import Scope, Scored, SearchView
-from kg.store.analyzer import query_terms
-from kg.store.bm25 import bm25, query_tokens
+from kg.store.cypher.analyzer import query_terms
+from kg.store.cypher.base import CypherBase
+from kg.store.cypher.bm25 import bm25, query_tokens
+from kg.store.cypher.dialect import unindexed
 
-VECTOR_FIELDS = ("fact_embedding", "name_embedding", "content_embedding")
 _VECTORS = set(VECTOR_FIELDS)
 _ENDPOINTS = {"source_node_uuid", "target_node_uuid"}
 VECTOR_K_MAX = 20_000
@@ -62,48 +62,6 @@ FACT_COLUMNS = (
 )
 
 
-class Dialect(abc.ABC):
-    name: str
-
-    @abc.abstractmethod
-    def encode_time(self, value: datetime) -> Any: ...
-
-    @abc.abstractmethod
-    def decode_time(self, value: Any) -> datetime: ...
-
-    @abc.abstractmethod
-    def vector(self, expr: str) -> str:
-        """Wrap a list expression so the backend stores it as an indexable vector."""
-
-    @abc.abstractmethod
-    def fulltext_call(self, scope: Scope) -> str:
-        """`CALL ... YIELD <var>, score` over the scope's full-text index, query in $q."""
-
-    @abc.abstractmethod
-    def vector_call(self, scope: Scope) -> str:
-        """`CALL ... YIELD <var>, score` over the scope's vector index, $k nearest to $v."""
-
-    @abc.abstractmethod
-    def similarity(self, score: float) -> float:
-        """The vector procedure's score as cosine similarity."""
-
-    @abc.abstractmethod
-    def text_query(self, terms: list[str]) -> str:
-        """Plain terms, OR-ed, in the engine's query syntax."""
-
-    # "bm25" when the full-text engine already ranks by BM25 (Lucene); otherwise kg rescores.
-    engine_scorer: str = "tfidf"
-
-
-def unindexed(expr: str) -> str:
-    """`expr` in a form no index can serve. FalkorDB 4.16's range indexes keep an entry for a
-    deleted node or edge, and a new one that reuses its internal id is then returned by range
-    queries matching the *old* value. kg creates no range-queried index, but graphs written
-    by other tools (graphiti-core indexes every time property) have them; so every range
-    predicate on a stored property is evaluated on the value itself."""
-    return f"coalesce({expr}, {expr})"
-
-
 def view_filter(scope: Scope, view: SearchView) -> str:
     """The WHERE clause (group + bi-temporal view) for the scope's bound variable."""
     if scope is Scope.facts:
@@ -136,20 +94,7 @@ def view_filter(scope: Scope, view: SearchView) -> str:
     return " AND ".join(clauses)
 
 
-class CypherSearch(abc.ABC):
-    dialect: Dialect
-
-    @abc.abstractmethod
-    async def _read(
-        self, group_id: str, query: str, params: dict[str, Any]
-    ) -> list[dict[str, Any]]: ...
-
-    @abc.abstractmethod
-    def _decode(self, props: dict[str, Any]) -> dict[str, Any]: ...
-
-    @abc.abstractmethod
-    def _fact(self, row: dict[str, Any]) -> Fact: ...
-
+class CypherSearch(CypherBase):
     @abc.abstractmethod
     async def _search_ready(self, group_id: str) -> None:
         """Wait until the group's search indexes are populated."""

@@ -11,75 +11,46 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from kg.errors import StoreError, StoreUnavailableError
-from kg.schemas.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
-from kg.schemas.search import Scope
 from kg.schemas.validation import check_group_id
-from kg.store.cypher import CypherStore, Statement
-from kg.store.cypher_search import Dialect
-from kg.store.embedded import Durability, EmbeddedServer
+from kg.store.cypher.dialect import Statement
+from kg.store.cypher.store import CypherStore
+from kg.store.falkordb.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
+from kg.store.falkordb.dialect import FalkorDialect
+from kg.store.falkordb.embedded import Durability, EmbeddedServer
 
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 INDEX_WAIT_SECONDS = 120
 
 
-class FalkorDialect(Dialect):
-    name = "falkordb"
-
-    def encode_time(self, value: datetime) -> str:
-        v = value.astimezone(UTC)
-        # strftime('%Y') does not zero-pad years before 1000 on glibc; pad by hand.
-        return f"{v.year:04d}" + v.strftime(_TIME_FORMAT)[len(str(v.year)) :]
-
-    def decode_time(self, value: Any) -> datetime:
-        # fromisoformat reads the fixed-width 'Z' form directly, ~10x faster than strptime.
-        return datetime.fromisoformat(value)
-
-    def vector(self, expr: str) -> str:
-        return f"vecf32({expr})"
-
-    def fulltext_call(self, scope: Scope) -> str:
-        if scope is Scope.facts:
-            return (
-                "CALL db.idx.fulltext.queryRelationships('RELATES_TO', $q) "
-                "YIELD relationship AS e, score"
-            )
-        label, var = _NODES[scope]
-        return f"CALL db.idx.fulltext.queryNodes('{label}', $q) YIELD node AS {var}, score"
-
-    def vector_call(self, scope: Scope) -> str:
-        if scope is Scope.facts:
-            return (
-                "CALL db.idx.vector.queryRelationships('RELATES_TO', 'fact_embedding', $k, "
-                "vecf32($v)) YIELD relationship AS e, score"
-            )
-        label, var = _NODES[scope]
-        prop = "content_embedding" if scope is Scope.episodes else "name_embedding"
-        return (
-            f"CALL db.idx.vector.queryNodes('{label}', '{prop}', $k, vecf32($v)) "
-            f"YIELD node AS {var}, score"
-        )
-
-    def similarity(self, score: float) -> float:
-        return 1.0 - score  # FalkorDB yields the cosine distance
-
-    def text_query(self, terms: list[str]) -> str:
-        return " | ".join(terms)  # RediSearch: '|' is OR; terms are plain words (analyzer)
+@contextlib.contextmanager
+def translated(action: str) -> Iterator[None]:
+    """Redis and socket failures as kg's errors, one line each: a lost or silent server is
+    StoreUnavailableError; anything else the server or client refuses is StoreError.
+    (ResponseErrors a caller expects, such as 'empty key', are handled inside the block.)"""
+    try:
+        yield
+    except RedisTimeoutError as exc:
+        raise StoreUnavailableError(
+            f"FalkorDB did not answer in time ({action}): {_line(exc)}"
+        ) from exc
+    except (RedisConnectionError, OSError) as exc:
+        raise StoreUnavailableError(f"lost the FalkorDB server ({action}): {_line(exc)}") from exc
+    except RedisError as exc:
+        raise StoreError(f"FalkorDB refused {action}: {_line(exc)}") from exc
 
 
-_NODES = {
-    Scope.entities: ("Entity", "n"),
-    Scope.episodes: ("Episodic", "ep"),
-    Scope.communities: ("Community", "c"),
-}
+def _line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
 
 
 def check_params(value: Any, path: str = "$") -> None:
@@ -156,8 +127,14 @@ class FalkorDBStore(CypherStore):
             db = FalkorDB(connection_pool=pool)
             await db.connection.ping()
         except (RedisError, OSError) as exc:
-            raise StoreUnavailableError(f"cannot reach FalkorDB at {uri}: {exc}") from exc
+            raise StoreUnavailableError(f"cannot reach FalkorDB at {uri}: {_line(exc)}") from exc
         return cls(db, None, embedding_dim)
+
+    @property
+    def client(self) -> Any:
+        """The falkordb-py client (`falkordb.asyncio.FalkorDB`), for tools that speak to
+        FalkorDB directly, such as graphiti-core's FalkorDriver."""
+        return self._db
 
     def _graph(self, group_id: str) -> Any:
         return self._db.select_graph(check_group_id(group_id))
@@ -169,44 +146,42 @@ class FalkorDBStore(CypherStore):
         ddl = list(FALKORDB_INDEXES)
         if self.embedding_dim:
             ddl += falkordb_vector_indexes(self.embedding_dim)
-        for stmt in ddl:
-            await self._ddl(graph.query(stmt))
-        for label, prop in FALKORDB_UNIQUE:
-            await self._ddl(
-                self._db.connection.execute_command(
-                    "GRAPH.CONSTRAINT", "CREATE", group_id, "UNIQUE", "NODE", label,
-                    "PROPERTIES", "1", prop,
-                )
-            )  # fmt: skip
+        with translated("a schema statement"):
+            for stmt in ddl:
+                await self._ddl(graph.query(stmt))
+            for label, prop in FALKORDB_UNIQUE:
+                await self._ddl(
+                    self._db.connection.execute_command(
+                        "GRAPH.CONSTRAINT", "CREATE", group_id, "UNIQUE", "NODE", label,
+                        "PROPERTIES", "1", prop,
+                    )
+                )  # fmt: skip
         self._ready.add(group_id)
 
     @staticmethod
-    async def _ddl(awaitable: Any) -> None:
+    async def _ddl(awaitable: Awaitable[Any]) -> None:
         try:
             await awaitable
         except ResponseError as exc:
             msg = str(exc).lower()
             if "already indexed" in msg or "already exists" in msg:
                 return
-            raise StoreError(f"FalkorDB refused schema statement: {exc}") from exc
+            raise StoreError(f"FalkorDB refused schema statement: {_line(exc)}") from exc
 
     async def _read(
         self, group_id: str, query: str, params: dict[str, Any]
     ) -> list[dict[str, Any]]:
         check_params(params)
-        try:
-            result = await self._graph(group_id).ro_query(query, params)
-        except RedisConnectionError as exc:
-            raise StoreUnavailableError(f"lost the FalkorDB server: {exc}") from exc
-        except ResponseError as exc:
-            if "empty key" in str(exc):
-                return []  # the group's graph does not exist yet
-            raise StoreError(f"FalkorDB refused a read: {exc}") from exc
-        names = [h[1] for h in result.header]
-        return [dict(zip(names, row, strict=True)) for row in result.result_set]
+        with translated("a read"):
+            try:
+                result = await self._graph(group_id).ro_query(query, params)
+            except ResponseError as exc:
+                if "empty key" in str(exc):
+                    return []  # the group's graph does not exist yet
+                raise StoreError(f"FalkorDB refused a read: {_line(exc)}") from exc
+        return _rows(result)
 
-    async def _write(self, group_id: str, statements: list[Statement]) -> None:
-        await self.ensure_schema(group_id)
+    async def execute(self, group_id: str, statements: list[Statement]) -> None:
         params: dict[str, Any] = {}
         for s in statements:
             for k, v in s.params.items():
@@ -215,12 +190,31 @@ class FalkorDBStore(CypherStore):
                 params[k] = v
         check_params(params)
         query = " ".join(f"CALL {{ {s.query} }}" for s in statements) + " RETURN 1"
-        try:
-            await self._graph(group_id).query(query, params)
-        except RedisConnectionError as exc:
-            raise StoreUnavailableError(f"lost the FalkorDB server: {exc}") from exc
-        except ResponseError as exc:
-            raise StoreError(f"FalkorDB refused the write plan (nothing written): {exc}") from exc
+        # The schema comes first and inside the same translation: a server lost while the
+        # indexes are created is the same one-line error as one lost during the write.
+        with translated("the write plan (nothing written)"):
+            await self.ensure_schema(group_id)
+            try:
+                await self._graph(group_id).query(query, params)
+            except ResponseError as exc:
+                raise StoreError(
+                    f"FalkorDB refused the write plan (nothing written): {_line(exc)}"
+                ) from exc
+
+    async def raw_query(
+        self, group_id: str, query: str, params: dict[str, Any] | None = None, *,
+        write: bool = False,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        graph = self._graph(group_id)
+        with translated("a raw query"):
+            if write:
+                return _rows(await graph.query(query, params or {}))
+            return _rows(await graph.ro_query(query, params or {}))
+
+    async def index_statuses(self, group_id: str) -> list[str]:
+        """Each index's status in the group's graph ('OPERATIONAL' once built)."""
+        rows = await self._read(group_id, "CALL db.indexes() YIELD status RETURN status", {})
+        return [str(r["status"]) for r in rows]
 
     async def _search_ready(self, group_id: str) -> None:
         """After a restart FalkorDB rebuilds full-text and vector indexes in the background
@@ -231,10 +225,8 @@ class FalkorDBStore(CypherStore):
         try:
             async with asyncio.timeout(INDEX_WAIT_SECONDS):
                 while True:
-                    rows = await self._read(
-                        group_id, "CALL db.indexes() YIELD status RETURN status", {}
-                    )
-                    if all(r["status"] == "OPERATIONAL" for r in rows):
+                    statuses = await self.index_statuses(group_id)
+                    if all(s == "OPERATIONAL" for s in statuses):
                         break
                     await asyncio.sleep(0.05)
         except TimeoutError:
@@ -245,17 +237,24 @@ class FalkorDBStore(CypherStore):
         self._indexed.add(group_id)
 
     async def drop_group(self, group_id: str) -> None:
-        try:
-            await self._graph(group_id).delete()
-        except ResponseError as exc:
-            if "empty key" not in str(exc):
-                raise StoreError(f"FalkorDB refused to delete group {group_id!r}: {exc}") from exc
+        with translated(f"to delete group {group_id!r}"):
+            try:
+                await self._graph(group_id).delete()
+            except ResponseError as exc:
+                if "empty key" not in str(exc):
+                    raise StoreError(
+                        f"FalkorDB refused to delete group {group_id!r}: {_line(exc)}"
+                    ) from exc
         self._ready.discard(group_id)
         self._indexed.discard(group_id)
 
     async def compact(self) -> None:
         """Rewrite the append-only file from the live data set: the old AOF, which still holds
         every command ever run (deleted text included), is replaced and removed."""
+        with translated("to compact its files"):
+            await self._compact()
+
+    async def _compact(self) -> None:
         conn = self._db.connection
         info = await conn.info("persistence")
         aof = bool(info.get("aof_enabled"))
@@ -284,13 +283,20 @@ class FalkorDBStore(CypherStore):
             raise StoreError("FalkorDB's AOF rewrite failed; see redis.log")
 
     async def groups(self) -> list[str]:
-        try:
+        with translated("to list groups"):
             return sorted(await self._db.list_graphs())
-        except RedisConnectionError as exc:
-            raise StoreUnavailableError(f"lost the FalkorDB server: {exc}") from exc
+
+    async def has_group(self, group_id: str) -> bool:
+        # A group is a graph of its own: GRAPH.LIST reads the key space, no graph is touched.
+        return group_id in await self.groups()
 
     async def close(self) -> None:
         with contextlib.suppress(RedisError, OSError):
             await self._db.connection.aclose()
         if self.server is not None:
             await self.server.stop()
+
+
+def _rows(result: Any) -> list[dict[str, Any]]:
+    names = [h[1] for h in result.header]
+    return [dict(zip(names, row, strict=True)) for row in result.result_set]

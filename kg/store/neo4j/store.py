@@ -1,4 +1,4 @@
-"""Neo4j 5 backend over Bolt: everything Neo4j-specific lives in this module and schemas/ddl.py.
+"""Neo4j 5 backend over Bolt: everything Neo4j-specific lives in this folder (dialect, DDL).
 
 One database for all groups, each node and edge filtered by `group_id` (indexed together with
 the property that anchors each query). Times are native DateTime; a write plan runs as one
@@ -8,71 +8,16 @@ explicit transaction. Not run against a live server in CI: see README "What was 
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 from kg.errors import StoreError, StoreUnavailableError
-from kg.schemas.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
-from kg.schemas.search import Scope
-from kg.store.cypher import CypherStore, Statement
-from kg.store.cypher_search import Dialect
+from kg.store.cypher.dialect import Statement
+from kg.store.cypher.store import CypherStore
+from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
+from kg.store.neo4j.dialect import Neo4jDialect
 
 NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
-
-
-class Neo4jDialect(Dialect):
-    name = "neo4j"
-    engine_scorer = "bm25"  # Lucene's full-text scoring is BM25 already
-
-    def encode_time(self, value: datetime) -> datetime:
-        return value.astimezone(UTC)
-
-    def decode_time(self, value: Any) -> datetime:
-        if hasattr(value, "to_native"):
-            value = value.to_native()
-        if isinstance(value, str):  # graphs written by other tools may hold ISO strings
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        if not isinstance(value, datetime):
-            raise StoreError(f"expected a DateTime from Neo4j, got {type(value).__name__}")
-        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-
-    def vector(self, expr: str) -> str:
-        return expr
-
-    def fulltext_call(self, scope: Scope) -> str:
-        index, var = _INDEXES[scope]
-        kind = "Relationships" if scope is Scope.facts else "Nodes"
-        yielded = "relationship" if scope is Scope.facts else "node"
-        return f"CALL db.index.fulltext.query{kind}('{index}', $q) YIELD {yielded} AS {var}, score"
-
-    def vector_call(self, scope: Scope) -> str:
-        index, var = _VECTOR_INDEXES[scope]
-        kind = "Relationships" if scope is Scope.facts else "Nodes"
-        yielded = "relationship" if scope is Scope.facts else "node"
-        return (
-            f"CALL db.index.vector.query{kind}('{index}', $k, $v) YIELD {yielded} AS {var}, score"
-        )
-
-    def similarity(self, score: float) -> float:
-        return 2.0 * score - 1.0  # Neo4j's cosine score is (1 + cos) / 2
-
-    def text_query(self, terms: list[str]) -> str:
-        return " OR ".join(terms)  # Lucene; terms are plain lower-case words (analyzer)
-
-
-_INDEXES = {
-    Scope.facts: ("kg_fact_text", "e"),
-    Scope.entities: ("kg_entity_text", "n"),
-    Scope.episodes: ("kg_episode_text", "ep"),
-    Scope.communities: ("kg_community_text", "c"),
-}
-_VECTOR_INDEXES = {
-    Scope.facts: ("kg_fact_embedding", "e"),
-    Scope.entities: ("kg_entity_embedding", "n"),
-    Scope.episodes: ("kg_episode_embedding", "ep"),
-    Scope.communities: ("kg_community_embedding", "c"),
-}
 
 
 class Neo4jStore(CypherStore):
@@ -130,9 +75,24 @@ class Neo4jStore(CypherStore):
             raise self._translate(exc) from exc
         return [dict(r) for r in records]
 
-    async def _write(self, group_id: str, statements: list[Statement]) -> None:
+    async def execute(self, group_id: str, statements: list[Statement]) -> None:
         await self.ensure_schema(group_id)
         await self._run_write(statements)
+
+    async def raw_query(
+        self, group_id: str, query: str, params: dict[str, Any] | None = None, *,
+        write: bool = False,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        import neo4j
+
+        routing = neo4j.RoutingControl.WRITE if write else neo4j.RoutingControl.READ
+        try:
+            records, _, _ = await self._driver.execute_query(
+                query, params or {}, database_=self._database, routing_=routing
+            )
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        return [dict(r) for r in records]
 
     async def _run_write(self, statements: list[Statement]) -> None:
         async def work(tx: Any) -> None:
@@ -179,12 +139,23 @@ class Neo4jStore(CypherStore):
         from store files (offline: neo4j-admin database copy). Documented in the README."""
 
     async def groups(self) -> list[str]:
+        # Every group has episodes (each write plan and import adds one, and so does
+        # graphiti-core): a scan of the episodes' group index, not of every node.
         rows = await self._read(
             "",
-            "MATCH (n) WHERE n:Episodic OR n:Entity RETURN DISTINCT n.group_id AS g ORDER BY g",
+            "MATCH (ep:Episodic) WHERE ep.group_id IS NOT NULL "
+            "RETURN DISTINCT ep.group_id AS g ORDER BY g",
             {},
         )
-        return [r["g"] for r in rows if r["g"] is not None]
+        return [r["g"] for r in rows]
+
+    async def has_group(self, group_id: str) -> bool:
+        rows = await self._read(
+            group_id,
+            "MATCH (ep:Episodic) WHERE ep.group_id = $group_id RETURN ep.uuid AS u LIMIT 1",
+            {"group_id": group_id},
+        )
+        return bool(rows)
 
     async def close(self) -> None:
         await self._driver.close()

@@ -1,0 +1,68 @@
+"""What each backend supplies to the shared Cypher: time and vector encoding, index procedures.
+
+Also the statement type the shared code compiles plans into, and the predicate form both
+backends need for range filters on stored properties.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kg.schemas.search import Scope
+
+
+@dataclass(frozen=True)
+class Statement:
+    query: str
+    params: dict[str, Any]
+
+
+class Dialect(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def encode_time(self, value: datetime) -> Any: ...
+
+    @abc.abstractmethod
+    def decode_time(self, value: Any) -> datetime: ...
+
+    @abc.abstractmethod
+    def vector(self, expr: str) -> str:
+        """Wrap a list expression so the backend stores it as an indexable vector."""
+
+    @abc.abstractmethod
+    def fulltext_call(self, scope: Scope) -> str:
+        """`CALL ... YIELD <var>, score` over the scope's full-text index, query in $q."""
+
+    @abc.abstractmethod
+    def vector_call(self, scope: Scope) -> str:
+        """`CALL ... YIELD <var>, score` over the scope's vector index, $k nearest to $v."""
+
+    @abc.abstractmethod
+    def similarity(self, score: float) -> float:
+        """The vector procedure's score as cosine similarity."""
+
+    @abc.abstractmethod
+    def text_query(self, terms: list[str]) -> str:
+        """Plain terms, OR-ed, in the engine's query syntax."""
+
+    # "bm25" when the full-text engine already ranks by BM25 (Lucene); otherwise kg rescores.
+    engine_scorer: str = "tfidf"
+
+
+def unindexed(expr: str) -> str:
+    """`expr` in a form no index can serve. FalkorDB 4.16's range indexes keep an entry for a
+    deleted node or edge, and a new one that reuses its internal id is then returned by range
+    queries matching the *old* value. kg creates no range-queried index, but graphs written
+    by other tools (graphiti-core indexes every time property) have them; so every range
+    predicate on a stored property is evaluated on the value itself."""
+    return f"coalesce({expr}, {expr})"
+
+
+def check_dimension(dimension: int) -> int:
+    if not isinstance(dimension, int) or isinstance(dimension, bool) or not 1 <= dimension <= 4096:
+        raise ValueError(f"embedding dimension must be an integer in 1..4096, got {dimension!r}")
+    return dimension

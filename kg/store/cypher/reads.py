@@ -1,0 +1,301 @@
+"""The reads both backends share: episodes, timelines, facts as of a time, history, stats,
+communities and metrics."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
+from kg.schemas.metrics import Counters, IngestMetrics, QueryMetrics
+from kg.schemas.store import Community, FactQuery, StoreStats, TimelineKey
+from kg.store.cypher.base import CypherBase
+from kg.store.cypher.dialect import unindexed
+from kg.store.cypher.search import COMMUNITY_COLUMNS
+
+_SUMMED = tuple(Counters.model_fields)
+FACT_RETURN = (
+    " RETURN properties(e) AS e, s.uuid AS source, o.uuid AS target,"
+    " s.name AS subject, o.name AS object"
+)
+
+
+class CypherReads(CypherBase):
+    async def episode_by_hash(self, group_id: str, content_hash: str) -> EpisodicNode | None:
+        rows = await self._read(
+            group_id,
+            "MATCH (ep:Episodic {content_hash: $hash}) WHERE ep.group_id = $group_id "
+            "RETURN properties(ep) AS ep LIMIT 1",
+            {"hash": content_hash, "group_id": group_id},
+        )
+        return self._episodes(rows)[0] if rows else None
+
+    async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]:
+        if not name_keys:
+            return []
+        rows = await self._read(
+            group_id,
+            "UNWIND $keys AS k MATCH (n:Entity {name_key: k}) WHERE n.group_id = $group_id "
+            "RETURN properties(n) AS n ORDER BY n.created_at, n.uuid",
+            {"keys": name_keys, "group_id": group_id},
+        )
+        first: dict[str, EntityNode] = {}
+        for r in rows:
+            node = EntityNode.model_validate(self._decode(r["n"]))
+            first.setdefault(node.name_key, node)
+        return list(first.values())
+
+    async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
+        return await self._timeline(group_id, keys, live_only=True)
+
+    async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
+        return await self._timeline(group_id, keys, live_only=False)
+
+    async def _timeline(
+        self, group_id: str, keys: list[TimelineKey], *, live_only: bool
+    ) -> list[FactEdge]:
+        if not keys:
+            return []
+        live = "AND e.expired_at IS NULL " if live_only else ""
+        rows = await self._read(
+            group_id,
+            "UNWIND $keys AS k MATCH (s:Entity {uuid: k.source})-[e:RELATES_TO]->(o:Entity) "
+            f"WHERE e.group_id = $group_id AND e.name = k.predicate {live}"
+            "AND (k.target IS NULL OR o.uuid = k.target) "
+            "RETURN DISTINCT properties(e) AS e, s.uuid AS source, o.uuid AS target",
+            {
+                "keys": [
+                    {"source": k.source_uuid, "predicate": k.predicate, "target": k.target_uuid}
+                    for k in dict.fromkeys(keys)
+                ],
+                "group_id": group_id,
+            },
+        )
+        return [self._edge(r["e"], r["source"], r["target"]) for r in rows]
+
+    async def episodes(self, group_id: str, uuids: list[str]) -> list[EpisodicNode]:
+        if not uuids:
+            return []
+        rows = await self._read(
+            group_id,
+            "UNWIND $uuids AS u MATCH (ep:Episodic {uuid: u}) WHERE ep.group_id = $group_id "
+            "RETURN properties(ep) AS ep ORDER BY ep.created_at, ep.uuid",
+            {"uuids": sorted(set(uuids)), "group_id": group_id},
+        )
+        return self._episodes(rows)
+
+    async def find_episodes(
+        self,
+        group_id: str,
+        source_description: str | None,
+        since: datetime | None,
+        *,
+        include_rolled_back: bool = False,
+    ) -> list[EpisodicNode]:
+        where = ["ep.group_id = $group_id"]
+        if not include_rolled_back:
+            where.append("ep.status = 'ingested'")
+        params: dict[str, Any] = {"group_id": group_id}
+        if source_description is not None:
+            where.append("ep.source_description = $source_description")
+            params["source_description"] = source_description
+        if since is not None:
+            where.append(f"{unindexed('ep.created_at')} >= $since")
+            params["since"] = self.dialect.encode_time(since)
+        rows = await self._read(
+            group_id,
+            "MATCH (ep:Episodic) WHERE " + " AND ".join(where) + " "
+            "RETURN properties(ep) AS ep ORDER BY ep.created_at, ep.uuid",
+            params,
+        )
+        return self._episodes(rows)
+
+    async def recent_episodes(self, group_id: str, limit: int) -> list[EpisodicNode]:
+        rows = await self._read(
+            group_id,
+            "MATCH (ep:Episodic) WHERE ep.group_id = $group_id AND ep.status = 'ingested' "
+            "RETURN properties(ep) AS ep ORDER BY ep.valid_at DESC, ep.created_at DESC "
+            "LIMIT $max_rows",
+            {"group_id": group_id, "max_rows": limit},
+        )
+        return list(reversed(self._episodes(rows)))
+
+    async def episodes_mentioning(self, group_id: str, entity_uuid: str) -> list[EpisodicNode]:
+        rows = await self._read(
+            group_id,
+            "MATCH (ep:Episodic)-[:MENTIONS]->(n:Entity {uuid: $entity}) "
+            "WHERE ep.group_id = $group_id "
+            "RETURN properties(ep) AS ep ORDER BY ep.created_at, ep.uuid",
+            {"entity": entity_uuid, "group_id": group_id},
+        )
+        return self._episodes(rows)
+
+    async def fact_versions(self, group_id: str, uuid: str) -> list[Fact]:
+        rows = await self._read(
+            group_id,
+            "MATCH ()-[x:RELATES_TO {uuid: $uuid}]->() WHERE x.group_id = $group_id "
+            "RETURN x.fact_uuid AS f",
+            {"uuid": uuid, "group_id": group_id},
+        )
+        fact_uuid = rows[0]["f"] if rows else uuid
+        rows = await self._read(
+            group_id,
+            # Anonymous endpoints: FalkorDB only uses the edge index in this shape.
+            "MATCH ()-[e:RELATES_TO {fact_uuid: $fact_uuid}]->() "
+            "WITH e, startNode(e) AS s, endNode(e) AS o WHERE e.group_id = $group_id"
+            + FACT_RETURN
+            + " ORDER BY e.valid_at, e.created_at, e.uuid",
+            {"fact_uuid": fact_uuid, "group_id": group_id},
+        )
+        return [self._fact(r) for r in rows]
+
+    async def audit_log(self, group_id: str, limit: int) -> list[AuditEvent]:
+        rows = await self._read(
+            group_id,
+            "MATCH (a:AuditEvent) WHERE a.group_id = $group_id "
+            "RETURN properties(a) AS a ORDER BY a.created_at DESC LIMIT $max_rows",
+            {"group_id": group_id, "max_rows": limit},
+        )
+        return [AuditEvent.model_validate(self._decode(r["a"])) for r in rows]
+
+    async def closures(self, group_id: str, limit: int) -> list[Fact]:
+        match, params = self._fact_match(None, None, None)
+        cypher = (
+            match
+            + " AND e.invalidated_by IS NOT NULL"
+            + FACT_RETURN
+            + " ORDER BY e.created_at DESC, e.uuid LIMIT $max_rows"
+        )
+        params.update(group_id=group_id, max_rows=limit)
+        return [self._fact(r) for r in await self._read(group_id, cypher, params)]
+
+    def _fact_match(
+        self, subject_key: str | None, predicate: str | None, object_key: str | None
+    ) -> tuple[str, dict[str, Any]]:
+        """MATCH ... WHERE prefix; anchored on the subject when given, so its index is used."""
+        params: dict[str, Any] = {}
+        subject = "(s:Entity)"
+        if subject_key is not None:
+            subject = "(s:Entity {name_key: $subject_key})"
+            params["subject_key"] = subject_key
+        where = ["s.group_id = $group_id", "e.group_id = $group_id"]
+        if predicate is not None:
+            where.append("e.name = $predicate")
+            params["predicate"] = predicate
+        if object_key is not None:
+            where.append("o.name_key = $object_key")
+            params["object_key"] = object_key
+        query = f"MATCH {subject}-[e:RELATES_TO]->(o:Entity) WHERE " + " AND ".join(where)
+        return query, params
+
+    async def facts(self, query: FactQuery) -> list[Fact]:
+        match, params = self._fact_match(query.subject_key, query.predicate, query.object_key)
+        clauses = [
+            f"{unindexed('e.valid_at')} <= $valid_at",
+            "(e.invalid_at IS NULL OR e.invalid_at > $valid_at)",
+            f"{unindexed('e.created_at')} <= $known_at",
+            "(e.expired_at IS NULL OR e.expired_at > $known_at)",
+        ]
+        if not query.include_contested:
+            clauses.append("coalesce(e.status, 'active') = 'active'")
+        cypher = (
+            match
+            + " AND "
+            + " AND ".join(clauses)
+            + FACT_RETURN
+            + " ORDER BY subject, e.name, e.valid_at, e.uuid LIMIT $max_rows"
+        )
+        params.update(
+            group_id=query.group_id,
+            valid_at=self.dialect.encode_time(query.valid_at),
+            known_at=self.dialect.encode_time(query.known_at),
+            max_rows=query.limit,
+        )
+        return [self._fact(r) for r in await self._read(query.group_id, cypher, params)]
+
+    async def history(
+        self,
+        group_id: str,
+        subject_key: str | None,
+        predicate: str | None,
+        object_key: str | None,
+        limit: int,
+    ) -> list[Fact]:
+        match, params = self._fact_match(subject_key, predicate, object_key)
+        cypher = (
+            match
+            + FACT_RETURN
+            + (" ORDER BY subject, e.name, e.valid_at, e.created_at, e.uuid LIMIT $max_rows")
+        )
+        params.update(group_id=group_id, max_rows=limit)
+        return [self._fact(r) for r in await self._read(group_id, cypher, params)]
+
+    async def stats(self, group_id: str, now: datetime) -> StoreStats:
+        t = self.dialect.encode_time(now)
+        params = {"group_id": group_id, "now": t}
+        count = {
+            "episodes": "MATCH (n:Episodic) WHERE n.group_id = $group_id RETURN count(n) AS c",
+            "entities": "MATCH (n:Entity) WHERE n.group_id = $group_id RETURN count(n) AS c",
+            "edge_versions": "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id "
+            "RETURN count(e) AS c",
+            "current_facts": "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id "
+            "AND e.expired_at IS NULL AND e.status = 'active' "
+            f"AND {unindexed('e.valid_at')} <= $now "
+            "AND (e.invalid_at IS NULL OR e.invalid_at > $now) RETURN count(e) AS c",
+            "contested_facts": "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id "
+            "AND e.expired_at IS NULL AND e.status = 'contested' RETURN count(e) AS c",
+            "communities": "MATCH (c:Community) WHERE c.group_id = $group_id RETURN count(c) AS c",
+        }
+        values = {}
+        for key, cypher in count.items():
+            rows = await self._read(group_id, cypher, params)
+            values[key] = int(rows[0]["c"]) if rows else 0
+        return StoreStats(group_id=group_id, **values)
+
+    async def communities(self, group_id: str, having: list[str] | None = None) -> list[Community]:
+        match = (
+            "MATCH (c:Community) WHERE c.group_id = $group_id " if having is None else
+            # From the entities' index, not a scan of every community.
+            "UNWIND $having AS u MATCH (c:Community)-[:HAS_MEMBER]->(:Entity {uuid: u}) "
+            "WHERE c.group_id = $group_id WITH DISTINCT c "
+        )  # fmt: skip
+        rows = await self._read(
+            group_id,
+            f"{match}OPTIONAL MATCH (c)-[:HAS_MEMBER]->(n:Entity) "
+            f"RETURN {COMMUNITY_COLUMNS} AS c, collect(n.uuid) AS members ORDER BY c.uuid",
+            {"group_id": group_id, "having": having or []},
+        )
+        return [
+            Community(node=CommunityNode.model_validate(self._decode(dict(r["c"]))),
+                      members=sorted(r["members"]))
+            for r in rows
+        ]  # fmt: skip
+
+    async def ingest_metrics(self, group_id: str) -> IngestMetrics:
+        sums = ", ".join(f"sum(coalesce(ep.{f}, 0)) AS {f}" for f in _SUMMED)
+        rows = await self._read(
+            group_id,
+            "MATCH (ep:Episodic) WHERE ep.group_id = $group_id AND ep.status = 'ingested' "
+            "RETURN count(ep) AS episodes, "
+            "sum(CASE WHEN ep.facts_extracted IS NULL THEN 0 ELSE 1 END) AS llm_episodes, "
+            "sum(CASE WHEN ep.facts_extracted = 0 THEN 1 ELSE 0 END) AS empty_extractions, "
+            f"{sums}",
+            {"group_id": group_id},
+        )
+        if not rows:
+            return IngestMetrics()
+        return IngestMetrics.model_validate({k: int(v or 0) for k, v in rows[0].items()})
+
+    async def query_metrics(self, group_id: str) -> QueryMetrics:
+        rows = await self._read(
+            group_id,
+            "MATCH (q:QueryStats) WHERE q.group_id = $group_id RETURN properties(q) AS p",
+            {"group_id": group_id},
+        )
+        if not rows:
+            return QueryMetrics()
+        p = dict(rows[0]["p"])
+        hits = {k[5:]: int(v) for k, v in p.items() if k.startswith("hits_")}
+        return QueryMetrics.model_validate(
+            {k: v for k, v in p.items() if k in QueryMetrics.model_fields} | {"branch_hits": hits}
+        )

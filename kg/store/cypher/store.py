@@ -1,0 +1,18 @@
+"""`CypherStore`: the whole `kg.schemas.store.GraphStore` in the Cypher both backends share.
+
+Backends differ only in transport, in how time and vectors are stored, and in DDL; each
+subclass supplies those (`_read`, `execute`, a `Dialect`, its DDL in `ensure_schema`) and the
+store-wide operations (groups, drop, compact, close, raw queries).
+"""
+
+from __future__ import annotations
+
+import abc
+
+from kg.store.cypher.reads import CypherReads
+from kg.store.cypher.search import CypherSearch
+from kg.store.cypher.transfer import CypherTransfer
+
+
+class CypherStore(CypherReads, CypherTransfer, CypherSearch, abc.ABC):
+    """Reads, writes, transfer and search over one transport."""

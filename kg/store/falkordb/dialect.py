@@ -1,0 +1,63 @@
+"""FalkorDB's side of the shared Cypher: times as fixed-width UTC strings, vecf32 vectors,
+RediSearch full-text and FalkorDB's vector procedures."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kg.schemas.search import Scope
+from kg.store.cypher.dialect import Dialect
+
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+class FalkorDialect(Dialect):
+    name = "falkordb"
+
+    def encode_time(self, value: datetime) -> str:
+        v = value.astimezone(UTC)
+        # strftime('%Y') does not zero-pad years before 1000 on glibc; pad by hand.
+        return f"{v.year:04d}" + v.strftime(_TIME_FORMAT)[len(str(v.year)) :]
+
+    def decode_time(self, value: Any) -> datetime:
+        # fromisoformat reads the fixed-width 'Z' form directly, ~10x faster than strptime.
+        return datetime.fromisoformat(value)
+
+    def vector(self, expr: str) -> str:
+        return f"vecf32({expr})"
+
+    def fulltext_call(self, scope: Scope) -> str:
+        if scope is Scope.facts:
+            return (
+                "CALL db.idx.fulltext.queryRelationships('RELATES_TO', $q) "
+                "YIELD relationship AS e, score"
+            )
+        label, var = _NODES[scope]
+        return f"CALL db.idx.fulltext.queryNodes('{label}', $q) YIELD node AS {var}, score"
+
+    def vector_call(self, scope: Scope) -> str:
+        if scope is Scope.facts:
+            return (
+                "CALL db.idx.vector.queryRelationships('RELATES_TO', 'fact_embedding', $k, "
+                "vecf32($v)) YIELD relationship AS e, score"
+            )
+        label, var = _NODES[scope]
+        prop = "content_embedding" if scope is Scope.episodes else "name_embedding"
+        return (
+            f"CALL db.idx.vector.queryNodes('{label}', '{prop}', $k, vecf32($v)) "
+            f"YIELD node AS {var}, score"
+        )
+
+    def similarity(self, score: float) -> float:
+        return 1.0 - score  # FalkorDB yields the cosine distance
+
+    def text_query(self, terms: list[str]) -> str:
+        return " | ".join(terms)  # RediSearch: '|' is OR; terms are plain words (analyzer)
+
+
+_NODES = {
+    Scope.entities: ("Entity", "n"),
+    Scope.episodes: ("Episodic", "ep"),
+    Scope.communities: ("Community", "c"),
+}
