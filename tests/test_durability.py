@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 
 from kg import KG, DataDirLockedError, StoreUnavailableError
 from kg.store.falkordb import FalkorDBStore
-from kg.store.falkordb.embedded import _pid_alive
+from kg.store.falkordb.embedded import EmbeddedServer, _pid_alive
 from tests.conftest import add, fact, objects, t
 
 
@@ -161,3 +162,59 @@ async def test_a_rollback_killed_mid_write_is_all_or_nothing(home: Path) -> None
             await after.rollback(poison.episode_uuid, apply=True)
             assert Counter(f.object for f in await after.facts(limit=10_000)) == {"Seoul": n}
         assert (await after.stats()).current_facts == n
+
+
+@pytest.fixture
+def stale_server(home: Path, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """A stand-in for a server left by a dead kg process: its command line names redis-server
+    and the data directory, its pid is in the pidfile, and after SIGTERM it takes a second
+    to exit, as a server flushing its AOF would."""
+    data_dir = home.resolve() / "falkordb"
+    data_dir.mkdir(parents=True)
+    termed, ready = tmp_path / "termed", tmp_path / "ready"
+    script = textwrap.dedent(f"""
+        import pathlib, signal, sys, time
+        def on_term(*_):
+            pathlib.Path({str(termed)!r}).touch()
+            time.sleep(1.0)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, on_term)
+        pathlib.Path({str(ready)!r}).touch()
+        while True:
+            time.sleep(0.01)
+    """)
+    stale = subprocess.Popen([sys.executable, "-c", script, "redis-server", str(data_dir)])
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (data_dir / "redis.pid").write_text(str(stale.pid))
+    yield stale, termed
+    if stale.poll() is None:
+        stale.kill()
+        stale.wait()
+
+
+async def test_reaping_a_stale_server_leaves_the_event_loop_running(
+    home: Path, stale_server: tuple[subprocess.Popen[bytes], Path]
+) -> None:
+    """While kg waits for a stale server to exit, the process keeps serving its other
+    tasks: no blocking sleep in async code."""
+    stale, termed = stale_server
+    server = EmbeddedServer(home)
+    ran_while_reaping = False
+
+    async def other_work() -> None:
+        nonlocal ran_while_reaping
+        while True:
+            if termed.exists() and stale.poll() is None:
+                ran_while_reaping = True
+            await asyncio.sleep(0.01)
+
+    ticker = asyncio.create_task(other_work())
+    try:
+        await server.start()
+    finally:
+        ticker.cancel()
+        await server.stop()
+    assert termed.exists() and stale.poll() == 0  # it was asked to stop, and did
+    assert ran_while_reaping

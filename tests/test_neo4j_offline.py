@@ -293,3 +293,18 @@ def test_dialect_round_trips_neo4j_datetimes() -> None:
     assert d.decode_time("2024-01-01T00:00:00Z") == datetime(2024, 1, 1, tzinfo=UTC)
     with pytest.raises(StoreError):
         d.decode_time(12)
+
+
+async def test_group_lookups_read_the_episodes_group_index() -> None:
+    """`has_group` runs on the write and search paths: an index seek on the episodes' group,
+    never a scan of every node; `groups` scans that index, not the nodes."""
+    driver = FakeDriver()
+    store = Neo4jStore(driver, "neo4j", embedding_dim=None)
+    assert not await store.has_group("g")
+    await store.groups()
+    assert [q.split(" WHERE ")[0] for q, _ in driver.reads] == ["MATCH (ep:Episodic)"] * 2
+    assert "LIMIT 1" in driver.reads[0][0] and driver.reads[0][1] == {"group_id": "g"}
+    for q, _ in driver.reads:
+        parse(q)
+    index = "CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id)"
+    assert index in NEO4J_SCHEMA

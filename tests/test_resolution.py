@@ -95,6 +95,31 @@ async def test_a_near_name_is_merged_into_the_existing_entity(session: Session) 
     assert (await kg.stats()).entities == 3  # Minji Kim, Naver, Jazz: no second Minji
 
 
+async def test_ingest_and_search_never_list_every_group(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing groups scans the store on Neo4j; the write and search paths ask only whether
+    their own group exists (an index lookup)."""
+    kg, llm = session
+    listed: list[str] = []
+    real = kg.store.groups
+
+    async def groups() -> list[str]:
+        listed.append("groups")
+        return await real()
+
+    monkeypatch.setattr(kg.store, "groups", groups)
+    await say(kg, llm, "Minji Kim: I work at Naver.", t(2024, 1, 1),
+              reply(f("Minji Kim", "WORKS_AT", "Naver", "I work at Naver")))  # fmt: skip
+    llm.resolutions.append(resolution([("N1", "E1")]))
+    r = await say(kg, llm, "Minji: I like jazz.", t(2024, 2, 1),
+                  reply(f("Minji", "LIKES", "Jazz", "I like jazz")))  # fmt: skip
+    assert r.summary.entities_merged == 1  # the group was found: resolution ran
+    await kg.search("jazz")
+    await kg.flush_metrics()
+    assert listed == []
+
+
 async def test_model_saying_no_keeps_the_entities_apart(session: Session) -> None:
     kg, llm = session
     await say(kg, llm, "Minji Kim: I work at Naver.", t(2024, 1, 1),

@@ -93,8 +93,9 @@ class EmbeddedServer:
             self._lock_file.close()
             self._lock_file = None
 
-    def _reap_stale_server(self) -> None:
-        """A server left by a kg process that died before stopping it (we hold the lock now)."""
+    async def _reap_stale_server(self, timeout: float = 10.0) -> None:
+        """A server left by a kg process that died before stopping it (we hold the lock now).
+        It gets `timeout` seconds to flush its AOF and exit; the event loop keeps running."""
         pidfile = self.data_dir / "redis.pid"
         try:
             pid = int(pidfile.read_text().strip())
@@ -109,9 +110,9 @@ class EmbeddedServer:
         if b"redis-server" not in cmdline or str(self.data_dir).encode() not in cmdline:
             return  # pid reused by something else
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + timeout
         while _pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            await asyncio.sleep(0.05)
         if _pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
@@ -132,7 +133,7 @@ class EmbeddedServer:
         self._acquire_lock()
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            self._reap_stale_server()
+            await self._reap_stale_server()
             self.socket_path = self._socket()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.socket_path)

@@ -288,7 +288,8 @@ class FalkorDBStore(CypherStore):
 
     async def has_group(self, group_id: str) -> bool:
         # A group is a graph of its own: GRAPH.LIST reads the key space, no graph is touched.
-        return group_id in await self.groups()
+        with translated("to list groups"):
+            return group_id in await self._db.list_graphs()
 
     async def close(self) -> None:
         with contextlib.suppress(RedisError, OSError):
