@@ -1,4 +1,4 @@
-"""Pure data shared by every layer of kg: models, ontology, write plans, the store contract, DDL.
+"""Pure data shared by every layer of kg: models, ontology, write plans, the store contract.
 
 Nothing here imports the rest of kg, so `ingest` and `retrieval` can depend on this package
 alone and never on each other.

@@ -156,6 +156,7 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     await store.stats("g", now)
     await store.groups()
     await store.has_group("g")
+    await store.raw_query("g", "MATCH (n:Entity) RETURN n.uuid AS u LIMIT 1")
     await store.episode_by_hash("g", "h")
     key = TimelineKey(source_uuid="s", predicate="KNOWS", target_uuid="o")
     await store.timeline_versions("g", [key])

@@ -65,11 +65,17 @@ class Neo4jStore(CypherStore):
     async def _read(
         self, group_id: str, query: str, params: dict[str, Any]
     ) -> list[dict[str, Any]]:
+        return await self._query(query, params, write=False)
+
+    async def _query(
+        self, query: str, params: dict[str, Any], *, write: bool
+    ) -> list[dict[str, Any]]:
         import neo4j
 
+        routing = neo4j.RoutingControl.WRITE if write else neo4j.RoutingControl.READ
         try:
             records, _, _ = await self._driver.execute_query(
-                query, params, database_=self._database, routing_=neo4j.RoutingControl.READ
+                query, params, database_=self._database, routing_=routing
             )
         except Exception as exc:
             raise self._translate(exc) from exc
@@ -83,16 +89,7 @@ class Neo4jStore(CypherStore):
         self, group_id: str, query: str, params: dict[str, Any] | None = None, *,
         write: bool = False,
     ) -> list[dict[str, Any]]:  # fmt: skip
-        import neo4j
-
-        routing = neo4j.RoutingControl.WRITE if write else neo4j.RoutingControl.READ
-        try:
-            records, _, _ = await self._driver.execute_query(
-                query, params or {}, database_=self._database, routing_=routing
-            )
-        except Exception as exc:
-            raise self._translate(exc) from exc
-        return [dict(r) for r in records]
+        return await self._query(query, params or {}, write=write)
 
     async def _run_write(self, statements: list[Statement]) -> None:
         async def work(tx: Any) -> None:
