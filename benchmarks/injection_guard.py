@@ -118,8 +118,15 @@ def main() -> None:
                     if hit and args.misses and split == "dev":
                         print(f"  FP    [{name}] {e['id']}")
             ben = len(entries) - inj
-            print(f"{name:<18}{caught / inj:>11.1%} {fp / ben:>17.1%}   ({caught}/{inj}, {fp}/{ben})")
-            caught_all, fp_all, inj_all, ben_all = caught_all + caught, fp_all + fp, inj_all + inj, ben_all + ben
+            print(
+                f"{name:<18}{caught / inj:>11.1%} {fp / ben:>17.1%}   ({caught}/{inj}, {fp}/{ben})"
+            )
+            caught_all, fp_all, inj_all, ben_all = (
+                caught_all + caught,
+                fp_all + fp,
+                inj_all + inj,
+                ben_all + ben,
+            )
         print(f"{'all':<18}{caught_all / inj_all:>11.1%} {fp_all / ben_all:>17.1%}   "
               f"({caught_all}/{inj_all}, {fp_all}/{ben_all})")  # fmt: skip
 

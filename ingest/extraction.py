@@ -20,6 +20,7 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
+from kg.ingest.guard import RULES, Rule, fold, instruction_reason
 from kg.ingest.llm import LLMCall, Message, StructuredLLM
 from kg.ingest.relative_time import resolve_time
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact
@@ -39,14 +40,6 @@ DEFAULT_DENY = (
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
     r"\b(password|passwd|passcode|pin code|cvv|cvc|security code|social security number)\b",
 )
-INSTRUCTION_LIKE = (
-    r"\b(ignore|disregard|forget) (all |any |the )?(previous|prior|above|earlier)\b",
-    r"\byou (must|should|will|shall) (always|never)\b",
-    r"\b(always|never) (respond|reply|answer|say|tell|mention|recommend)\b",
-    r"\bfrom now on\b",
-    r"\bsystem prompt\b",
-    r"\b(new|updated) instructions?\b",
-)
 _CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
 
 
@@ -63,7 +56,10 @@ def _luhn(digits: str) -> bool:
 @dataclass(frozen=True)
 class Guards:
     deny: tuple[str, ...] = DEFAULT_DENY
-    instruction_like: tuple[str, ...] = INSTRUCTION_LIKE
+    rules: tuple[Rule, ...] = RULES
+    extra_instruction: tuple[str, ...] = field(
+        default=(), metadata={"doc": "More regexes, matched against the folded text."}
+    )
     assistant_speakers: frozenset[str] = ASSISTANT_SPEAKERS
     check_cards: bool = True
 
@@ -77,8 +73,15 @@ class Guards:
                     return True
         return False
 
+    def instruction_reason(self, text: str) -> str | None:
+        """Why text reads as an instruction to the assistant (a rule name), or None."""
+        if reason := instruction_reason(text, self.rules):
+            return reason
+        folded = fold(text).replace("\n", " ")
+        return next(("custom" for p in self.extra_instruction if re.search(p, folded)), None)
+
     def instruction(self, text: str) -> bool:
-        return any(re.search(p, text, re.I) for p in self.instruction_like)
+        return self.instruction_reason(text) is not None
 
 
 class Drops(BaseModel):
