@@ -60,8 +60,9 @@ def _fold_word(m: re.Match[str]) -> str:
         or all(m is not None for m, c in zip(mapped, word, strict=True) if c.isalpha())
     ):
         word = "".join(m or c for m, c in zip(mapped, word, strict=True))
+    email = "@" in word and m.string[m.end() : m.end() + 1] == "."
     if any(c.isdigit() or c in "@$" for c in word) and any(c.isalpha() for c in word):
-        word = word.translate(_LEET)  # "1gn0re", "4ll"
+        word = word if email else word.translate(_LEET)  # "1gn0re", "4ll"
     return word
 
 
@@ -96,7 +97,12 @@ def fold(text: str) -> str:
 
 # -- rules ---------------------------------------------------------------------------------
 
-Scope = Literal["sentence", "lines", "text"]
+# Addresses are masked before the word rules, so "report" in report.pdf or "files" in a path
+# is not a word of the sentence; `exfiltration_url` reads them whole (scope "urls").
+_ADDRESS = re.compile(r"(?:(?:https?|ftp|s3|gs|file)://|www\.)\S+?(?=[.,;:!?)\]'\"]*(?:\s|$))"
+                      r"|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")  # fmt: skip
+
+Scope = Literal["sentence", "lines", "text", "urls"]
 
 
 @dataclass(frozen=True)
@@ -154,7 +160,7 @@ SECOND_PERSON = (r"\b(?:you|u)(?: \w+)? (?:must|should|shall|will|need to|have t
 THIRD_PERSON = (rf"\b(?:the |any |all |every |an |a |each )?{AI}(?: \w+){{0,4}} (?:must|should"
                 r"|shall|has to|have to|needs? to|is to|are to|(?:is|are) (?:required|instructed"
                 r"|supposed|expected|told|ordered|asked) to|will (?:always|never|only|now))\b")  # fmt: skip
-URL = r"(?:https?|ftp)://|www\.|\b[\w.-]+@[\w-]+\.\w"
+URL = r"<url>"
 CONVERSATION = (r"\b(?:conversation|chat(?: history| log)?|chat ?history|history|transcript"
                 r"|messages|previous message|context(?: window)?|memory|memories|system prompt"
                 r"|prompt|instructions|session|dialog(?:ue)?|files|(?:personal|private) "
@@ -262,7 +268,7 @@ RULES: tuple[Rule, ...] = (
             r"<\|?/?(?:im_start|im_end|system|endoftext|user|assistant)\|?>",
             r"\[/?inst\]|<</?sys>>|</?(?:system|instructions?|sys)>|\[(?:system|instructions?)\]"
             r"|\bsystem\]\(#",
-            r"(?:^|\n) ?#{1,6} ?(?:system|instructions?|new instructions?|system override|"
+            r"(?:^|\n) ?#{1,6}\s*(?:system|instructions?|new instructions?|system override|"
             r"prompt|developer)\b",
             r"(?:^|\n) ?(?:system|developer|admin|administrator|operator|root) ?(?:message|"
             r"prompt|note|override)? ?: ?[\s\S]{0,200}?\b(?:you|your|reveal|ignore|disregard|comply|obey|"
@@ -361,9 +367,10 @@ RULES: tuple[Rule, ...] = (
             r"(?:https?|ftp)://\S*(?:\{[^}\s]*\}|\$\{|<[a-z_ ]+>|\[[a-z_ ]+\])",
             r"!\[[^\]]*\]\((?:https?:)?//\S*\?\S*=",
             r"\b(?:visit|open|fetch|load|browse|navigate to|go to|request|call|click)\b.*"
-            rf"(?:{URL}).*\b(?:the user'?s?|conversation|chat|history|name and address|"
-            r"followed by|append|with the)\b",
+            r"(?:(?:https?|ftp)://|www\.).*\b(?:the user'?s?|conversation|chat|history|"
+            r"name and address|followed by|append|with the)\b",
         ),
+        scope="urls",
     ),
     _rule(
         "tool_hijack",
@@ -482,12 +489,14 @@ RULES: tuple[Rule, ...] = (
 
 def instruction_reason(text: str, rules: tuple[Rule, ...] = RULES) -> str | None:
     """The name of the first rule the folded text trips, or None."""
-    folded = fold(text)
+    unmasked = fold(text)
+    folded = _ADDRESS.sub("<url>", unmasked)
+    unmasked = unmasked.replace("\n", " ")
     flat = folded.replace("\n", " ")
-    sentences = [s for s in re.split(r"(?<=[.!?;。！？])\s+|(?<=[。！？])", flat) if s]
+    sentences = [s for s in re.split(r"(?<=[.!?;。])\s+|(?<=。)", flat) if s]
     for rule in rules:
-        units = {"text": [flat], "lines": [folded], "sentence": sentences}[rule.scope]
-        if any(rule.matches(u) for u in units):
+        units = {"text": [flat], "lines": [folded], "sentence": sentences, "urls": [unmasked]}
+        if any(rule.matches(u) for u in units[rule.scope]):
             return rule.name
     return None
 
