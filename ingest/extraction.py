@@ -6,7 +6,8 @@ words it heard. Everything after the call is kg's own, and none of it trusts the
 - "I" / "me" in a message is the speaker of the quoted line;
 - a fact quoted only from the assistant's own turns is dropped: its guesses are not facts;
 - secrets and payment data never become facts (a configurable deny list);
-- text from tools and documents that reads as an instruction never becomes a memory;
+- text from tools, documents and agents that reads as an instruction never becomes a memory:
+  it is quarantined on the episode, for review (`kg.ingest.guard` says how it is read);
 - time words are resolved against the reference time by `relative_time`, not by the model.
 """
 
@@ -20,12 +21,12 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
-from kg.ingest.guard import RULES, Rule, fold, instruction_reason
+from kg.ingest.guard import RULES, Rule, fact_text, fold, instruction_reason
 from kg.ingest.llm import LLMCall, Message, StructuredLLM
 from kg.ingest.relative_time import resolve_time
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact
 from kg.schemas.extraction import ExtractedFact, Extraction
-from kg.schemas.graph import EpisodicNode
+from kg.schemas.graph import EpisodicNode, Quarantined
 from kg.schemas.ontology import Ontology
 
 LLM_EXTRACTOR = "kg.llm-extract/1"
@@ -40,6 +41,11 @@ DEFAULT_DENY = (
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
     r"\b(password|passwd|passcode|pin code|cvv|cvc|security code|social security number)\b",
 )
+# The user's own word is trusted. Tools and documents carry text written by anyone; an agent's
+# writes are the lowest tier and exactly where a hijacked agent would persist an injection
+# (a preference meant as a standing order belongs in the user channel).
+UNTRUSTED = frozenset({Channel.tool, Channel.document, Channel.agent})
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|[\n\r\v\f\x85\u2028\u2029]+")
 _CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
 
 
@@ -83,6 +89,32 @@ class Guards:
     def instruction(self, text: str) -> bool:
         return self.instruction_reason(text) is not None
 
+    def split_facts(
+        self, facts: Sequence[StructuredFact]
+    ) -> tuple[list[StructuredFact], list[Quarantined]]:
+        """Structured facts from an untrusted channel: those to keep, and those quarantined."""
+        kept: list[StructuredFact] = []
+        held: list[Quarantined] = []
+        for f in facts:
+            text = fact_text(f)
+            if reason := self.instruction_reason(text):
+                held.append(Quarantined(kind="fact", reason=reason, text=text, fact=f))
+            else:
+                kept.append(f)
+        return kept, held
+
+    def passages(self, text: str) -> list[Quarantined]:
+        """The sentences of an untrusted text that read as instructions; the whole text when
+        only the whole trips a rule (an order split across lines or sentences)."""
+        held = [
+            Quarantined(kind="passage", reason=reason, text=s)
+            for s in dict.fromkeys(p.strip() for p in _SENTENCE_END.split(text))
+            if s and (reason := self.instruction_reason(s))
+        ]
+        if not held and (reason := self.instruction_reason(text)):
+            held.append(Quarantined(kind="passage", reason=reason, text=text.strip()))
+        return held
+
 
 class Drops(BaseModel):
     """Facts the model proposed that kg refused, by reason."""
@@ -90,7 +122,6 @@ class Drops(BaseModel):
     no_quote: int = 0
     secret: int = 0
     assistant_claim: int = 0
-    instruction: int = 0
     unknown_predicate: int = 0
     malformed: int = 0
 
@@ -174,12 +205,18 @@ async def extract(
 
 def vet(
     extraction: Extraction, episode: Episode, ontology: Ontology, guards: Guards = Guards()
-) -> tuple[list[StructuredFact], Drops]:
-    """Keep only the facts kg can stand behind, as structured facts ready for planning."""
+) -> tuple[list[StructuredFact], Drops, list[Quarantined]]:
+    """Keep only the facts kg can stand behind, as structured facts ready for planning.
+
+    From an untrusted channel, the passages of the text that read as instructions are
+    quarantined, and so is every fact that reads as one or is quoted from such a passage.
+    """
     drops = Drops()
     lines = Lines.of(episode)
     types = {_norm(e.name): e.type for e in extraction.entities}
-    untrusted = episode.channel in (Channel.tool, Channel.document)
+    untrusted = episode.channel in UNTRUSTED
+    held = guards.passages(episode.content) if untrusted else []
+    suspect = [_norm(q.text) for q in held]
     kept: list[StructuredFact] = []
     for f in extraction.facts:
         speakers = lines.speakers_of(f.quote)
@@ -194,20 +231,31 @@ def vet(
         if named and all(s.casefold() in guards.assistant_speakers for s in named):
             drops.assistant_claim += 1
             continue
-        if untrusted and guards.instruction(text):
-            drops.instruction += 1
-            continue
         try:
             predicate = ontology.resolve_predicate(f.predicate).name
         except ValueError:
+            predicate = None
+        fact = (
+            _structured(f, predicate, named[0] if named else None, types, ontology, episode)
+            if predicate is not None else None
+        )  # fmt: skip
+        if untrusted:
+            quote = _norm(f.quote)
+            reason = guards.instruction_reason(f"{f.fact}. {f.quote}") or next(
+                (q.reason for q, s in zip(held, suspect, strict=True) if quote in s), None
+            )
+            if reason is not None:
+                said = fact_text(fact) if fact is not None else f"{f.fact} ({f.quote})"
+                held.append(Quarantined(kind="fact", reason=reason, text=said, fact=fact))
+                continue
+        if predicate is None:
             drops.unknown_predicate += 1
             continue
-        fact = _structured(f, predicate, named[0] if named else None, types, ontology, episode)
         if fact is None:
             drops.malformed += 1
             continue
         kept.append(fact)
-    return kept, drops
+    return kept, drops, held
 
 
 def _who(name: str, speaker: str | None) -> str:

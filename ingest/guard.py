@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -487,18 +488,25 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def instruction_reason(text: str, rules: tuple[Rule, ...] = RULES) -> str | None:
-    """The name of the first rule the folded text trips, or None."""
+def tripped(text: str, rules: tuple[Rule, ...] = RULES) -> Iterator[str]:
+    """The names of the rules the folded text trips, in rule order (lazily)."""
     unmasked = fold(text)
     folded = _ADDRESS.sub("<url>", unmasked)
-    unmasked = unmasked.replace("\n", " ")
     flat = folded.replace("\n", " ")
-    sentences = [s for s in re.split(r"(?<=[.!?;。])\s+|(?<=。)", flat) if s]
+    units: dict[Scope, list[str]] = {
+        "text": [flat],
+        "lines": [folded],
+        "sentence": [s for s in re.split(r"(?<=[.!?;。])\s+|(?<=。)", flat) if s],
+        "urls": [unmasked.replace("\n", " ")],
+    }
     for rule in rules:
-        units = {"text": [flat], "lines": [folded], "sentence": sentences, "urls": [unmasked]}
         if any(rule.matches(u) for u in units[rule.scope]):
-            return rule.name
-    return None
+            yield rule.name
+
+
+def instruction_reason(text: str, rules: tuple[Rule, ...] = RULES) -> str | None:
+    """The name of the first rule the folded text trips, or None."""
+    return next(tripped(text, rules), None)
 
 
 def fact_text(fact: StructuredFact) -> str:

@@ -100,15 +100,20 @@ async def plan_structured_episode(
     ontology: Ontology,
     now: datetime,
     new_id: Callable[[], str] = new_uuid,
+    *,
+    facts: list[StructuredFact] | None = None,
 ) -> tuple[WritePlan, PlanSummary]:
+    """`facts`, when given, is what to write of the episode's facts (the instruction guard
+    holds back the rest); the episode's content, which replay reads, records only those."""
     check_structured(episode, ontology)
+    facts = list(episode.facts) if facts is None else facts
     facts_json = json.dumps(
-        [f.model_dump(mode="json", exclude_none=True) for f in episode.facts], ensure_ascii=False
+        [f.model_dump(mode="json", exclude_none=True) for f in facts], ensure_ascii=False
     )
     node = episodic_node(
         episode, uuid=new_id(), now=now, extractor=STRUCTURED_EXTRACTOR, content=facts_json
     )
-    return await plan_facts(node, list(episode.facts), store, ontology, now, new_id)
+    return await plan_facts(node, facts, store, ontology, now, new_id)
 
 
 async def plan_facts(

@@ -14,7 +14,7 @@ from kg.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from kg.facade import KG, CommunityReport, EpisodeResult, Explanation
+from kg.facade import KG, CommunityReport, EpisodeResult, Explanation, QuarantineEntry
 from kg.ingest.embeddings import OpenAIEmbedder, SentenceTransformerEmbedder, local_minilm
 from kg.ingest.extraction import Guards
 from kg.ingest.llm import LLMError, OpenAILLM, ScriptedLLM, StructuredLLM
@@ -46,6 +46,7 @@ from kg.schemas import (
     Ontology,
     PlanSummary,
     Predicate,
+    Quarantined,
     StoreStats,
     StructuredFact,
     TrustTier,
@@ -89,6 +90,8 @@ __all__ = [
     "OpenAILLM",
     "PlanSummary",
     "Predicate",
+    "QuarantineEntry",
+    "Quarantined",
     "ReplayReport",
     "Reranker",
     "RollbackReport",

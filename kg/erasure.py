@@ -84,8 +84,9 @@ async def erase_entity(
     mentioning = {e.uuid: e for e in await store.episodes_mentioning(group_id, entity.uuid)}
     for ep in await store.find_episodes(group_id, None, None, include_rolled_back=True):
         # Its text, or its stored record (an adopted or resolved episode may state that a
-        # fact about the subject ended without naming it in its text).
-        text = f"{ep.content}\n{ep.extraction or ''}"
+        # fact about the subject ended without naming it in its text), or what the
+        # instruction guard quarantined from it (kept on the episode, so erased with it).
+        text = f"{ep.content}\n{ep.extraction or ''}\n{ep.quarantine or ''}"
         if ep.uuid not in mentioning and _names_subject(text, entity.name):
             mentioning[ep.uuid] = ep
     live = [u for u, e in mentioning.items() if e.status == EpisodeStatus.ingested]

@@ -10,6 +10,7 @@ async with await KG.open() as kg:                # embedded FalkorDB under KG_HO
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
@@ -31,7 +32,14 @@ from kg.ingest.communities import (
     summarize,
 )
 from kg.ingest.communities import clusters as community_clusters
-from kg.ingest.extraction import LLM_EXTRACTOR, Guards, extract, extraction_record, vet
+from kg.ingest.extraction import (
+    LLM_EXTRACTOR,
+    UNTRUSTED,
+    Guards,
+    extract,
+    extraction_record,
+    vet,
+)
 from kg.ingest.llm import LLMError, StructuredLLM
 from kg.ingest.resolution import resolve
 from kg.ingest.structured import episodic_node, new_uuid, plan_facts
@@ -41,8 +49,16 @@ from kg.retrieval import search as _search
 from kg.retrieval.context import approx_tokens
 from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.schemas.embedder import Embedder
-from kg.schemas.episode import Episode, EpisodeSource
-from kg.schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode, Fact, FactEdge
+from kg.schemas.episode import Channel, Episode, EpisodeSource
+from kg.schemas.graph import (
+    AuditEvent,
+    EntityNode,
+    EpisodeStatus,
+    EpisodicNode,
+    Fact,
+    FactEdge,
+    Quarantined,
+)
 from kg.schemas.metrics import IngestMetrics, Metrics, QueryMetrics
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.plan import PlanSummary, WritePlan
@@ -76,6 +92,24 @@ def _record(node: EpisodicNode, s: PlanSummary) -> None:
     node.facts_closed, node.facts_contested = s.facts_closed, s.facts_contested
     node.facts_merged, node.entities_merged = s.facts_merged, s.entities_merged
     node.entities_added = s.entities_added
+    node.facts_quarantined = sum(q.kind == "fact" for q in s.quarantined)
+    node.passages_quarantined = sum(q.kind == "passage" for q in s.quarantined)
+    s.facts_quarantined, s.passages_quarantined = node.facts_quarantined, node.passages_quarantined
+    if s.quarantined:
+        node.quarantine = json.dumps(
+            [q.model_dump(mode="json", exclude_none=True) for q in s.quarantined],
+            ensure_ascii=False,
+        )
+
+
+class QuarantineEntry(BaseModel):
+    """One quarantined fact or passage, with the episode it came in (see `KG.quarantine`)."""
+
+    episode_uuid: str
+    created_at: datetime
+    channel: Channel
+    source_description: str
+    item: Quarantined
 
 
 class CommunityReport(BaseModel):
@@ -231,15 +265,20 @@ class KG:
                 )  # fmt: skip
             failed = existing.uuid if existing is not None else None
             try:
+                untrusted = episode.channel in UNTRUSTED
                 if episode.source is EpisodeSource.facts:
+                    kept, held = (self.guards.split_facts(episode.facts) if untrusted
+                                  else (list(episode.facts), []))  # fmt: skip
                     plan, summary = await plan_structured_episode(
-                        episode, self.store, self.ontology, self.clock.now()
+                        episode, self.store, self.ontology, self.clock.now(), facts=kept
                     )
+                    summary.quarantined = held
                 elif raw:
                     node = episodic_node(episode, uuid=new_uuid(), now=self.clock.now(),
                                          extractor=RAW_EXTRACTOR)  # fmt: skip
                     node.extraction = extraction_record([])
                     plan, summary = WritePlan(group_id=group, episode=node), PlanSummary()
+                    summary.quarantined = self.guards.passages(episode.content) if untrusted else []
                 else:
                     plan, summary = await self._plan_with_llm(episode, failed)
             except ValidationError as exc:
@@ -523,7 +562,7 @@ class KG:
                 WritePlan(group_id=episode.group_id, episode=node, replaces_failed=failed)
             )
             raise ExtractionError(f"extraction failed, episode recorded as failed: {exc}") from exc
-        facts, drops = vet(extraction, episode, self.ontology, self.guards)
+        facts, drops, held = vet(extraction, episode, self.ontology, self.guards)
         extracted = len(facts)
         now = self.clock.now()
         facts, resolution, more = await resolve(
@@ -537,6 +576,7 @@ class KG:
         node.facts_extracted = extracted
         plan, summary = await plan_facts(node, facts, self.store, self.ontology, now)
         summary.facts_dropped = {k: v for k, v in drops.model_dump().items() if v}
+        summary.quarantined = held
         summary.entities_merged = resolution.entities_merged
         summary.facts_merged = resolution.facts_merged
         summary.facts_contradicted = resolution.facts_contradicted
@@ -607,6 +647,20 @@ class KG:
     async def stats(self, group_id: str = "default") -> StoreStats:
         self._check_group(group_id)
         return await self.store.stats(group_id, self.clock.now())
+
+    async def quarantine(self, group_id: str = "default") -> list[QuarantineEntry]:
+        """What the instruction guard held back from untrusted channels, oldest first: facts
+        that were never written and passages that `context()` withholds, each with its reason.
+        Nothing here is a memory; re-send a fact through the user channel to keep it."""
+        self._check_group(group_id)
+        if group_id not in await self.store.groups():
+            return []
+        return [
+            QuarantineEntry(episode_uuid=ep.uuid, created_at=ep.created_at, channel=ep.channel,
+                            source_description=ep.source_description, item=q)
+            for ep in await self.store.find_episodes(group_id, None, None)
+            for q in ep.quarantined()
+        ]  # fmt: skip
 
     async def groups(self) -> list[str]:
         return await self.store.groups()

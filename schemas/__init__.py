@@ -13,6 +13,7 @@ from kg.schemas.graph import (
     EpisodicNode,
     Fact,
     FactEdge,
+    Quarantined,
 )
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, EntityType, Ontology, Predicate
 from kg.schemas.plan import EdgeReinforcement, EdgeRetirement, PlanSummary, WritePlan
@@ -38,6 +39,7 @@ __all__ = [
     "Ontology",
     "PlanSummary",
     "Predicate",
+    "Quarantined",
     "StoreStats",
     "StructuredFact",
     "TimelineKey",

@@ -6,13 +6,14 @@ the extra properties (name_key, fact_uuid, supersedes, status, ...) are ones Gra
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kg.schemas.episode import Channel, EpisodeSource, TrustTier
+from kg.schemas.episode import Channel, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.metrics import EpisodeMetrics
 from kg.schemas.validation import UtcDatetime, name_key
 
@@ -50,6 +51,20 @@ def _foreign(data: Any, **defaults: Any) -> Any:
     return data
 
 
+class Quarantined(BaseModel):
+    """Text from an untrusted channel that read as an instruction to the assistant.
+
+    Kept on its episode for review, never made a memory: a quarantined fact creates no fact
+    or entity (so no search, view or context can return it), and a quarantined passage of an
+    episode's text is withheld when `context()` renders the episode.
+    """
+
+    kind: Literal["fact", "passage"]
+    reason: str = Field(description="The guard rule it tripped, e.g. 'override'.")
+    text: str = Field(description="The passage, or the fact as the guard read it.")
+    fact: StructuredFact | None = Field(default=None, description="The fact it would have been.")
+
+
 class EpisodicNode(EpisodeMetrics):
     """An episode as stored, with what ingesting it did and cost (flat, for aggregation)."""
 
@@ -84,9 +99,19 @@ class EpisodicNode(EpisodeMetrics):
         default=None, description="LLM episodes: the vetted facts as JSON, for replay."
     )
     error: str | None = Field(default=None, description="Why a failed episode failed.")
+    quarantine: str | None = Field(
+        default=None, description="What the instruction guard quarantined, as a JSON list of "
+        "`Quarantined` (a graph property holds no nested objects).",
+    )
     content_embedding: list[float] | None = Field(
         default=None, description="For the episodes' cosine branch; absent without an embedder."
     )
+
+
+    def quarantined(self) -> list[Quarantined]:
+        if not self.quarantine:
+            return []
+        return [Quarantined.model_validate(q) for q in json.loads(self.quarantine)]
 
 
 class EntityNode(BaseModel):

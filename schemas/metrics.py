@@ -16,6 +16,12 @@ class Counters(BaseModel):
     llm_calls: int = 0
     llm_tokens: int = Field(default=0, description="Prompt plus completion tokens.")
     facts_dropped: int = 0
+    facts_quarantined: int = Field(
+        default=0, description="Untrusted facts that read as instructions: kept for review only."
+    )
+    passages_quarantined: int = Field(
+        default=0, description="Untrusted passages that read as instructions (withheld in context)."
+    )
     facts_added: int = 0
     facts_reinforced: int = 0
     facts_closed: int = 0

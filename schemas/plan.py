@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, FactEdge
+from kg.schemas.graph import (
+    AuditEvent,
+    CommunityNode,
+    EntityNode,
+    EpisodicNode,
+    FactEdge,
+    Quarantined,
+)
 from kg.schemas.validation import UtcDatetime
 
 
@@ -90,6 +97,15 @@ class PlanSummary(BaseModel):
     )
     facts_dropped: dict[str, int] = Field(
         default_factory=dict, description="Proposed by the LLM, refused by kg, by reason."
+    )
+    facts_quarantined: int = Field(
+        default=0, description="Untrusted facts that read as instructions; see `quarantined`."
+    )
+    passages_quarantined: int = Field(
+        default=0, description="Untrusted passages of the text that read as instructions."
+    )
+    quarantined: list[Quarantined] = Field(
+        default_factory=list, description="Kept on the episode for review, never a memory."
     )
     llm_calls: int = 0
     prompt_tokens: int = 0
