@@ -45,7 +45,7 @@ DEFAULT_DENY = (
 # writes are the lowest tier and exactly where a hijacked agent would persist an injection
 # (a preference meant as a standing order belongs in the user channel).
 UNTRUSTED = frozenset({Channel.tool, Channel.document, Channel.agent})
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|[\n\r\v\f\x85\u2028\u2029]+")
+_SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|[\n\r\v\f\x85\u2028\u2029]+")
 _CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
 
 

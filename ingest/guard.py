@@ -50,7 +50,7 @@ _SPACE = re.compile(r"[^\S\n]+")
 
 
 def _is_latin(ch: str) -> bool:
-    return ch.isascii() and ch.isalpha() or "\u00c0" <= ch <= "\u024f"
+    return (ch.isascii() and ch.isalpha()) or "\u00c0" <= ch <= "\u024f"
 
 
 def _fold_word(m: re.Match[str]) -> str:
@@ -154,19 +154,22 @@ STANDING = (r"\b(?:from now on|from this (?:point|moment|message)(?: on| forward
             r"|the user|a user|you)|at all times|no matter what|regardless of (?:what|the user"
             r"|the question)|for all future)\b")  # fmt: skip
 IMPERATIVE_START = (r"(?:^|[:;,\"'(\-*>] ?)(?:(?:please|also|and|now|but|then|p\.s\.|ps|note"
-                    r"|important|urgent|remember|attention|ok|okay|so|instead)[,:!]? )*")  # fmt: skip
+                    r"|important|urgent|remember|attention|ok|okay|so|instead)"
+                    r"[,:!]? )*")  # fmt: skip
 SECOND_PERSON = (r"\b(?:you|u)(?: \w+)? (?:must|should|shall|will|need to|have to|are to"
                  r"|are (?:required|instructed|supposed|expected|told|ordered|allowed) to"
                  r"|can now|may now|are going to|'ll)\b")  # fmt: skip
 THIRD_PERSON = (rf"\b(?:the |any |all |every |an |a |each )?{AI}(?: \w+){{0,4}} (?:must|should"
                 r"|shall|has to|have to|needs? to|is to|are to|(?:is|are) (?:required|instructed"
-                r"|supposed|expected|told|ordered|asked) to|will (?:always|never|only|now))\b")  # fmt: skip
+                r"|supposed|expected|told|ordered|asked) to"
+                r"|will (?:always|never|only|now))\b")  # fmt: skip
 URL = r"<url>"
 CONVERSATION = (r"\b(?:conversation|chat(?: history| log)?|chat ?history|history|transcript"
                 r"|messages|previous message|context(?: window)?|memory|memories|system prompt"
                 r"|prompt|instructions|session|dialog(?:ue)?|files|(?:personal|private) "
                 r"(?:data|information|details)|api keys?|credentials|passwords?|tokens?"
-                r"|name and address|everything (?:above|so far|you know)|user'?s? \w+)\b")  # fmt: skip
+                r"|name and address|everything (?:above|so far|you know)"
+                r"|user'?s? \w+)\b")  # fmt: skip
 
 RULES: tuple[Rule, ...] = (
     _rule(
@@ -198,7 +201,8 @@ RULES: tuple[Rule, ...] = (
             r"(?:now )?(?:cancel+ed|void|outdated|obsolete|revoked|invalid|no longer valid|null"
             r"|overridden|replaced|superseded|a test|fake|wrong|suspended|lifted)\b",
             r"\b(?:instructions?|rules|directions) (?:above|before this)\b.*\bignore\b",
-            r"\b(?:ignore|disregard|forget|override|discard)\b(?: [\w'-]+){0,2}? (?:the|all|any|all "
+            r"\b(?:ignore|disregard|forget|override|discard)\b(?: [\w'-]+){0,2}? "
+            r"(?:the|all|any|all "
             r"the|these|those) (?:instructions?|rules|directions|guidelines|prompts?|directives)"
             r"(?: that)? (?:you|u)(?:'ve| have| were| had)? (?:received|got|gotten|been given|"
             r"given|been told|told|read|saw|seen)\b",
@@ -272,7 +276,8 @@ RULES: tuple[Rule, ...] = (
             r"(?:^|\n) ?#{1,6}\s*(?:system|instructions?|new instructions?|system override|"
             r"prompt|developer)\b",
             r"(?:^|\n) ?(?:system|developer|admin|administrator|operator|root) ?(?:message|"
-            r"prompt|note|override)? ?: ?[\s\S]{0,200}?\b(?:you|your|reveal|ignore|disregard|comply|obey|"
+            r"prompt|note|override)? ?: ?[\s\S]{0,200}?\b(?:you|your|reveal|ignore|disregard|"
+            r"comply|obey|"
             r"must|disabled|enabled|mode|respond|reply|answer|forget|follow)\b",
         ),
         scope="lines",
@@ -402,11 +407,14 @@ RULES: tuple[Rule, ...] = (
         "order_ko",
         "지금부터 / 사용자에게 말하지 마 (Korean standing orders, secrecy, address)",
         _p(
-            r"(?:지금부터|이제부터|앞으로는?|이제|오늘부터|이 시점부터)[^.!?]{0,40}(?:답변|대답|응답|"
+            r"(?:지금부터|이제부터|앞으로는?|이제|오늘부터|이 시점부터)"
+            r"[^.!?]{0,40}(?:답변|대답|응답|"
             r"답해|말해|말하|추천|출력|너는|넌|당신은|번역|언급)",
-            r"(?:사용자|유저|고객)(?:에게|한테)[^.!?]{0,25}(?:말하지 ?마|알리지 ?마|언급하지 ?마|숨기|"
+            r"(?:사용자|유저|고객)(?:에게|한테)[^.!?]{0,25}"
+            r"(?:말하지 ?마|알리지 ?마|언급하지 ?마|숨기|"
             r"말하지 않)",
-            r"(?:ai|에이아이|인공지능|어시스턴트|챗봇|언어 ?모델|모델)(?:는|은|가|이|야|에게)?[^.!?]{0,50}"
+            r"(?:ai|에이아이|인공지능|어시스턴트|챗봇|언어 ?모델|모델)"
+            r"(?:는|은|가|이|야|에게)?[^.!?]{0,50}"
             r"(?:해야|하세요|하라|해라|하십시오|말해|추천|알려)",
             r"(?:^|\n) ?(?:시스템|관리자|개발자) ?:[^\n]*(?:너|당신|공개|무시|모드|따르|해)",
         ),
@@ -466,13 +474,14 @@ RULES: tuple[Rule, ...] = (
         "override_zh_ja",
         "忽略之前的指令 / 以前の指示を無視 (Chinese, Japanese)",
         _p(
-            r"(?:忽略|无视|無視|忘记|忘記|忘掉|不要理会|放弃)[^。！？]{0,10}(?:之前|以前|上面|先前|上述|"
-            r"所有|前面|原来|原有)[^。！？]{0,8}(?:指令|指示|说明|說明|规则|規則|提示|命令|设定)",
-            r"(?:以前|前|上記|これまで|最初|元)の[^。！？]{0,6}(?:指示|命令|ルール|指令|設定|プロンプト)"
-            r"[^。！？]{0,10}(?:無視|忘れ|従わ)",
-            r"(?:系统|系統|システム) ?(?:提示词?|プロンプト)[^。！？]{0,12}(?:输出|輸出|显示|顯示|"
+            r"(?:忽略|无视|無視|忘记|忘記|忘掉|不要理会|放弃)[^。!?]{0,10}(?:之前|以前|上面|先前|上述|"
+            r"所有|前面|原来|原有)[^。!?]{0,8}(?:指令|指示|说明|說明|规则|規則|提示|命令|设定)",
+            r"(?:以前|前|上記|これまで|最初|元)の[^。!?]{0,6}(?:指示|命令|ルール|指令|設定|プロンプト)"
+            r"[^。!?]{0,10}(?:無視|忘れ|従わ)",
+            r"(?:系统|系統|システム) ?(?:提示词?|プロンプト)[^。!?]{0,12}(?:输出|輸出|显示|顯示|"
             r"告诉|表示|教え|出力|見せ)",
-            r"(?:输出|显示|告诉我|表示|出力)[^。！？]{0,8}(?:系统|系統|システム) ?(?:提示词?|プロンプト)",
+            r"(?:输出|显示|告诉我|表示|出力)[^。!?]{0,8}"
+            r"(?:系统|系統|システム) ?(?:提示词?|プロンプト)",
         ),
     ),
     _rule(
@@ -480,8 +489,8 @@ RULES: tuple[Rule, ...] = (
         "从现在开始 / これからは + answer; send the conversation",
         _p(
             r"(?:从现在开始|從現在開始|从现在起|從現在起|今后|今後|以后|以後|これからは|今から|"
-            r"以降)[^。！？]{0,30}(?:你|回答|回复|回覆|只能|只用|用英|答え|回答|返答|話し|してください)",
-            r"(?:把|将)?(?:对话|對話|聊天记录|聊天記錄|对话内容|會話|会話|チャット)[^。！？]{0,20}"
+            r"以降)[^。!?]{0,30}(?:你|回答|回复|回覆|只能|只用|用英|答え|回答|返答|話し|してください)",
+            r"(?:把|将)?(?:对话|對話|聊天记录|聊天記錄|对话内容|會話|会話|チャット)[^。!?]{0,20}"
             r"(?:发送|發送|发到|發到|上传|上傳|转发|轉發|送信|送って|送る)",
         ),
     ),

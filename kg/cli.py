@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from kg.erasure import ErasureReceipt
 from kg.errors import ExtractionError, InputError, KGError, json_object, validation_message
@@ -26,6 +27,7 @@ from kg.facade import KG
 from kg.ingest.llm import StructuredLLM
 from kg.ingest.structured import check_structured
 from kg.retrieval import RECIPES, CrossEncoder, SearchResults, render_context
+from kg.retrieval.context import quote
 from kg.rollback import RollbackReport
 from kg.schemas.embedder import Embedder
 from kg.schemas.episode import Episode, EpisodeSource
@@ -441,7 +443,8 @@ def history(
 def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Counts for the group, what ingest did and cost, and what queries returned.
 
-    Ingest: LLM calls and tokens, facts added / reinforced / closed / merged, the share of
+    Ingest: LLM calls and tokens, facts added / reinforced / closed / merged, facts and
+    passages quarantined by the instruction guard (listed by `kg quarantine`), the share of
     LLM episodes that kept no fact. Queries: searches, hits per branch, latency, tokens
     injected by context renders (counted by every process that searched, saved on close).
     """
@@ -641,6 +644,30 @@ def communities_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     for c in found:
         table.add_row(c.node.name, str(len(c.members)), c.node.summary,
                       "yes" if c.node.stale else "")  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+def quarantine(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """What the instruction guard held back from tools, documents and agents: facts never
+    written and passages `context()` withholds, each with the rule it tripped and its episode.
+    Also counted by `kg stats` (facts / passages quarantined)."""
+    settings: Settings = ctx.obj
+    held = _run(_with_kg(settings, lambda kg: kg.quarantine(settings.group)))
+    if as_json:
+        out.print_json(json.dumps([e.model_dump(mode="json") for e in held]))
+        return
+    if not held:
+        out.print(Text(f"quarantine of {settings.group}: empty"))
+        return
+    table = Table(title=f"quarantine of {settings.group}", title_justify="left")
+    for col in ("time", "channel", "kind", "rule", "text", "episode", "source"):
+        table.add_column(col)
+    for e in held:
+        # Hostile by definition: quoted as data (controls and bidi escaped), never markup.
+        table.add_row(e.created_at.strftime("%Y-%m-%d %H:%M:%S"), e.channel.value, e.item.kind,
+                      e.item.reason, Text(quote(e.item.text)), e.episode_uuid,
+                      Text(quote(e.source_description)))  # fmt: skip
     out.print(table)
 
 

@@ -100,13 +100,13 @@ class EpisodicNode(EpisodeMetrics):
     )
     error: str | None = Field(default=None, description="Why a failed episode failed.")
     quarantine: str | None = Field(
-        default=None, description="What the instruction guard quarantined, as a JSON list of "
+        default=None,
+        description="What the instruction guard quarantined, as a JSON list of "
         "`Quarantined` (a graph property holds no nested objects).",
     )
     content_embedding: list[float] | None = Field(
         default=None, description="For the episodes' cosine branch; absent without an embedder."
     )
-
 
     def quarantined(self) -> list[Quarantined]:
         if not self.quarantine:
