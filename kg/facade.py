@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -21,7 +22,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, Field, ValidationError
 
 from kg.erasure import ErasureReceipt, erase_entity, erase_group
-from kg.errors import ExtractionError, InputError, KGError, validation_message
+from kg.errors import ExtractionError, InputError, KGError, LLMRequiredError, validation_message
 from kg.graphiti import AdoptReport, plan_adoption
 from kg.ingest import content_hash, name_key, plan_structured_episode
 from kg.ingest.communities import (
@@ -32,6 +33,7 @@ from kg.ingest.communities import (
     summarize,
 )
 from kg.ingest.communities import clusters as community_clusters
+from kg.ingest.embeddings import recorded_embedder
 from kg.ingest.extraction import (
     LLM_EXTRACTOR,
     UNTRUSTED,
@@ -42,14 +44,14 @@ from kg.ingest.extraction import (
 )
 from kg.ingest.llm import LLMError, StructuredLLM
 from kg.ingest.resolution import resolve
-from kg.ingest.structured import episodic_node, new_uuid, plan_facts
+from kg.ingest.structured import check_structured, episodic_node, new_uuid, plan_facts
 from kg.retrieval import RECIPES, CrossEncoder, SearchConfig, SearchError, SearchResults
 from kg.retrieval import render_context as _render_context
 from kg.retrieval import search as _search
 from kg.retrieval.context import approx_tokens
 from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
-from kg.schemas.embedder import Embedder
-from kg.schemas.episode import Channel, Episode, EpisodeSource
+from kg.schemas.embedder import Embedder, EmbeddingModel
+from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.graph import (
     AuditEvent,
     EntityNode,
@@ -73,7 +75,12 @@ from kg.transfer import TransferReport, export_lines, import_lines
 log = logging.getLogger("kg")
 RAW_EXTRACTOR = "kg.raw/1"
 LLM_CALLS_PER_EPISODE = 3  # extraction (with its retry) + resolution; summaries run per community
+COMMUNITY_MAX_FACTS = 100_000  # the most one fact query returns: more fails, never truncates
 EPISODE_EMBED_CHARS = 2000  # MiniLM-size models read ~256 tokens; more only costs time
+
+
+SourceName = Literal["message", "text", "json", "facts"]
+ChannelName = Literal["user", "tool", "document", "agent"]
 
 
 class EpisodeResult(BaseModel):
@@ -81,6 +88,52 @@ class EpisodeResult(BaseModel):
     group_id: str
     status: Literal["added", "duplicate"]
     summary: PlanSummary
+
+
+class BulkResult(BaseModel):
+    """What `add_episodes` did: one result an episode added or already present, in the
+    order given, and the episodes whose extraction failed (recorded; a re-run retries)."""
+
+    results: list[EpisodeResult]
+    failed: list[str] = Field(default_factory=list, description="'episodes[i]: error' each.")
+
+    def _sum(self, field: str) -> int:
+        return sum(getattr(r.summary, field) for r in self.results)
+
+    @property
+    def added(self) -> int:
+        return sum(r.status == "added" for r in self.results)
+
+    @property
+    def duplicate(self) -> int:
+        return sum(r.status == "duplicate" for r in self.results)
+
+    @property
+    def facts_added(self) -> int:
+        return self._sum("facts_added")
+
+    @property
+    def facts_closed(self) -> int:
+        return self._sum("facts_closed")
+
+    @property
+    def facts_contested(self) -> int:
+        return self._sum("facts_contested")
+
+    @property
+    def llm_calls(self) -> int:
+        return self._sum("llm_calls")
+
+    @property
+    def tokens(self) -> int:
+        return self._sum("prompt_tokens") + self._sum("completion_tokens")
+
+
+def _validate_episode(fields: dict[str, Any], where: str) -> Episode:
+    try:
+        return Episode.model_validate(fields)
+    except ValidationError as exc:
+        raise InputError(f"{where}: {validation_message(exc)}") from None
 
 
 def _record(node: EpisodicNode, s: PlanSummary) -> None:
@@ -133,6 +186,23 @@ class Explanation(BaseModel):
     episodes: list[EpisodicNode]
 
 
+async def _recorded_embedder(store: GraphStore, group_id: str) -> Embedder | None:
+    """The model recorded for the group, if it can be loaded here; else None (logged)."""
+    KG._check_group(group_id)
+    recorded = await store.embedding_model(group_id)
+    if recorded is None:
+        return None
+    embedder = recorded_embedder(recorded)
+    if embedder is None:
+        log.warning(
+            "group %r was embedded with %s, which cannot be loaded here: running without "
+            "embeddings (no cosine search); pass the embedder explicitly",
+            group_id,
+            recorded,
+        )
+    return embedder
+
+
 class KG:
     def __init__(
         self,
@@ -156,6 +226,7 @@ class KG:
         self.embedder = embedder
         self._writers: dict[str, asyncio.Lock] = {}
         self._searchable: set[str] = set()
+        self._models: dict[str, EmbeddingModel | None] = {}  # checked: on record per group
         self._queries: dict[str, QueryMetrics] = {}  # not yet persisted, per group
 
     @classmethod
@@ -168,16 +239,41 @@ class KG:
         durability: Durability = "everysec",
         llm: StructuredLLM | None = None,
         guards: Guards | None = None,
-        embedder: Embedder | None = None,
+        embedder: Embedder | Literal["auto"] | None = None,
+        group_id: str = "default",
         cross_encoder: CrossEncoder | None = None,
     ) -> KG:
-        """Open a store by URI (embedded FalkorDB by default). With an `embedder`, facts,
-        entity names and episodes get embeddings and the store gets vector indexes of its
-        dimension; a `cross_encoder` enables the cross-encoder reranker."""
+        """Open a store by URI (embedded FalkorDB by default).
+
+        With an `embedder`, facts, entity names and episodes get embeddings and the store gets
+        vector indexes of its dimension. A group's first embedded write records the model
+        (name and dimension); a group embedded by another model is refused. `embedder="auto"`
+        loads the model recorded for `group_id` when it can be loaded here (the packaged
+        MiniLM, or a sentence-transformers model at a local path), else runs without (logged).
+        A `cross_encoder` enables the cross-encoder reranker.
+        """
+        if embedder == "auto":
+            store = await open_store(uri, home=home, durability=durability)
+            try:
+                embedder = await _recorded_embedder(store, group_id)
+            except BaseException:
+                await store.close()
+                raise
+            if embedder is None:
+                return cls(
+                    store, ontology=ontology, llm=llm, guards=guards, cross_encoder=cross_encoder
+                )
+            await store.close()  # reopened below, with vector indexes of the model's dimension
         dim = embedder.dim if embedder is not None else None
         store = await open_store(uri, home=home, durability=durability, embedding_dim=dim)
-        return cls(store, ontology=ontology, llm=llm, guards=guards, embedder=embedder,
-                   cross_encoder=cross_encoder)  # fmt: skip
+        return cls(
+            store,
+            ontology=ontology,
+            llm=llm,
+            guards=guards,
+            embedder=embedder,
+            cross_encoder=cross_encoder,
+        )
 
     async def __aenter__(self) -> Self:
         return self
@@ -234,60 +330,178 @@ class KG:
     # -- writes ---------------------------------------------------------------------------
 
     async def add_episode(
-        self, episode: Episode | None = None, /, *, extract: bool = True, **fields: Any
+        self,
+        episode: Episode | None = None,
+        /,
+        *,
+        source: EpisodeSource | SourceName | None = None,
+        reference_time: datetime | None = None,
+        content: str | None = None,
+        facts: Sequence[StructuredFact | Mapping[str, Any]] | None = None,
+        group_id: str | None = None,
+        channel: Channel | ChannelName | None = None,
+        trust: TrustTier | int | str | None = None,
+        source_description: str | None = None,
+        name: str | None = None,
+        extract: bool = True,
     ) -> EpisodeResult:
         """Ingest one episode; re-adding the same content to the same group is a no-op.
 
-        `extract=False` stores a text, message or JSON episode as it is, with no LLM call: it
-        is searchable (full-text, and cosine with an embedder) but adds no facts.
+        Pass an `Episode`, or its fields as keywords (not both):
+
+        Args:
+            source: "facts" (structured, no LLM), or "message", "text", "json" (extracted by
+                the LLM kg was opened with).
+            reference_time: When the episode happened (timezone-aware): the default valid
+                time of its facts, and the anchor of relative times in its text.
+            content: The text of a message, text or JSON episode.
+            facts: The statements of a "facts" episode: `StructuredFact`s or dicts with
+                subject, predicate, object and optional valid_at, invalid_at, fact.
+            group_id: The group (tenant) it belongs to; default "default".
+            channel: Where it came from: "user" (default), "tool", "document", "agent".
+            trust: Trust tier (name or 0-3) when not the channel's; higher closes lower.
+            source_description: Free text naming the source, e.g. a URL; rollback can
+                select episodes by it.
+            name: A short name for the episode.
+            extract: False stores a text, message or JSON episode as it is, with no LLM
+                call: searchable (full-text, and cosine with an embedder), but adds no facts.
+
+        Raises:
+            InputError: the episode is malformed or the ontology refuses it (nothing written).
+            ExtractionError: the LLM step failed; the episode is recorded as failed and
+                re-adding it retries.
         """
+        given = {
+            "source": source,
+            "reference_time": reference_time,
+            "content": content,
+            "facts": facts,
+            "group_id": group_id,
+            "channel": channel,
+            "trust": trust,
+            "source_description": source_description,
+            "name": name,
+        }
+        fields = {k: v for k, v in given.items() if v is not None}
         if episode is None:
-            try:
-                episode = Episode.model_validate(fields)
-            except ValidationError as exc:
-                raise InputError(f"invalid episode: {validation_message(exc)}") from None
+            episode = _validate_episode(fields, "invalid episode")
         elif fields:
             raise TypeError("pass either an Episode or keyword fields, not both")
-        raw = not extract and episode.source is not EpisodeSource.facts
-        if episode.source is not EpisodeSource.facts and self.llm is None and not raw:
-            raise InputError(
-                f"{episode.source.value!r} episodes need an LLM: open kg with llm=OpenAILLM(...) "
-                "(any OpenAI-compatible endpoint), send structured 'facts' episodes, or store "
-                "it unextracted with extract=False"
+        self.check_episode(episode, extract=extract)
+        return await self._add(episode, extract=extract)
+
+    def check_episode(self, episode: Episode, *, extract: bool = True) -> None:
+        """Refuse, before anything is read or written, an episode `add_episode` could not take:
+        a text episode with no LLM to extract it (`LLMRequiredError`), or structured facts
+        the ontology refuses (`InputError`)."""
+        if episode.source is EpisodeSource.facts:
+            try:
+                check_structured(episode, self.ontology)
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
+        elif extract and self.llm is None:
+            raise LLMRequiredError(
+                f"{episode.source.value!r} episodes need an LLM: open kg with "
+                "llm=OpenAILLM(...) (any OpenAI-compatible endpoint), send structured 'facts' "
+                "episodes, or store it unextracted with extract=False"
             )
+
+    async def add_episodes(
+        self,
+        episodes: Iterable[Episode | Mapping[str, Any]],
+        *,
+        concurrency: int = 4,
+        extract: bool = True,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> BulkResult:
+        """Ingest many episodes: validated in full before any write, then each group's in
+        reference-time order (ties in the order given) by one writer, up to `concurrency`
+        groups at once.
+
+        Re-running skips what is already in (by content hash), so an interrupted run resumes.
+        A text episode whose extraction fails is recorded as failed, counted in the result
+        and retried by the next run; any other error stops the run (what is in stays in).
+        `on_progress(done, total)` is called after each episode.
+        """
+        if not 1 <= concurrency <= 64:
+            raise InputError(f"concurrency must be in 1..64, got {concurrency}")
+        checked: list[Episode] = []
+        for i, item in enumerate(episodes):
+            where = f"episodes[{i}]"
+            ep = item if isinstance(item, Episode) else _validate_episode(dict(item), where)
+            try:
+                self.check_episode(ep, extract=extract)
+            except InputError as exc:
+                raise type(exc)(f"{where}: {exc}") from None
+            checked.append(ep)
+        by_group: dict[str, list[int]] = {}
+        for i in sorted(range(len(checked)), key=lambda i: checked[i].reference_time):
+            by_group.setdefault(checked[i].group_id, []).append(i)
+        results: list[EpisodeResult | None] = [None] * len(checked)
+        failed: dict[int, str] = {}
+        slots = asyncio.Semaphore(concurrency)
+        done = 0
+
+        async def one_group(indexes: list[int]) -> None:
+            nonlocal done
+            async with slots:
+                for i in indexes:
+                    try:
+                        results[i] = await self._add(checked[i], extract=extract)
+                    except ExtractionError as exc:
+                        failed[i] = str(exc)
+                    done += 1
+                    if on_progress is not None:
+                        on_progress(done, len(checked))
+
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                for indexes in by_group.values():
+                    tasks.create_task(one_group(indexes))
+        except BaseExceptionGroup as group:
+            raise group.exceptions[0] from None  # the first error, as add_episode raises it
+        return BulkResult(
+            results=[r for r in results if r is not None],
+            failed=[f"episodes[{i}]: {failed[i]}" for i in sorted(failed)],
+        )
+
+    async def _add(self, episode: Episode, *, extract: bool) -> EpisodeResult:
+        """Plan and write one checked episode (see `check_episode`)."""
+        raw = not extract and episode.source is not EpisodeSource.facts
         group = episode.group_id
         async with self._writer(group):  # plans are computed from what they read
             existing = await self.store.episode_by_hash(group, content_hash(episode))
             if existing is not None and existing.status != EpisodeStatus.failed:
                 return EpisodeResult(
-                    episode_uuid=existing.uuid, group_id=group, status="duplicate",
+                    episode_uuid=existing.uuid,
+                    group_id=group,
+                    status="duplicate",
                     summary=PlanSummary(),
-                )  # fmt: skip
+                )
             failed = existing.uuid if existing is not None else None
-            try:
-                untrusted = episode.channel in UNTRUSTED
-                if episode.source is EpisodeSource.facts:
-                    kept, held = (self.guards.split_facts(episode.facts) if untrusted
-                                  else (list(episode.facts), []))  # fmt: skip
-                    plan, summary = await plan_structured_episode(
-                        episode, self.store, self.ontology, self.clock.now(), facts=kept
-                    )
-                    summary.quarantined = held
-                elif raw:
-                    node = episodic_node(episode, uuid=new_uuid(), now=self.clock.now(),
-                                         extractor=RAW_EXTRACTOR)  # fmt: skip
-                    node.extraction = extraction_record([])
-                    plan, summary = WritePlan(group_id=group, episode=node), PlanSummary()
-                    summary.quarantined = self.guards.passages(episode.content) if untrusted else []
-                else:
-                    plan, summary = await self._plan_with_llm(episode, failed)
-            except ValidationError as exc:
-                raise InputError(f"invalid episode: {validation_message(exc)}") from None
-            except ValueError as exc:
-                raise InputError(str(exc)) from None
+            untrusted = episode.channel in UNTRUSTED
+            if episode.source is EpisodeSource.facts:
+                kept, held = (
+                    self.guards.split_facts(episode.facts)
+                    if untrusted
+                    else (list(episode.facts), [])
+                )
+                plan, summary = await plan_structured_episode(
+                    episode, self.store, self.ontology, self.clock.now(), facts=kept
+                )
+                summary.quarantined = held
+            elif raw:
+                node = episodic_node(
+                    episode, uuid=new_uuid(), now=self.clock.now(), extractor=RAW_EXTRACTOR
+                )
+                node.extraction = extraction_record([])
+                plan, summary = WritePlan(group_id=group, episode=node), PlanSummary()
+                summary.quarantined = self.guards.passages(episode.content) if untrusted else []
+            else:
+                plan, summary = await self._plan_with_llm(episode, failed)
             plan.replaces_failed = failed
             _record(plan.episode, summary)
-            await self._embed(plan.new_edges, plan.new_entities, plan.episode)
+            await self._embed(group, plan.new_edges, plan.new_entities, plan.episode)
             await self.store.apply(plan)
             await self._join_communities(plan)
         return EpisodeResult(
@@ -307,7 +521,7 @@ class KG:
                 self.store, self.ontology, group_id, ids, self.clock.now()
             )
             if apply and not report.noop:
-                await self._embed(plan.new_edges)
+                await self._embed(group_id, plan.new_edges)
                 await self.store.rewrite(plan)
                 report.applied = True
                 await self._refresh_communities(group_id, removed=report.episodes)
@@ -337,7 +551,7 @@ class KG:
         async with self._writer(group_id):
             plan, report = await plan_replay(self.store, self.ontology, group_id)
             if apply and not report.identical:
-                await self._embed(plan.new_edges)
+                await self._embed(group_id, plan.new_edges)
                 await self.store.rewrite(plan)
                 report.applied = True
                 await self._refresh_communities(group_id)
@@ -377,7 +591,12 @@ class KG:
         self._check_group(group_id)
         async with self._writer(group_id):
             receipt = await erase_entity(
-                self.store, self.ontology, group_id, name, self.clock.now(), embed=self._embed
+                self.store,
+                self.ontology,
+                group_id,
+                name,
+                self.clock.now(),
+                embed=partial(self._embed, group_id),
             )
             if receipt.communities_deleted:
                 await self._build_communities(group_id)
@@ -387,6 +606,7 @@ class KG:
         """Physically delete a whole group, and compact the store's files."""
         self._check_group(group_id)
         async with self._writer(group_id):
+            self._models.pop(group_id, None)  # its embedding model goes with it
             return await erase_group(self.store, group_id, self.clock.now())
 
     # -- graphiti-core graphs --------------------------------------------------------------
@@ -408,7 +628,7 @@ class KG:
                     await self.store.patch(group_id, items[i : i + 500])
             plan, replay = await plan_replay(self.store, self.ontology, group_id)
             if not replay.identical:
-                await self._embed(plan.new_edges)
+                await self._embed(group_id, plan.new_edges)
                 await self.store.rewrite(plan)
             report.versions_created = replay.versions_created
             report.versions_deleted = replay.versions_deleted
@@ -459,18 +679,23 @@ class KG:
         if existing is None:
             existing = await self.store.communities(group_id)
         current = await self.store.facts(
-            FactQuery(group_id=group_id, valid_at=now, known_at=now, limit=100_000)
+            FactQuery(group_id=group_id, valid_at=now, known_at=now, limit=COMMUNITY_MAX_FACTS)
         )
+        if len(current) >= COMMUNITY_MAX_FACTS:  # a full page: clustering it would cut a part
+            raise InputError(
+                f"group {group_id!r} has {COMMUNITY_MAX_FACTS} or more facts true now: too many "
+                "to cluster in one pass; communities left as they were"
+            )
         names = {f.edge.source_node_uuid: f.subject for f in current}
         names |= {f.edge.target_node_uuid: f.object for f in current}
         found = community_clusters(current, max_iterations)
         plan, todo = plan_rebuild(group_id, found, existing, removed_episodes=removed)
         summaries, calls, errors = await summarize(todo, names, self.llm)
         plan.create, plan.members = community_nodes(group_id, todo, summaries, now, new_uuid)
-        if self.embedder is not None and plan.create:
-            texts = [f"{c.name}: {c.summary}"[:EPISODE_EMBED_CHARS] for c in plan.create]
-            for c, v in zip(plan.create, await self.embedder.embed(texts), strict=True):
-                c.name_embedding = v
+        texts = [f"{c.name}: {c.summary}"[:EPISODE_EMBED_CHARS] for c in plan.create]
+        vectors = await self._vectors(group_id, texts)
+        for c, v in zip(plan.create, vectors or [], strict=bool(vectors)):
+            c.name_embedding = v
         if await self.store.has_group(group_id):
             await self.store.write_communities(plan)
         return CommunityReport(
@@ -503,8 +728,41 @@ class KG:
         if joins.members:
             await self.store.write_communities(joins)
 
+    async def _embedder_for(self, group_id: str) -> Embedder | None:
+        """kg's embedder, once checked against the model on record for the group: vectors of
+        two models do not compare, so a group embedded by another model is refused."""
+        if self.embedder is not None and group_id not in self._models:
+            recorded = await self.store.embedding_model(group_id)
+            self._check_model(group_id, recorded)
+            self._models[group_id] = recorded
+        return self.embedder
+
+    def _check_model(self, group_id: str, recorded: EmbeddingModel | None) -> None:
+        if recorded is None or self.embedder is None:
+            return
+        given = EmbeddingModel.of(self.embedder)
+        if given != recorded:
+            raise InputError(
+                f"group {group_id!r} was embedded with {recorded}, not with the embedder "
+                f"given, {given}: open kg with the recorded model (CLI: --embedder auto)"
+            )
+
+    async def _vectors(self, group_id: str, texts: list[str]) -> list[list[float]] | None:
+        """Embeddings for `texts` (None without an embedder). The group's first embedded
+        write records the model, just before that write."""
+        embedder = await self._embedder_for(group_id)
+        if embedder is None or not texts:
+            return None
+        vectors = await embedder.embed(texts)
+        if self._models.get(group_id) is None:
+            stored = await self.store.record_embedding_model(group_id, EmbeddingModel.of(embedder))
+            self._check_model(group_id, stored)  # another process may have recorded first
+            self._models[group_id] = stored
+        return vectors
+
     async def _embed(
         self,
+        group_id: str,
         edges: list[FactEdge],
         entities: list[EntityNode] | None = None,
         episode: EpisodicNode | None = None,
@@ -517,14 +775,17 @@ class KG:
         # Structured episodes' content is their facts as JSON: the facts carry the meaning.
         ep_text = (
             episode.content[:EPISODE_EMBED_CHARS]
-            if episode is not None and episode.source is not EpisodeSource.facts
-            and episode.status is EpisodeStatus.ingested else None
-        )  # fmt: skip
+            if episode is not None
+            and episode.source is not EpisodeSource.facts
+            and episode.status is EpisodeStatus.ingested
+            else None
+        )
         texts = [e.fact for e in todo_edges] + [n.name for n in todo_entities]
         texts = list(dict.fromkeys(texts + ([ep_text] if ep_text else [])))
-        if not texts:
+        embedded = await self._vectors(group_id, texts)
+        if embedded is None:
             return
-        vectors = dict(zip(texts, await self.embedder.embed(texts), strict=True))
+        vectors = dict(zip(texts, embedded, strict=True))
         for e in todo_edges:
             e.fact_embedding = vectors[e.fact]
         for n in todo_entities:
@@ -566,10 +827,16 @@ class KG:
         extracted = len(facts)
         now = self.clock.now()
         facts, resolution, more = await resolve(
-            facts, group_id=episode.group_id, store=self.store, ontology=self.ontology,
-            llm=self.llm, now=now, reference_time=episode.reference_time,
-            embedder=self.embedder, max_attempts=min(2, LLM_CALLS_PER_EPISODE - len(calls)),
-        )  # fmt: skip
+            facts,
+            group_id=episode.group_id,
+            store=self.store,
+            ontology=self.ontology,
+            llm=self.llm,
+            now=now,
+            reference_time=episode.reference_time,
+            embedder=await self._embedder_for(episode.group_id),
+            max_attempts=min(2, LLM_CALLS_PER_EPISODE - len(calls)),
+        )
         calls += more
         node = episodic_node(episode, uuid=new_uuid(), now=now, extractor=LLM_EXTRACTOR)
         node.extraction = extraction_record(facts)  # resolved: replay needs no LLM
@@ -707,17 +974,54 @@ class KG:
         await self._search_schema(group_id)
         try:
             results = await _search(
-                self.store, group_id, query, cfg, view, embedder=self.embedder,
-                cross_encoder=self.cross_encoder, center=center_uuid, seeds=seed_uuids,
-            )  # fmt: skip
+                self.store,
+                group_id,
+                query,
+                cfg,
+                view,
+                embedder=await self._embedder_for(group_id),
+                cross_encoder=self.cross_encoder,
+                center=center_uuid,
+                seeds=seed_uuids,
+            )
         except SearchError as exc:
             raise InputError(str(exc)) from None
         self._observe(results)
         return results
 
-    async def context(self, query: str, *, max_tokens: int = 1000, **search: Any) -> str:
-        """Search, then render the hits as a quoted-data block for a prompt, within budget."""
-        results = await self.search(query, **search)
+    async def context(
+        self,
+        query: str,
+        *,
+        max_tokens: int = 1000,
+        group_id: str = "default",
+        recipe: str | None = None,
+        config: SearchConfig | None = None,
+        limit: int | None = None,
+        valid_at: datetime | None = None,
+        known_at: datetime | None = None,
+        include_history: bool = False,
+        include_contested: bool = False,
+        center: str | None = None,
+        seeds: list[str] | None = None,
+        min_score: float | None = None,
+    ) -> str:
+        """`search` with the same arguments, then the hits rendered as a quoted-data block for
+        a prompt, within `max_tokens` (a hit that would overflow it is left out whole)."""
+        results = await self.search(
+            query,
+            group_id=group_id,
+            recipe=recipe,
+            config=config,
+            limit=limit,
+            valid_at=valid_at,
+            known_at=known_at,
+            include_history=include_history,
+            include_contested=include_contested,
+            center=center,
+            seeds=seeds,
+            min_score=min_score,
+        )
         block = _render_context(results, max_tokens=max_tokens)
         group = results.group_id
         self._queries[group] = self._queries[group].merged(

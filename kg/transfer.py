@@ -20,9 +20,11 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ValidationError
 
 from kg.errors import InputError, json_object
+from kg.schemas.embedder import EmbeddingModel
 from kg.schemas.graph import VECTOR_FIELDS
 from kg.schemas.store import (
     RECORD_MODELS,
+    EmbeddingModels,
     Mention,
     Record,
     RecordKind,
@@ -42,8 +44,9 @@ __all__ = ["MODELS", "Mention", "TransferReport", "dump_all", "export_lines", "i
 MODELS = RECORD_MODELS
 
 
-class TransferStore(RecordTransfer, StoreAdmin, Protocol):
-    """Records in and out, and the store-wide calls around them (groups, drop, dimension)."""
+class TransferStore(RecordTransfer, StoreAdmin, EmbeddingModels, Protocol):
+    """Records in and out, and the store-wide calls around them (groups, drop, dimension,
+    the model that embedded the group)."""
 
 
 class Header(BaseModel):
@@ -53,6 +56,7 @@ class Header(BaseModel):
     exported_at: datetime
     backend: str
     embeddings: bool
+    embedding_model: EmbeddingModel | None = None  # the model the group's vectors came from
 
 
 class Trailer(BaseModel):
@@ -72,8 +76,13 @@ async def export_lines(
     """The export, one JSON line at a time (pages of PAGE items; memory stays flat)."""
     if not await store.has_group(group_id):
         raise InputError(f"no group {group_id!r} to export")
-    header = Header(group_id=group_id, exported_at=datetime.now(UTC), backend=store.backend,
-                    embeddings=embeddings)  # fmt: skip
+    header = Header(
+        group_id=group_id,
+        exported_at=datetime.now(UTC),
+        backend=store.backend,
+        embeddings=embeddings,
+        embedding_model=await store.embedding_model(group_id) if embeddings else None,
+    )
     yield header.model_dump_json()
     counts = dict.fromkeys(map(str, MODELS), 0)
     for kind, model in MODELS.items():
@@ -192,6 +201,14 @@ async def _load(
     if trailer.counts != report.counts:
         raise InputError(f"{source}: counts {report.counts} disagree with the end record's "
                          f"{trailer.counts}; nothing was imported")  # fmt: skip
+    model = header.embedding_model
+    if model is not None and report.embedding_dim is not None:
+        if model.dim != report.embedding_dim:
+            raise InputError(
+                f"{source}: the header names {model}, the vectors have "
+                f"{report.embedding_dim}; nothing was imported"
+            )
+        await store.record_embedding_model(group, model)  # auto finds the model again
 
 
 def _parse(model: type[Any], row: dict[str, Any], where: str) -> Any:

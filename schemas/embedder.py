@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from pydantic import BaseModel
+
 
 class Embedder(Protocol):
     """Returns L2-normalised vectors, so cosine similarity is a dot product everywhere."""
@@ -13,3 +15,19 @@ class Embedder(Protocol):
     dim: int
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class EmbeddingModel(BaseModel):
+    """Which model embedded a group: recorded with the group's first embedded write, so
+    later opens can pick the same model and refuse another (vectors of two models do not
+    compare)."""
+
+    model: str
+    dim: int
+
+    @classmethod
+    def of(cls, embedder: Embedder) -> EmbeddingModel:
+        return cls(model=embedder.model, dim=embedder.dim)
+
+    def __str__(self) -> str:
+        return f"{self.model} ({self.dim} dimensions)"

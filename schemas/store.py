@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kg.schemas.embedder import EmbeddingModel
 from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from kg.schemas.metrics import IngestMetrics, QueryMetrics
 from kg.schemas.plan import CommunityMembership, CommunityPlan, RewritePlan, WritePlan
@@ -287,6 +288,17 @@ class StoreAdmin(Groups, Protocol):
     async def close(self) -> None: ...
 
 
+class EmbeddingModels(Protocol):
+    """Which model embedded each group (kg.schemas.embedder): vectors of two models do not
+    compare, so the facade records the first and refuses another."""
+
+    async def embedding_model(self, group_id: str) -> EmbeddingModel | None: ...
+
+    async def record_embedding_model(self, group_id: str, model: EmbeddingModel) -> EmbeddingModel:
+        """Record `model` unless the group has one already; returns the one on record."""
+        ...
+
+
 class RecordTransfer(Protocol):
     """Records in and out whole (uuids, times, vectors): export, import, adoption."""
 
@@ -314,6 +326,6 @@ class ReplayStore(EpisodeLog, Timelines, Protocol):
 
 class GraphStore(
     EpisodeLog, Timelines, FactReader, PlanWriter, SearchIndex, MetricsStore, StoreAdmin,
-    RecordTransfer, Protocol,
+    RecordTransfer, EmbeddingModels, Protocol,
 ):  # fmt: skip
     """The whole contract: what the facade holds and every backend implements."""

@@ -438,3 +438,13 @@ def test_ingest_text_unextracted_then_search_it(home: Path, tmp_path: Path) -> N
     ]
     code, _, err = kg(home, "ingest", str(path), "--no-extract", "--llm-model", "m")
     assert code == 1 and "not both" in err
+
+
+def test_search_context_is_counted_as_a_context(home: Path, jsonl: Path) -> None:
+    assert kg(home, "ingest", str(jsonl))[0] == 0
+    code, out, _ = kg(home, "search", "Minji", "--context", "--max-tokens", "200")
+    assert code == 0 and out.startswith("Memory records")
+    _, out, _ = kg(home, "stats", "--json")
+    queries = json.loads(out)["queries"]
+    assert queries["queries"] == 1 and queries["contexts"] == 1
+    assert queries["context_tokens"] >= 200 // 4  # the block's size, counted by KG.context

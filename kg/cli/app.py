@@ -1,10 +1,12 @@
-"""`kg`: the command line. Every error is one line naming the problem, with a non-zero exit."""
+"""`kg`: the command line. Every error is one line naming the problem, with a non-zero exit.
+
+Commands parse options, call the `KG` facade and hand what it returns to kg.cli.render.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import shutil
 import sys
 import tempfile
@@ -12,25 +14,22 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 
+from kg.cli import render
+from kg.cli.demo import run_demo
 from kg.erasure import ErasureReceipt
-from kg.errors import ExtractionError, InputError, KGError, json_object, validation_message
-from kg.facade import KG
+from kg.errors import InputError, KGError, LLMRequiredError, json_object, validation_message
+from kg.facade import KG, BulkResult
 from kg.ingest.llm import StructuredLLM
-from kg.ingest.structured import check_structured
-from kg.retrieval import RECIPES, CrossEncoder, SearchResults, render_context
-from kg.retrieval.context import quote
+from kg.retrieval import RECIPES, CrossEncoder, SearchResults
 from kg.rollback import RollbackReport
 from kg.schemas.embedder import Embedder
-from kg.schemas.episode import Episode, EpisodeSource
+from kg.schemas.episode import Episode
 from kg.schemas.graph import Fact
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.times import parse_time
@@ -54,7 +53,7 @@ class Settings:
     uri: str | None
     group: str
     ontology_path: Path | None
-    embedder: str = "none"
+    embedder: str = "auto"
 
     def ontology(self) -> Ontology:
         if self.ontology_path is None:
@@ -66,16 +65,17 @@ class Settings:
         except ValidationError as exc:
             raise InputError(f"ontology {self.ontology_path}: {validation_message(exc)}") from None
 
-    def make_embedder(self) -> Embedder | None:
-        """'none', 'minilm' (the packaged all-MiniLM-L6-v2), or a sentence-transformers path."""
+    def make_embedder(self) -> Embedder | Literal["auto"] | None:
+        """'auto' (the group's recorded model, if any), 'none', 'minilm' (the packaged
+        all-MiniLM-L6-v2), or a sentence-transformers model path."""
+        if self.embedder == "auto":
+            return "auto"
         if self.embedder in ("", "none"):
             return None
-        from kg.ingest.embeddings import SentenceTransformerEmbedder, local_minilm
+        from kg.ingest.embeddings import embedder_named
 
         try:
-            if self.embedder == "minilm":
-                return local_minilm()
-            return SentenceTransformerEmbedder(self.embedder)
+            return embedder_named(self.embedder)
         except (OSError, RuntimeError, ValueError) as exc:
             raise InputError(f"embedder {self.embedder!r}: {exc}") from None
 
@@ -83,9 +83,14 @@ class Settings:
         self, cross_encoder: CrossEncoder | None = None, llm: StructuredLLM | None = None
     ) -> KG:
         return await KG.open(
-            self.uri, home=self.home, ontology=self.ontology(), embedder=self.make_embedder(),
-            cross_encoder=cross_encoder, llm=llm,
-        )  # fmt: skip
+            self.uri,
+            home=self.home,
+            ontology=self.ontology(),
+            embedder=self.make_embedder(),
+            group_id=self.group,
+            cross_encoder=cross_encoder,
+            llm=llm,
+        )
 
 
 def _fail(message: str) -> typer.Exit:
@@ -102,8 +107,14 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         raise _fail("interrupted; episodes already ingested are kept, re-run to resume") from None
 
 
-async def _with_kg(settings: Settings, work: Callable[[KG], Awaitable[T]]) -> T:
-    kg = await settings.open()
+async def _with_kg(
+    settings: Settings,
+    work: Callable[[KG], Awaitable[T]],
+    *,
+    llm: StructuredLLM | None = None,
+    cross_encoder: CrossEncoder | None = None,
+) -> T:
+    kg = await settings.open(cross_encoder=cross_encoder, llm=llm)
     try:
         return await work(kg)
     finally:
@@ -112,6 +123,14 @@ async def _with_kg(settings: Settings, work: Callable[[KG], Awaitable[T]]) -> T:
 
 def _time(value: str | None, name: str) -> datetime | None:
     return None if value is None else parse_time(value, field=name)
+
+
+def _times(**values: str | None) -> list[datetime | None]:
+    """Parse time options (named as their flags), or fail naming the bad one."""
+    try:
+        return [_time(value, name.replace("_", "-")) for name, value in values.items()]
+    except KGError as exc:
+        raise _fail(str(exc)) from None
 
 
 @app.callback()
@@ -136,10 +155,11 @@ def main_options(
         str,
         typer.Option(
             envvar="KG_EMBEDDER",
-            help="Embeddings for ingest and search: 'none', 'minilm' (packaged, offline) "
-            "or a sentence-transformers model path.",
+            help="Embeddings for ingest and search: 'auto' (the model the group was embedded "
+            "with, if any), 'none', 'minilm' (packaged, offline) or a sentence-transformers "
+            "model path.",
         ),
-    ] = "none",
+    ] = "auto",
 ) -> None:
     ctx.obj = Settings(home=home, uri=uri, group=group, ontology_path=ontology, embedder=embedder)
 
@@ -147,12 +167,10 @@ def main_options(
 # -- ingest ---------------------------------------------------------------------------------
 
 
-def read_episodes(
-    path: Path | None, text: str, group: str, ontology: Ontology, *, text_ok: bool = False
-) -> list[Episode]:
-    """Parse and validate every line before anything is written: a bad line means no writes."""
+def read_episodes(path: Path | None, text: str, group: str) -> list[tuple[str, Episode]]:
+    """Parse every line (as `file:line` and its episode) before anything is written."""
     name = str(path) if path else "<stdin>"
-    episodes: list[Episode] = []
+    episodes: list[tuple[str, Episode]] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -160,25 +178,26 @@ def read_episodes(
         data = json_object(line, where)
         data.setdefault("group_id", group)
         try:
-            episode = Episode.model_validate(data)
+            episodes.append((where, Episode.model_validate(data)))
         except ValidationError as exc:
             raise InputError(f"{where}: {validation_message(exc)}") from None
-        if episode.source is not EpisodeSource.facts:
-            if not text_ok:
-                raise InputError(
-                    f"{where}: {episode.source.value!r} episodes need an LLM (--llm-model, and "
-                    "--llm-base-url for a local server) or --no-extract to store them as text"
-                )
-        else:
-            try:
-                check_structured(episode, ontology)
-            except ValueError as exc:
-                raise InputError(f"{where}: {exc}") from None
-        episodes.append(episode)
     if not episodes:
         raise InputError(f"{name}: no episodes found")
-    # Reference-time order per group, so supersedes happen in the order the world saw them.
-    return sorted(episodes, key=lambda e: (e.group_id, e.reference_time))
+    return episodes
+
+
+def check_episodes(kg: KG, episodes: list[tuple[str, Episode]], *, extract: bool) -> None:
+    """`KG.check_episode` on every line, its errors named by file and line."""
+    for where, episode in episodes:
+        try:
+            kg.check_episode(episode, extract=extract)
+        except LLMRequiredError:
+            raise InputError(
+                f"{where}: {episode.source.value!r} episodes need an LLM (--llm-model, and "
+                "--llm-base-url for a local server) or --no-extract to store them as text"
+            ) from None
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
 
 
 LlmModelOpt = Annotated[
@@ -198,8 +217,9 @@ LlmApiKeyOpt = Annotated[
 ]
 
 
-def _llm(model: str | None, base_url: str | None, api_key: str | None,
-         concurrency: int = 4) -> StructuredLLM | None:  # fmt: skip
+def _llm(
+    model: str | None, base_url: str | None, api_key: str | None, concurrency: int = 4
+) -> StructuredLLM | None:
     if not model:
         return None
     from kg.ingest.llm import OpenAILLM
@@ -232,124 +252,39 @@ def ingest(
     settings: Settings = ctx.obj
     if llm_model and no_extract:
         raise _fail("give --llm-model or --no-extract, not both")
-
-    async def work(kg: KG) -> None:
-        totals = dict.fromkeys(("added", "duplicate", "failed", "facts", "closed", "contested",
-                                "llm_calls", "tokens"), 0)  # fmt: skip
-        by_group: dict[str, list[Episode]] = {}
-        for ep in episodes:
-            by_group.setdefault(ep.group_id, []).append(ep)
-        slots = asyncio.Semaphore(concurrency)
-        with Progress(
-            TextColumn("ingesting"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-        ) as progress:
-            task = progress.add_task("ingest", total=len(episodes))
-
-            async def one_group(group_episodes: list[Episode]) -> None:
-                async with slots:
-                    for ep in group_episodes:
-                        try:
-                            r = await kg.add_episode(ep, extract=not no_extract)
-                        except ExtractionError:
-                            totals["failed"] += 1
-                        else:
-                            s = r.summary
-                            totals[r.status] += 1
-                            totals["facts"] += s.facts_added
-                            totals["closed"] += s.facts_closed
-                            totals["contested"] += s.facts_contested
-                            totals["llm_calls"] += s.llm_calls
-                            totals["tokens"] += s.prompt_tokens + s.completion_tokens
-                        progress.advance(task)
-
-            await asyncio.gather(*(one_group(g) for g in by_group.values()))
-        out.print(
-            f"ingested {totals['added']} episodes ({totals['duplicate']} already present): "
-            f"{totals['facts']} facts added, {totals['closed']} closed, "
-            f"{totals['contested']} contested"
-            + (f"; {totals['llm_calls']} LLM calls, {totals['tokens']} tokens"
-               if totals["llm_calls"] else "")
-            + (f"; {totals['failed']} failed extraction (recorded; re-run to retry)"
-               if totals["failed"] else ""),
-            soft_wrap=True,
-        )  # fmt: skip
-        if totals["failed"]:
-            raise typer.Exit(code=1)
-
     try:
         if file == "-":
             path, text = None, sys.stdin.read()
         else:
             path = Path(file)
             text = path.read_text(encoding="utf-8")
-        episodes = read_episodes(path, text, settings.group, settings.ontology(),
-                                 text_ok=bool(llm_model) or no_extract)  # fmt: skip
+        episodes = read_episodes(path, text, settings.group)
     except OSError as exc:
         raise _fail(f"cannot read {file}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise _fail(f"{file}: not UTF-8 text") from None
     except KGError as exc:
         raise _fail(str(exc)) from None
+    extract = not no_extract
+
+    async def work(kg: KG) -> BulkResult:
+        check_episodes(kg, episodes, extract=extract)
+        with render.progress(err, len(episodes)) as advance:
+            return await kg.add_episodes(
+                [ep for _, ep in episodes],
+                concurrency=concurrency,
+                extract=extract,
+                on_progress=advance,
+            )
+
     llm = _llm(llm_model, llm_base_url, llm_api_key, concurrency)
-
-    async def run() -> None:
-        kg = await settings.open(llm=llm)
-        try:
-            await work(kg)
-        finally:
-            await kg.close()
-
-    _run(run())
+    result = _run(_with_kg(settings, work, llm=llm))
+    render.ingest(out, result)
+    if result.failed:
+        raise typer.Exit(code=1)
 
 
 # -- reads ----------------------------------------------------------------------------------
-
-
-def _interval(start: datetime, end: datetime | None) -> str:
-    def fmt(d: datetime) -> str:
-        # All times are UTC; midnight is shown as a bare date.
-        return d.strftime("%Y-%m-%d" if d.time() == datetime.min.time() else "%Y-%m-%d %H:%M:%S")
-
-    return f"{fmt(start)} → {fmt(end) if end else 'now'}"
-
-
-def print_facts(
-    facts: list[Fact],
-    *,
-    as_json: bool,
-    title: str,
-    transaction: bool = False,
-    console: Console = out,
-) -> None:
-    if as_json:
-        console.print_json(json.dumps([f.as_row() for f in facts]))
-        return
-    if not facts:
-        console.print(f"{title}: no facts")
-        return
-    table = Table(title=title, title_justify="left")
-    for col in ("subject", "predicate", "object", "valid"):
-        table.add_column(col)
-    if transaction:
-        table.add_column("believed")
-    table.add_column("trust")
-    table.add_column("note")
-    for f in facts:
-        e = f.edge
-        note = []
-        if e.status.value == "contested":
-            note.append("contested")
-        if e.invalidated_by:
-            note.append(f"closed by episode {e.invalidated_by[:8]}")
-        row = [f.subject, f.predicate, f.object, _interval(e.valid_at, e.invalid_at)]
-        if transaction:
-            row.append(_interval(e.created_at, e.expired_at))
-        table.add_row(*row, e.trust.name, ", ".join(note))
-    console.print(table)
 
 
 SubjectOpt = Annotated[str | None, typer.Option(help="Subject entity name.")]
@@ -371,20 +306,22 @@ def _facts_command(
     contested: bool,
     as_json: bool,
 ) -> None:
-    try:
-        v, k = _time(valid_at, "valid-at"), _time(known_at, "known-at")
-    except KGError as exc:
-        raise _fail(str(exc)) from None
+    v, k = _times(valid_at=valid_at, known_at=known_at)
 
     async def work(kg: KG) -> list[Fact]:
         return await kg.facts(
-            group_id=settings.group, subject=subject, predicate=predicate, object=obj,
-            valid_at=v, known_at=k, include_contested=contested,
-        )  # fmt: skip
+            group_id=settings.group,
+            subject=subject,
+            predicate=predicate,
+            object=obj,
+            valid_at=v,
+            known_at=k,
+            include_contested=contested,
+        )
 
-    facts = _run(_with_kg(settings, work))
+    found = _run(_with_kg(settings, work))
     title = f"true at {valid_at or 'now'}, as known at {known_at or 'now'}"
-    print_facts(facts, as_json=as_json, title=title)
+    render.facts(out, found, as_json=as_json, title=title)
 
 
 @app.command()
@@ -432,11 +369,15 @@ def history(
 
     async def work(kg: KG) -> list[Fact]:
         return await kg.history(
-            group_id=settings.group, subject=subject, predicate=predicate, object=object_,
+            group_id=settings.group,
+            subject=subject,
+            predicate=predicate,
+            object=object_,
             limit=limit,
-        )  # fmt: skip
+        )
 
-    print_facts(_run(_with_kg(settings, work)), as_json=as_json, title="history", transaction=True)
+    found = _run(_with_kg(settings, work))
+    render.facts(out, found, as_json=as_json, title="history", transaction=True)
 
 
 @app.command()
@@ -454,31 +395,7 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         return await kg.stats(settings.group), await kg.metrics(settings.group)
 
     s, m = _run(_with_kg(settings, work))
-    ingest, queries = m.ingest, m.queries
-    derived = {
-        "ingest": {"llm_calls_per_episode": ingest.llm_calls_per_episode,
-                   "empty_extraction_rate": ingest.empty_extraction_rate},
-        "queries": {"mean_latency_ms": queries.mean_latency_ms,
-                    "mean_context_tokens": queries.mean_context_tokens},
-    }  # fmt: skip
-    if as_json:
-        body = s.model_dump(mode="json")
-        body["ingest"] = ingest.model_dump() | derived["ingest"]
-        body["queries"] = queries.model_dump() | derived["queries"]
-        out.print_json(json.dumps(body))
-        return
-    table = Table(title=f"group {s.group_id}", title_justify="left", show_header=False)
-    for key, value in s.model_dump(exclude={"group_id"}).items():
-        table.add_row(key.replace("_", " "), str(value))
-    for section, model in (("ingest", ingest), ("queries", queries)):
-        table.add_section()
-        values = model.model_dump(exclude={"branch_hits"}) | derived[section]
-        for key, value in values.items():
-            shown = f"{value:.3g}" if isinstance(value, float) else str(value)
-            table.add_row(f"{section}: {key.replace('_', ' ')}", shown)
-    for key, hits in sorted(queries.branch_hits.items()):
-        table.add_row(f"queries: hits {key.replace('_', ' ')}", str(hits))
-    out.print(table)
+    render.stats(out, s, m, as_json=as_json)
 
 
 @app.command("adopt-graphiti")
@@ -489,17 +406,8 @@ def adopt_graphiti(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     r = _run(_with_kg(settings, lambda kg: kg.adopt_graphiti(settings.group)))
     if as_json:
         out.print_json(r.model_dump_json())
-        return
-    if r.already_adopted:
-        out.print(f"group {r.group_id}: already adopted, nothing new")
-        return
-    out.print(
-        f"adopted group {r.group_id}: {r.entities} entities, {r.episodes} episodes, "
-        f"{r.edges} edges; {r.closures} closures ({r.closures_unattributed} without a known "
-        f"closing episode); {r.versions_created} versions created and {r.versions_deleted} "
-        "replaced by replay" + (f"; {r.facts_skipped} facts skipped" if r.facts_skipped else ""),
-        soft_wrap=True,
-    )
+    else:
+        render.adoption(out, r)
 
 
 # -- export and import ----------------------------------------------------------------------
@@ -571,8 +479,7 @@ def import_(
         raise _fail(f"cannot read {file}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise _fail(f"{file}: not UTF-8 text") from None
-    counts = ", ".join(f"{v} {k}" for k, v in r.counts.items() if v)
-    out.print(f"imported into group {r.group_id}: {counts}")
+    render.imported(out, r)
 
 
 # -- communities ----------------------------------------------------------------------------
@@ -603,25 +510,14 @@ def communities_build(
     settings: Settings = ctx.obj
     llm = _llm(llm_model, llm_base_url, llm_api_key)
 
-    async def run() -> Any:
-        kg = await settings.open(llm=llm)
-        try:
-            return await kg.build_communities(settings.group, max_iterations=max_iterations)
-        finally:
-            await kg.close()
+    async def work(kg: KG) -> Any:
+        return await kg.build_communities(settings.group, max_iterations=max_iterations)
 
-    r = _run(run())
+    r = _run(_with_kg(settings, work, llm=llm))
     if as_json:
         out.print_json(r.model_dump_json())
-        return
-    out.print(
-        f"{r.communities} communities: {r.summarized} summarised, {r.kept} unchanged, "
-        f"{r.deleted} replaced or removed"
-        + (f"; {r.llm_calls} LLM calls, {r.prompt_tokens + r.completion_tokens} tokens"
-           if r.llm_calls else "")
-        + (f"; {len(r.errors)} summaries fell back to extractive" if r.errors else ""),
-        soft_wrap=True,
-    )  # fmt: skip
+    else:
+        render.community_build(out, r)
 
 
 @communities_app.command("list")
@@ -629,22 +525,7 @@ def communities_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Every community of the group: name, size, summary."""
     settings: Settings = ctx.obj
     found = _run(_with_kg(settings, lambda kg: kg.communities(settings.group)))
-    if as_json:
-        out.print_json(json.dumps([
-            {**c.node.model_dump(mode="json", exclude={"name_embedding"}), "members": c.members}
-            for c in found
-        ]))  # fmt: skip
-        return
-    if not found:
-        out.print("no communities; build them with `kg communities build`")
-        return
-    table = Table(title=f"communities of {settings.group}", title_justify="left")
-    for col in ("name", "members", "summary", "stale"):
-        table.add_column(col)
-    for c in found:
-        table.add_row(c.node.name, str(len(c.members)), c.node.summary,
-                      "yes" if c.node.stale else "")  # fmt: skip
-    out.print(table)
+    render.community_list(out, settings.group, found, as_json=as_json)
 
 
 @app.command()
@@ -654,52 +535,10 @@ def quarantine(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     Also counted by `kg stats` (facts / passages quarantined)."""
     settings: Settings = ctx.obj
     held = _run(_with_kg(settings, lambda kg: kg.quarantine(settings.group)))
-    if as_json:
-        out.print_json(json.dumps([e.model_dump(mode="json") for e in held]))
-        return
-    if not held:
-        out.print(Text(f"quarantine of {settings.group}: empty"))
-        return
-    table = Table(title=f"quarantine of {settings.group}", title_justify="left")
-    for col in ("time", "channel", "kind", "rule", "text", "episode", "source"):
-        table.add_column(col)
-    for e in held:
-        # Hostile by definition: quoted as data (controls and bidi escaped), never markup.
-        table.add_row(e.created_at.strftime("%Y-%m-%d %H:%M:%S"), e.channel.value, e.item.kind,
-                      e.item.reason, Text(quote(e.item.text)), e.episode_uuid,
-                      Text(quote(e.source_description)))  # fmt: skip
-    out.print(table)
+    render.quarantine(out, settings.group, held, as_json=as_json)
 
 
 # -- provenance: rollback, why, log, erase ---------------------------------------------------
-
-
-def print_rollback(report: RollbackReport, console: Console = out) -> None:
-    if report.noop:
-        already = ", ".join(report.already_rolled_back)
-        console.print(
-            f"nothing to roll back{f' (already rolled back: {already})' if already else ''}"
-        )
-        return
-    verb = "rolled back" if report.applied else "would roll back"
-    console.print(f"{verb} {len(report.episodes)} episode(s): {', '.join(report.episodes)}")
-    for title, rows, style in (("removed", report.removed, "red"),
-                               ("re-opened / restored", report.restored, "green")):  # fmt: skip
-        if not rows:
-            continue
-        table = Table(title=title, title_justify="left", title_style=style)
-        for col in ("subject", "predicate", "object", "valid", "status"):
-            table.add_column(col)
-        for c in rows:
-            table.add_row(c.subject, c.predicate, c.object, _interval(c.valid_at, c.invalid_at),
-                          c.status)  # fmt: skip
-        console.print(table)
-    console.print(
-        f"fact versions: {report.versions_deleted} deleted, {report.versions_reopened} re-opened, "
-        f"{report.versions_created} created, {report.versions_kept} untouched"
-    )
-    if not report.applied:
-        console.print("dry run: nothing changed. Re-run with --apply to carry it out.")
 
 
 @app.command()
@@ -726,10 +565,7 @@ def rollback(
         raise _fail("give episode ids or --source-description, not both and not neither")
     if since is not None and source_description is None:
         raise _fail("--since goes with --source-description")
-    try:
-        since_at = _time(since, "since")
-    except KGError as exc:
-        raise _fail(str(exc)) from None
+    [since_at] = _times(since=since)
 
     async def work(kg: KG) -> RollbackReport:
         if source_description is not None:
@@ -742,7 +578,7 @@ def rollback(
     if as_json:
         out.print_json(report.model_dump_json())
     else:
-        print_rollback(report)
+        render.rollback(out, report)
 
 
 @app.command()
@@ -759,41 +595,23 @@ def replay(
     report = _run(_with_kg(settings, lambda kg: kg.replay(group_id=settings.group, apply=apply)))
     if as_json:
         out.print_json(report.model_dump_json())
-        return
-    out.print(f"replayed {report.episodes} episodes: {report.versions_matching} fact versions "
-              f"match the live graph")  # fmt: skip
-    if report.identical:
-        out.print("the live graph equals its replay")
-        return
-    for label, rows in (("only in the live graph", report.only_in_graph),
-                        ("only in the replay", report.only_in_replay)):  # fmt: skip
-        for c in rows:
-            out.print(f"  {label}: {c.subject} {c.predicate} {c.object} "
-                      f"{_interval(c.valid_at, c.invalid_at)} ({c.status})")  # fmt: skip
-    out.print(f"{report.versions_deleted} versions to delete, {report.versions_created} to create"
-              + ("; applied" if report.applied else "; dry run, re-run with --apply"))  # fmt: skip
+    else:
+        render.replay(out, report)
 
 
 @app.command()
-def why(ctx: typer.Context, fact_id: Annotated[str, typer.Argument(help="Fact or version uuid.")],
-        as_json: JsonOpt = False) -> None:  # fmt: skip
+def why(
+    ctx: typer.Context,
+    fact_id: Annotated[str, typer.Argument(help="Fact or version uuid.")],
+    as_json: JsonOpt = False,
+) -> None:
     """A fact's versions and the episodes that created, reinforced and closed it."""
     settings: Settings = ctx.obj
     explanation = _run(_with_kg(settings, lambda kg: kg.why(fact_id, group_id=settings.group)))
     if as_json:
         out.print_json(explanation.model_dump_json())
-        return
-    print_facts(explanation.versions, as_json=False, title=f"versions of {fact_id}",
-                transaction=True)  # fmt: skip
-    table = Table(title="episodes", title_justify="left")
-    for col in ("episode", "ingested", "reference time", "channel", "trust", "extractor",
-                "source", "status"):  # fmt: skip
-        table.add_column(col)
-    for ep in explanation.episodes:
-        table.add_row(ep.uuid, ep.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                      ep.valid_at.isoformat(), ep.channel.value, ep.trust.name, ep.extractor,
-                      ep.source_description, ep.status.value)  # fmt: skip
-    out.print(table)
+    else:
+        render.why(out, fact_id, explanation.versions, explanation.episodes)
 
 
 @app.command("log")
@@ -805,21 +623,11 @@ def log_(
 ) -> None:
     """The audit trail, newest first: rollbacks, erasures, and every closure of a fact."""
     settings: Settings = ctx.obj
-    events = _run(_with_kg(settings, lambda kg: kg.log(group_id=settings.group, limit=limit,
-                                                       closures=closures)))  # fmt: skip
-    if as_json:
-        out.print_json(json.dumps([e.model_dump(mode="json") for e in events]))
-        return
-    if not events:
-        out.print("audit log: empty")
-        return
-    table = Table(title="audit log", title_justify="left")
-    for col in ("time", "kind", "episodes", "detail"):
-        table.add_column(col)
-    for e in events:
-        table.add_row(e.created_at.strftime("%Y-%m-%d %H:%M:%S"), e.kind,
-                      ", ".join(e.episodes), e.detail)  # fmt: skip
-    out.print(table)
+
+    async def work(kg: KG) -> Any:
+        return await kg.log(group_id=settings.group, limit=limit, closures=closures)
+
+    render.log(out, _run(_with_kg(settings, work)), as_json=as_json)
 
 
 @app.command()
@@ -844,54 +652,10 @@ def erase(
             return await kg.erase_entity(entity, group_id=settings.group)
         return await kg.erase_group(settings.group)
 
-    receipt = _run(_with_kg(settings, work))
-    out.print(
-        f"erased {target}: {receipt.episodes_deleted} episodes, {receipt.entities_deleted} "
-        f"entities, {receipt.fact_versions_deleted} fact versions deleted; "
-        f"{receipt.other_facts_recomputed} other facts recomputed; store files compacted"
-    )
+    render.erasure(out, target, _run(_with_kg(settings, work)))
 
 
-def print_search(results: SearchResults, *, explain: bool, console: Console = out) -> None:
-    if explain:
-        table = Table(title="branches", title_justify="left")
-        for col in ("scope", "method", "hits", "ms", "note"):
-            table.add_column(col)
-        for b in results.branches:
-            table.add_row(b.scope.value, b.method, str(b.hits), f"{b.latency_ms:.1f}",
-                          b.error or ("no hits" if b.hits == 0 else ""))  # fmt: skip
-        console.print(table)
-    sections: list[tuple[str, list[Any]]] = [
-        ("facts", [(h, h.fact.edge.fact + (" (closed)" if h.closed else ""),
-                    _interval(h.fact.edge.valid_at, h.fact.edge.invalid_at))
-                   for h in results.facts]),
-        ("entities", [(h, h.entity.name, "") for h in results.entities]),
-        ("episodes", [(h, h.episode.content[:120], h.episode.valid_at.strftime("%Y-%m-%d"))
-                      for h in results.episodes]),
-        ("communities", [(h, h.community.name, "") for h in results.communities]),
-    ]  # fmt: skip
-    shown = False
-    for name, rows in sections:
-        if not rows:
-            continue
-        shown = True
-        table = Table(title=name, title_justify="left")
-        table.add_column("#", justify="right")
-        table.add_column("text")
-        table.add_column("valid")
-        table.add_column("score", justify="right")
-        if explain:
-            table.add_column("fused", justify="right")
-            table.add_column("branch ranks")
-        for i, (hit, text, valid) in enumerate(rows, start=1):
-            row = [str(i), text, valid, f"{hit.score:.4f}"]
-            if explain:
-                row += [f"{hit.fused_score:.4f}",
-                        ", ".join(f"{m} #{r}" for m, r in hit.ranks.items())]  # fmt: skip
-            table.add_row(*row)
-        console.print(table)
-    if not shown:
-        console.print("no results")
+# -- search ---------------------------------------------------------------------------------
 
 
 @app.command()
@@ -928,14 +692,12 @@ def search(
 ) -> None:
     """Hybrid search (BM25 + cosine, or + BFS; fused by RRF, reranked), in any time view.
 
-    Cosine needs an embedder (--embedder minilm); without one that branch reports an error
+    Cosine needs embeddings: by default (--embedder auto) the model the group was embedded
+    with, if it was (--embedder minilm at ingest); without one that branch reports an error
     and the others still run.
     """
     settings: Settings = ctx.obj
-    try:
-        v, k = _time(as_of, "as-of"), _time(known_at, "known-at")
-    except KGError as exc:
-        raise _fail(str(exc)) from None
+    v, k = _times(as_of=as_of, known_at=known_at)
     ce: CrossEncoder | None = None
     if cross_encoder is not None:
         from kg.retrieval import SentenceTransformerCrossEncoder
@@ -944,32 +706,34 @@ def search(
             ce = SentenceTransformerCrossEncoder(cross_encoder)
         except (OSError, ValueError) as exc:
             raise _fail(f"cross-encoder {cross_encoder!r}: {exc}") from None
+    options: dict[str, Any] = {
+        "group_id": settings.group,
+        "recipe": recipe,
+        "valid_at": v,
+        "known_at": k,
+        "include_history": history,
+        "limit": limit,
+        "center": center,
+        "min_score": min_score,
+    }
 
-    async def work() -> SearchResults:
-        kg = await settings.open(cross_encoder=ce)
-        try:
-            return await kg.search(
-                query, group_id=settings.group, recipe=recipe, valid_at=v, known_at=k,
-                include_history=history, limit=limit, center=center, min_score=min_score,
-            )  # fmt: skip
-        finally:
-            await kg.close()
+    async def work(kg: KG) -> SearchResults | str:
+        if context and not as_json:
+            return await kg.context(query, max_tokens=max_tokens, **options)
+        return await kg.search(query, **options)
 
-    results = _run(work())
-    if as_json:
+    results = _run(_with_kg(settings, work, cross_encoder=ce))
+    if isinstance(results, str):
+        render.context(out, results)
+    elif as_json:
         out.print_json(results.model_dump_json())
-    elif context:
-        out.print(render_context(results, max_tokens=max_tokens), markup=False, highlight=False,
-                  soft_wrap=True)  # fmt: skip
     else:
-        print_search(results, explain=explain)
+        render.search(out, results, explain=explain)
 
 
 @app.command()
 def demo() -> None:
     """A self-contained tour in a throwaway data directory: supersede, history, as-of."""
-    from kg.demo import run_demo
-
     home = Path(tempfile.mkdtemp(prefix="kg-demo-"))
     try:
         _run(run_demo(home, out))
@@ -979,7 +743,3 @@ def demo() -> None:
 
 def main() -> None:
     app()
-
-
-if __name__ == "__main__":
-    main()

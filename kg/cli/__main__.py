@@ -1,0 +1,5 @@
+"""`python -m kg.cli`."""
+
+from kg.cli.app import main
+
+main()

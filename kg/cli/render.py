@@ -1,0 +1,350 @@
+"""Everything `kg` prints: tables, summaries and reports, each to the console it is given.
+
+Commands (kg.cli.app) decide what to fetch; this module decides how it looks. It imports
+models only, never the app, so the demo and the commands share one look.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from kg.erasure import ErasureReceipt
+from kg.facade import BulkResult, CommunityReport, QuarantineEntry
+from kg.graphiti import AdoptReport
+from kg.retrieval import SearchResults
+from kg.retrieval.context import quote
+from kg.rollback import FactChange, ReplayReport, RollbackReport
+from kg.schemas.graph import AuditEvent, Fact
+from kg.schemas.metrics import Metrics
+from kg.schemas.store import Community, StoreStats
+from kg.schemas.timefmt import interval
+from kg.transfer import TransferReport
+
+TIME = "%Y-%m-%d %H:%M:%S"
+
+
+def _table(title: str, columns: Sequence[str], **options: Any) -> Table:
+    table = Table(title=title, title_justify="left", **options)
+    for col in columns:
+        table.add_column(col)
+    return table
+
+
+def _json(console: Console, rows: Sequence[Any]) -> None:
+    console.print_json(json.dumps(list(rows)))
+
+
+def facts(
+    console: Console,
+    found: list[Fact],
+    *,
+    as_json: bool,
+    title: str,
+    transaction: bool = False,
+) -> None:
+    if as_json:
+        _json(console, [f.as_row() for f in found])
+        return
+    if not found:
+        console.print(f"{title}: no facts")
+        return
+    columns = ["subject", "predicate", "object", "valid"]
+    table = _table(title, [*columns, *(["believed"] if transaction else []), "trust", "note"])
+    for f in found:
+        e = f.edge
+        note = []
+        if e.status.value == "contested":
+            note.append("contested")
+        if e.invalidated_by:
+            note.append(f"closed by episode {e.invalidated_by[:8]}")
+        row = [f.subject, f.predicate, f.object, interval(e.valid_at, e.invalid_at)]
+        if transaction:
+            row.append(interval(e.created_at, e.expired_at))
+        table.add_row(*row, e.trust.name, ", ".join(note))
+    console.print(table)
+
+
+@contextmanager
+def progress(console: Console, total: int) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar; yields the `on_progress(done, total)` that moves it."""
+    columns = (TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task("ingest", total=total)
+        yield lambda done, _total: bar.update(task, completed=done)
+
+
+def ingest(console: Console, r: BulkResult) -> None:
+    parts = [
+        f"ingested {r.added} episodes ({r.duplicate} already present): {r.facts_added} facts "
+        f"added, {r.facts_closed} closed, {r.facts_contested} contested"
+    ]
+    if r.llm_calls:
+        parts.append(f"; {r.llm_calls} LLM calls, {r.tokens} tokens")
+    if r.failed:
+        parts.append(f"; {r.failed} failed extraction (recorded; re-run to retry)")
+    console.print("".join(parts), soft_wrap=True)
+
+
+def stats(console: Console, s: StoreStats, m: Metrics, *, as_json: bool) -> None:
+    ingest, queries = m.ingest, m.queries
+    derived = {
+        "ingest": {
+            "llm_calls_per_episode": ingest.llm_calls_per_episode,
+            "empty_extraction_rate": ingest.empty_extraction_rate,
+        },
+        "queries": {
+            "mean_latency_ms": queries.mean_latency_ms,
+            "mean_context_tokens": queries.mean_context_tokens,
+        },
+    }
+    if as_json:
+        body = s.model_dump(mode="json")
+        body["ingest"] = ingest.model_dump() | derived["ingest"]
+        body["queries"] = queries.model_dump() | derived["queries"]
+        console.print_json(json.dumps(body))
+        return
+    table = Table(title=f"group {s.group_id}", title_justify="left", show_header=False)
+    for key, value in s.model_dump(exclude={"group_id"}).items():
+        table.add_row(key.replace("_", " "), str(value))
+    for section, model in (("ingest", ingest), ("queries", queries)):
+        table.add_section()
+        values = model.model_dump(exclude={"branch_hits"}) | derived[section]
+        for key, value in values.items():
+            shown = f"{value:.3g}" if isinstance(value, float) else str(value)
+            table.add_row(f"{section}: {key.replace('_', ' ')}", shown)
+    for key, hits in sorted(queries.branch_hits.items()):
+        table.add_row(f"queries: hits {key.replace('_', ' ')}", str(hits))
+    console.print(table)
+
+
+def adoption(console: Console, r: AdoptReport) -> None:
+    if r.already_adopted:
+        console.print(f"group {r.group_id}: already adopted, nothing new")
+        return
+    console.print(
+        f"adopted group {r.group_id}: {r.entities} entities, {r.episodes} episodes, "
+        f"{r.edges} edges; {r.closures} closures ({r.closures_unattributed} without a known "
+        f"closing episode); {r.versions_created} versions created and {r.versions_deleted} "
+        "replaced by replay" + (f"; {r.facts_skipped} facts skipped" if r.facts_skipped else ""),
+        soft_wrap=True,
+    )
+
+
+def imported(console: Console, r: TransferReport) -> None:
+    counts = ", ".join(f"{v} {k}" for k, v in r.counts.items() if v)
+    console.print(f"imported into group {r.group_id}: {counts}")
+
+
+def community_build(console: Console, r: CommunityReport) -> None:
+    parts = [
+        f"{r.communities} communities: {r.summarized} summarised, {r.kept} unchanged, "
+        f"{r.deleted} replaced or removed"
+    ]
+    if r.llm_calls:
+        parts.append(f"; {r.llm_calls} LLM calls, {r.prompt_tokens + r.completion_tokens} tokens")
+    if r.errors:
+        parts.append(f"; {len(r.errors)} summaries fell back to extractive")
+    console.print("".join(parts), soft_wrap=True)
+
+
+def community_list(console: Console, group: str, found: list[Community], *, as_json: bool) -> None:
+    if as_json:
+        exclude = {"name_embedding"}
+        _json(
+            console,
+            [
+                {**c.node.model_dump(mode="json", exclude=exclude), "members": c.members}
+                for c in found
+            ],
+        )
+        return
+    if not found:
+        console.print("no communities; build them with `kg communities build`")
+        return
+    table = _table(f"communities of {group}", ("name", "members", "summary", "stale"))
+    for c in found:
+        table.add_row(
+            c.node.name, str(len(c.members)), c.node.summary, "yes" if c.node.stale else ""
+        )
+    console.print(table)
+
+
+def quarantine(console: Console, group: str, held: list[QuarantineEntry], *, as_json: bool) -> None:
+    if as_json:
+        _json(console, [e.model_dump(mode="json") for e in held])
+        return
+    if not held:
+        console.print(Text(f"quarantine of {group}: empty"))
+        return
+    columns = ("time", "channel", "kind", "rule", "text", "episode", "source")
+    table = _table(f"quarantine of {group}", columns)
+    for e in held:
+        # Hostile by definition: quoted as data (controls and bidi escaped), never markup.
+        table.add_row(
+            e.created_at.strftime(TIME),
+            e.channel.value,
+            e.item.kind,
+            e.item.reason,
+            Text(quote(e.item.text)),
+            e.episode_uuid,
+            Text(quote(e.source_description)),
+        )
+    console.print(table)
+
+
+def _change(c: FactChange) -> str:
+    return f"{c.subject} {c.predicate} {c.object} {interval(c.valid_at, c.invalid_at)} ({c.status})"
+
+
+def rollback(console: Console, report: RollbackReport) -> None:
+    if report.noop:
+        already = ", ".join(report.already_rolled_back)
+        console.print(
+            f"nothing to roll back{f' (already rolled back: {already})' if already else ''}"
+        )
+        return
+    verb = "rolled back" if report.applied else "would roll back"
+    console.print(f"{verb} {len(report.episodes)} episode(s): {', '.join(report.episodes)}")
+    sections = (
+        ("removed", report.removed, "red"),
+        ("re-opened / restored", report.restored, "green"),
+    )
+    for title, rows, style in sections:
+        if not rows:
+            continue
+        table = _table(
+            title, ("subject", "predicate", "object", "valid", "status"), title_style=style
+        )
+        for c in rows:
+            valid = interval(c.valid_at, c.invalid_at)
+            table.add_row(c.subject, c.predicate, c.object, valid, c.status)
+        console.print(table)
+    console.print(
+        f"fact versions: {report.versions_deleted} deleted, {report.versions_reopened} re-opened, "
+        f"{report.versions_created} created, {report.versions_kept} untouched"
+    )
+    if not report.applied:
+        console.print("dry run: nothing changed. Re-run with --apply to carry it out.")
+
+
+def replay(console: Console, report: ReplayReport) -> None:
+    console.print(
+        f"replayed {report.episodes} episodes: {report.versions_matching} fact versions "
+        "match the live graph"
+    )
+    if report.identical:
+        console.print("the live graph equals its replay")
+        return
+    sides = (
+        ("only in the live graph", report.only_in_graph),
+        ("only in the replay", report.only_in_replay),
+    )
+    for label, rows in sides:
+        for c in rows:
+            console.print(f"  {label}: {_change(c)}")
+    counts = f"{report.versions_deleted} versions to delete, {report.versions_created} to create"
+    console.print(counts + ("; applied" if report.applied else "; dry run, re-run with --apply"))
+
+
+def why(console: Console, fact_id: str, versions: list[Fact], episodes: Sequence[Any]) -> None:
+    facts(console, versions, as_json=False, title=f"versions of {fact_id}", transaction=True)
+    columns = ("episode", "ingested", "reference time", "channel", "trust", "extractor", "source")
+    table = _table("episodes", (*columns, "status"))
+    for ep in episodes:
+        table.add_row(
+            ep.uuid,
+            ep.created_at.strftime(TIME),
+            ep.valid_at.isoformat(),
+            ep.channel.value,
+            ep.trust.name,
+            ep.extractor,
+            ep.source_description,
+            ep.status.value,
+        )
+    console.print(table)
+
+
+def log(console: Console, events: list[AuditEvent], *, as_json: bool) -> None:
+    if as_json:
+        _json(console, [e.model_dump(mode="json") for e in events])
+        return
+    if not events:
+        console.print("audit log: empty")
+        return
+    table = _table("audit log", ("time", "kind", "episodes", "detail"))
+    for e in events:
+        table.add_row(e.created_at.strftime(TIME), e.kind, ", ".join(e.episodes), e.detail)
+    console.print(table)
+
+
+def erasure(console: Console, target: str, receipt: ErasureReceipt) -> None:
+    console.print(
+        f"erased {target}: {receipt.episodes_deleted} episodes, {receipt.entities_deleted} "
+        f"entities, {receipt.fact_versions_deleted} fact versions deleted; "
+        f"{receipt.other_facts_recomputed} other facts recomputed; store files compacted"
+    )
+
+
+def search(console: Console, results: SearchResults, *, explain: bool) -> None:
+    if explain:
+        table = _table("branches", ("scope", "method", "hits", "ms", "note"))
+        for b in results.branches:
+            note = b.error or ("no hits" if b.hits == 0 else "")
+            table.add_row(b.scope.value, b.method, str(b.hits), f"{b.latency_ms:.1f}", note)
+        console.print(table)
+    sections: list[tuple[str, list[tuple[Any, str, str]]]] = [
+        (
+            "facts",
+            [
+                (
+                    h,
+                    h.fact.edge.fact + (" (closed)" if h.closed else ""),
+                    interval(h.fact.edge.valid_at, h.fact.edge.invalid_at),
+                )
+                for h in results.facts
+            ],
+        ),
+        ("entities", [(h, h.entity.name, "") for h in results.entities]),
+        (
+            "episodes",
+            [
+                (h, h.episode.content[:120], h.episode.valid_at.strftime("%Y-%m-%d"))
+                for h in results.episodes
+            ],
+        ),
+        ("communities", [(h, h.community.name, "") for h in results.communities]),
+    ]
+    shown = False
+    for name, rows in sections:
+        if not rows:
+            continue
+        shown = True
+        table = _table(name, ())
+        table.add_column("#", justify="right")
+        table.add_column("text")
+        table.add_column("valid")
+        table.add_column("score", justify="right")
+        if explain:
+            table.add_column("fused", justify="right")
+            table.add_column("branch ranks")
+        for i, (hit, text, valid) in enumerate(rows, start=1):
+            row = [str(i), text, valid, f"{hit.score:.4f}"]
+            if explain:
+                ranks = ", ".join(f"{m} #{r}" for m, r in hit.ranks.items())
+                row += [f"{hit.fused_score:.4f}", ranks]
+            table.add_row(*row)
+        console.print(table)
+    if not shown:
+        console.print("no results")
+
+
+def context(console: Console, block: str) -> None:
+    console.print(block, markup=False, highlight=False, soft_wrap=True)
