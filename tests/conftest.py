@@ -1,4 +1,5 @@
-"""Every test runs against a real embedded FalkorDB server with its own data directory."""
+"""Tests run against a real embedded FalkorDB server with its own data directory (`kg`), or,
+for the many-example properties of the timeline logic, the in-memory store (`mem`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from kg import KG, EpisodeResult
+from tests.memory_store import MemoryStore
 
 
 def t(year: int, month: int = 1, day: int = 1) -> datetime:
@@ -28,6 +31,19 @@ async def kg(home: Path) -> AsyncIterator[KG]:
         yield graph
     finally:
         await graph.close()
+
+
+@pytest.fixture
+async def mem() -> AsyncIterator[KG]:
+    """The real planners and facade over `tests.memory_store.MemoryStore`: no server."""
+    async with KG(MemoryStore()) as graph:  # type: ignore[arg-type]
+        yield graph
+
+
+def examples(n: int) -> settings:
+    """Hypothesis settings for async properties that share one store across examples."""
+    return settings(max_examples=n, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 
 
 def fact(

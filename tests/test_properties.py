@@ -1,29 +1,37 @@
-"""Properties of the timeline logic on the real store, over random episode sequences."""
+"""Properties of the timeline logic over random episode sequences.
+
+Each property runs twice: hundreds of sequences on the in-memory store (`tests.memory_store`:
+the same planners and facade, no server) and a few on the real store, which also keeps the
+in-memory store honest (see tests/test_memory_store.py).
+"""
 
 from __future__ import annotations
 
 import itertools
 import os
-from datetime import datetime
+import random
+from datetime import datetime, timedelta
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kg import KG
-from tests.conftest import add, fact, t
+from tests.conftest import add, examples, fact, t
 
 _counter = itertools.count()
+EPSILON = timedelta(microseconds=1)
 YEARS = st.integers(min_value=2000, max_value=2030)
 CITIES = st.sampled_from(["Seoul", "Busan", "Daegu", "Incheon"])
-# Mid-year probes around every year the strategies can produce, plus both ends.
-PROBES = [t(y, 7) for y in range(1999, 2032)]
+# Both sides of every boundary the strategies can produce (values start on January 1st), so a
+# closing off by a microsecond shows; plus both ends.
+PROBES = [p for y in range(2000, 2032) for p in (t(y) - EPSILON, t(y))]
 
-# CI runs 25 sequences per property; KG_THOROUGH=1 explores 300.
-SETTINGS = settings(
-    max_examples=300 if os.environ.get("KG_THOROUGH") else 25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+THOROUGH = bool(os.environ.get("KG_THOROUGH"))
+
+
+# In memory: 500 sequences per property (KG_THOROUGH=1: 5000). On the real store: 5 (300).
+PURE = examples(5000 if THOROUGH else 500)
+LIVE = examples(300 if THOROUGH else 5)
 
 
 def step_function(values: list[tuple[int, str]], at: datetime) -> list[str]:
@@ -42,17 +50,15 @@ async def current_view(kg: KG, group: str, known_at: datetime | None = None) -> 
     return out
 
 
-@SETTINGS
-@given(
-    timeline=st.lists(st.tuples(YEARS, CITIES), min_size=1, max_size=6, unique_by=lambda x: x[0]),
-    order=st.randoms(use_true_random=False),
-)
-async def test_arrival_order_does_not_change_the_timeline(
-    kg: KG, timeline: list[tuple[int, str]], order: object
+TIMELINES = st.lists(st.tuples(YEARS, CITIES), min_size=1, max_size=6, unique_by=lambda x: x[0])
+
+
+async def arrival_order_does_not_change_the_timeline(
+    kg: KG, timeline: list[tuple[int, str]], order: random.Random
 ) -> None:
     group = f"p{next(_counter)}"
     arrivals = list(timeline)
-    order.shuffle(arrivals)  # type: ignore[attr-defined]
+    order.shuffle(arrivals)
     for i, (year, city) in enumerate(arrivals):
         await add(
             kg,
@@ -66,17 +72,30 @@ async def test_arrival_order_does_not_change_the_timeline(
     assert all(len(v) <= 1 for v in view)
 
 
-@SETTINGS
-@given(
-    episodes=st.lists(
-        st.tuples(YEARS, CITIES, st.sampled_from(["user", "tool", "document"])),
-        min_size=1,
-        max_size=6,
-    )
-)
-async def test_known_at_replays_every_past_state(
-    kg: KG, episodes: list[tuple[int, str, str]]
+@PURE
+@given(timeline=TIMELINES, order=st.randoms(use_true_random=False))
+async def test_arrival_order_does_not_change_the_timeline(
+    mem: KG, timeline: list[tuple[int, str]], order: random.Random
 ) -> None:
+    await arrival_order_does_not_change_the_timeline(mem, timeline, order)
+
+
+@LIVE
+@given(timeline=TIMELINES, order=st.randoms(use_true_random=False))
+async def test_arrival_order_does_not_change_the_timeline_live(
+    kg: KG, timeline: list[tuple[int, str]], order: random.Random
+) -> None:
+    await arrival_order_does_not_change_the_timeline(kg, timeline, order)
+
+
+CHANNEL_EPISODES = st.lists(
+    st.tuples(YEARS, CITIES, st.sampled_from(["user", "tool", "document"])),
+    min_size=1,
+    max_size=6,
+)
+
+
+async def known_at_replays_every_past_state(kg: KG, episodes: list[tuple[int, str, str]]) -> None:
     """Whatever the episodes did, asking 'as known at T' returns what was answered at T."""
     group = f"r{next(_counter)}"
     snapshots: list[tuple[datetime, list[list[str]]]] = []
@@ -92,3 +111,19 @@ async def test_known_at_replays_every_past_state(
         snapshots.append((mark, await current_view(kg, group, known_at=mark)))
     for mark, seen in snapshots:
         assert await current_view(kg, group, known_at=mark) == seen
+
+
+@PURE
+@given(episodes=CHANNEL_EPISODES)
+async def test_known_at_replays_every_past_state(
+    mem: KG, episodes: list[tuple[int, str, str]]
+) -> None:
+    await known_at_replays_every_past_state(mem, episodes)
+
+
+@LIVE
+@given(episodes=CHANNEL_EPISODES)
+async def test_known_at_replays_every_past_state_live(
+    kg: KG, episodes: list[tuple[int, str, str]]
+) -> None:
+    await known_at_replays_every_past_state(kg, episodes)
