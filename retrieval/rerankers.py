@@ -7,6 +7,7 @@ score the ordering is by. Ties always fall back to the fused order.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -29,16 +30,19 @@ class SentenceTransformerCrossEncoder:
         self.model = model
         self._ce: Any = STCrossEncoder(model, device=device)
         self.batch_size = batch_size
-        self._lock = asyncio.Lock()
+        # One predict at a time (the model is not re-entrant). A thread lock, taken in the
+        # worker thread, as the embedder's: an asyncio.Lock is tied to one event loop, and a
+        # KG shared between loops or threads (the CLI runs its own) would fail or overlap.
+        self._lock = threading.Lock()
+
+    def _predict(self, pairs: list[tuple[str, str]]) -> Any:
+        with self._lock:
+            return self._ce.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
 
     async def score(self, query: str, passages: Sequence[str]) -> list[float]:
         if not passages:
             return []
-        pairs = [(query, p) for p in passages]
-        async with self._lock:
-            scores = await asyncio.to_thread(
-                self._ce.predict, pairs, batch_size=self.batch_size, show_progress_bar=False
-            )
+        scores = await asyncio.to_thread(self._predict, [(query, p) for p in passages])
         return [float(s) for s in scores]
 
 
