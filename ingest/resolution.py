@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from kg.ingest.llm import LLMCall, LLMError, Message, StructuredLLM
 from kg.ingest.names import name_key
+from kg.ingest.structured import fact_text
 from kg.schemas.embedder import Embedder
 from kg.schemas.episode import StructuredFact
 from kg.schemas.extraction import Resolution
@@ -101,7 +102,7 @@ async def resolve(
     raw_names = {name_key(n): n for f in facts for n in (f.subject, f.object)}
     new_names = [raw_names[k] for k in keys if k not in exact]
 
-    texts = list(dict.fromkeys(new_names + [_sentence(f) for f in facts]))
+    texts = list(dict.fromkeys(new_names + [fact_text(f) for f in facts]))
     vectors: dict[str, list[float]] = {}
     if embedder is not None and texts:
         vectors = dict(zip(texts, await embedder.embed(texts), strict=True))
@@ -130,7 +131,7 @@ async def resolve(
     )  # fmt: skip
     for i, f in enumerate(facts):
         near = _fact_candidates(f, uuids(f.subject), uuids(f.object), live, ontology,
-                                vectors.get(_sentence(f)), stored)  # fmt: skip
+                                vectors.get(fact_text(f)), stored)  # fmt: skip
         if near:
             fid = f"F{i + 1}"
             ask.facts[fid] = i
@@ -149,10 +150,6 @@ async def resolve(
         report.error = str(exc)
         return facts, report, list(getattr(exc, "calls", []))
     return _apply(facts, decision, ask, report, reference_time), report, calls
-
-
-def _sentence(f: StructuredFact) -> str:
-    return f.fact or f"{f.subject} {f.predicate.lower().replace('_', ' ')} {f.object}"
 
 
 def _id_for(table: dict[str, EntityNode] | dict[str, Fact], item: EntityNode | Fact,
@@ -255,7 +252,7 @@ def build_messages(facts: list[StructuredFact], ask: _Ask) -> list[Message]:
         for fid, xids in ask.fact_candidates.items():
             f = facts[ask.facts[fid]]
             since = f" (since {f.valid_at.date().isoformat()})" if f.valid_at else ""
-            lines.append(f"{fid}: {_sentence(f)!r}{since}")
+            lines.append(f"{fid}: {fact_text(f)!r}{since}")
             for xid in xids:
                 x = ask.existing[xid]
                 lines.append(f"   {xid}: {x.edge.fact!r} (since {x.valid_at.date().isoformat()})")

@@ -46,8 +46,12 @@ def episodic_node(
     )
 
 
-def fact_sentence(subject: str, predicate: str, obj: str) -> str:
-    return f"{subject} {predicate.lower().replace('_', ' ')} {obj}"
+def fact_text(f: StructuredFact, predicate: str | None = None) -> str:
+    """The fact's own sentence, or one made of its parts ('Alice lives in Seoul'); `predicate`
+    is the ontology's name for it, when `f` may still carry an alias."""
+    return (
+        f.fact or f"{f.subject} {(predicate or f.predicate).lower().replace('_', ' ')} {f.object}"
+    )
 
 
 def new_fact(
@@ -58,7 +62,7 @@ def new_fact(
         target_uuid=entities[name_key(f.object)].uuid,
         predicate=pred.name,
         single_valued=pred.single_valued,
-        fact=f.fact or fact_sentence(f.subject, pred.name, f.object),
+        fact=fact_text(f, pred.name),
         valid_at=f.valid_at or reference_time,
         invalid_at=f.invalid_at,
     )

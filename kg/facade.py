@@ -138,16 +138,10 @@ def _validate_episode(fields: dict[str, Any], where: str) -> Episode:
 
 def _record(node: EpisodicNode, s: PlanSummary) -> None:
     """Per-episode metrics travel on the episode itself: written in the same transaction."""
-    node.llm_calls = s.llm_calls
-    node.llm_tokens = s.prompt_tokens + s.completion_tokens
-    node.facts_dropped = sum(s.facts_dropped.values())
-    node.facts_added, node.facts_reinforced = s.facts_added, s.facts_reinforced
-    node.facts_closed, node.facts_contested = s.facts_closed, s.facts_contested
-    node.facts_merged, node.entities_merged = s.facts_merged, s.entities_merged
-    node.entities_added = s.entities_added
-    node.facts_quarantined = sum(q.kind == "fact" for q in s.quarantined)
-    node.passages_quarantined = sum(q.kind == "passage" for q in s.quarantined)
-    s.facts_quarantined, s.passages_quarantined = node.facts_quarantined, node.passages_quarantined
+    s.facts_quarantined = sum(q.kind == "fact" for q in s.quarantined)
+    s.passages_quarantined = sum(q.kind == "passage" for q in s.quarantined)
+    for name, value in s.counters():
+        setattr(node, name, value)
     if s.quarantined:
         node.quarantine = json.dumps(
             [q.model_dump(mode="json", exclude_none=True) for q in s.quarantined],

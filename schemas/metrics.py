@@ -10,25 +10,35 @@ from pydantic import BaseModel, Field
 _KEY = re.compile(r"^[a-z]+_[a-z0-9_]+$")
 
 
-class Counters(BaseModel):
-    """What ingesting did and cost: per episode, or summed over a group."""
+class GraphCounters(BaseModel):
+    """What ingesting an episode did to the graph, and its LLM calls: the counters an
+    episode's `PlanSummary` reports and its stored metrics (`Counters`) keep."""
 
     llm_calls: int = 0
-    llm_tokens: int = Field(default=0, description="Prompt plus completion tokens.")
-    facts_dropped: int = 0
+    facts_added: int = 0
+    facts_reinforced: int = 0
+    facts_closed: int = 0
+    facts_contested: int = 0
+    facts_merged: int = Field(
+        default=0, description="Facts the resolution call found to restate a stored fact."
+    )
+    entities_added: int = 0
+    entities_merged: int = Field(
+        default=0, description="New names the resolution call found to be existing entities."
+    )
     facts_quarantined: int = Field(
         default=0, description="Untrusted facts that read as instructions: kept for review only."
     )
     passages_quarantined: int = Field(
         default=0, description="Untrusted passages that read as instructions (withheld in context)."
     )
-    facts_added: int = 0
-    facts_reinforced: int = 0
-    facts_closed: int = 0
-    facts_contested: int = 0
-    facts_merged: int = 0
-    entities_added: int = 0
-    entities_merged: int = 0
+
+
+class Counters(GraphCounters):
+    """What ingesting did and cost, flat for storage and sums: per episode, or over a group."""
+
+    llm_tokens: int = Field(default=0, description="Prompt plus completion tokens.")
+    facts_dropped: int = 0
 
 
 class EpisodeMetrics(Counters):

@@ -15,6 +15,7 @@ from kg.schemas.graph import (
     FactEdge,
     Quarantined,
 )
+from kg.schemas.metrics import Counters, GraphCounters
 from kg.schemas.validation import UtcDatetime
 
 
@@ -74,21 +75,10 @@ class RewritePlan(BaseModel):
     audit: AuditEvent | None = None
 
 
-class PlanSummary(BaseModel):
+class PlanSummary(GraphCounters):
     """What an episode did to the graph, returned to the caller of add_episode."""
 
-    entities_added: int = 0
     entities_matched: int = 0
-    entities_merged: int = Field(
-        default=0, description="New names the resolution call found to be existing entities."
-    )
-    facts_added: int = 0
-    facts_reinforced: int = 0
-    facts_closed: int = 0
-    facts_contested: int = 0
-    facts_merged: int = Field(
-        default=0, description="Facts the resolution call found to restate a stored fact."
-    )
     facts_contradicted: int = Field(
         default=0, description="Stored facts the resolution call found contradicted."
     )
@@ -98,20 +88,21 @@ class PlanSummary(BaseModel):
     facts_dropped: dict[str, int] = Field(
         default_factory=dict, description="Proposed by the LLM, refused by kg, by reason."
     )
-    facts_quarantined: int = Field(
-        default=0, description="Untrusted facts that read as instructions; see `quarantined`."
-    )
-    passages_quarantined: int = Field(
-        default=0, description="Untrusted passages of the text that read as instructions."
-    )
     quarantined: list[Quarantined] = Field(
         default_factory=list, description="Kept on the episode for review, never a memory."
     )
-    llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     edges_added: list[str] = Field(default_factory=list)
     edges_closed: list[str] = Field(default_factory=list, description="Retired version uuids.")
+
+    def counters(self) -> Counters:
+        """The episode's metrics as stored on it (tokens summed, drops counted)."""
+        return Counters(
+            **self.model_dump(include=set(GraphCounters.model_fields)),
+            llm_tokens=self.prompt_tokens + self.completion_tokens,
+            facts_dropped=sum(self.facts_dropped.values()),
+        )
 
 
 class CommunityMembership(BaseModel):

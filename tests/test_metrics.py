@@ -41,6 +41,16 @@ async def test_episode_metrics_are_stored_and_summed(home: Path) -> None:
     assert moved.llm_calls == 2 and moved.facts_closed == 1
 
 
+def test_an_episode_stores_every_counter_its_summary_reports() -> None:
+    from kg.schemas.metrics import Counters, GraphCounters
+    from kg.schemas.plan import PlanSummary
+
+    shared = {name: i + 1 for i, name in enumerate(GraphCounters.model_fields)}
+    summary = PlanSummary(**shared, prompt_tokens=100, completion_tokens=20,
+                          facts_dropped={"unknown_predicate": 2, "not_in_text": 1})  # fmt: skip
+    assert summary.counters() == Counters(**shared, llm_tokens=120, facts_dropped=3)
+
+
 async def test_query_metrics_persist_across_processes(home: Path) -> None:
     async with await KG.open(home=home) as kg:
         await add(kg, t(2024, 1, 1), ("Minji", "LIVES_IN", "Busan"))
