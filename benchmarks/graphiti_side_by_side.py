@@ -43,7 +43,6 @@ from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.driver.falkordb_driver import FalkorDriver
 from graphiti_core.edges import EntityEdge
-from graphiti_core.embedder.client import EmbedderClient
 from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
 from graphiti_core.search.search_config import (
     EpisodeReranker,
@@ -55,6 +54,7 @@ from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
 from locomo_recall import KS, ingest, pct, retrieve, turn_text, utc
 
 from kg import KG
+from kg.graphiti_embedder import GraphitiEmbedder
 from kg.ingest.embeddings import local_minilm
 from kg.store.falkordb import FalkorDBStore
 
@@ -64,18 +64,6 @@ def graphiti_group(conv: str) -> str:
     full-text filter (@group_id:"...") matches nothing and its BM25 branches silently
     return no hits (seen with graphiti-core 0.31.2); kg's group ids may contain '-'."""
     return "graphiti" + conv.replace("-", "")
-
-
-class MiniLM(EmbedderClient):
-    def __init__(self, embedder: Any) -> None:
-        self.e = embedder
-
-    async def create(self, input_data: Any) -> list[float]:
-        text = input_data if isinstance(input_data, str) else next(iter(input_data))
-        return (await self.e.embed([text]))[0]
-
-    async def create_batch(self, input_data_list: list[str]) -> list[list[float]]:
-        return await self.e.embed(input_data_list)
 
 
 class NoCrossEncoder(CrossEncoderClient):
@@ -145,7 +133,7 @@ async def main() -> None:
             graphiti: dict[str, Graphiti] = {}
             for conv in convs:
                 driver = FalkorDriver(falkor_db=falkor, database=graphiti_group(conv))
-                g = Graphiti(graph_driver=driver, embedder=MiniLM(embedder),
+                g = Graphiti(graph_driver=driver, embedder=GraphitiEmbedder(embedder),
                              cross_encoder=NoCrossEncoder())  # fmt: skip
                 await g.build_indices_and_constraints()
                 await load_graphiti(g, data, conv, embedder)

@@ -26,12 +26,12 @@ os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
 from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.driver.falkordb_driver import FalkorDriver
-from graphiti_core.embedder.client import EmbedderClient
 from graphiti_core.llm_client.client import LLMClient
 from graphiti_core.llm_client.config import LLMConfig
 from graphiti_core.nodes import EpisodeType
 
 from kg import KG
+from kg.graphiti_embedder import GraphitiEmbedder
 from kg.ingest.embeddings import local_minilm
 from kg.schemas.embedder import Embedder
 from kg.store.falkordb import FalkorDBStore
@@ -99,18 +99,6 @@ class ScriptedGraphitiLLM(LLMClient):
         raise AssertionError(f"unscripted Graphiti call {name}")
 
 
-class MiniLMForGraphiti(EmbedderClient):
-    def __init__(self, embedder: Embedder) -> None:
-        self.e = embedder
-
-    async def create(self, input_data: Any) -> list[float]:
-        text = input_data if isinstance(input_data, str) else next(iter(input_data))
-        return (await self.e.embed([text]))[0]
-
-    async def create_batch(self, input_data_list: list[str]) -> list[list[float]]:
-        return await self.e.embed(input_data_list)
-
-
 class NoCrossEncoder(CrossEncoderClient):
     async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
         return [(p, 1.0) for p in passages]
@@ -135,7 +123,7 @@ async def written(home: Path, minilm: Embedder) -> AsyncIterator[Written]:
         llm = ScriptedGraphitiLLM()
         assert isinstance(kg.store, FalkorDBStore)
         g = Graphiti(graph_driver=FalkorDriver(falkor_db=kg.store.client, database=GROUP),
-                     llm_client=llm, embedder=MiniLMForGraphiti(minilm),
+                     llm_client=llm, embedder=GraphitiEmbedder(minilm),
                      cross_encoder=NoCrossEncoder())  # fmt: skip
         await g.build_indices_and_constraints()
         script = [
@@ -249,3 +237,17 @@ async def test_cli_adopts_a_graphiti_group(written: Written, home: Path) -> None
     assert sorted(f["object"] for f in json.loads(r.stdout)) == ["Naver", "Seoul"]
     r = await kg("--group", "nobody", "adopt-graphiti")
     assert r.exit_code == 1 and "no group 'nobody'" in r.stderr
+
+
+async def test_the_graphiti_embedder_embeds_text_only() -> None:
+    class Lengths:
+        model, dim = "lengths", 1
+
+        async def embed(self, texts: Any) -> list[list[float]]:
+            return [[float(len(x))] for x in texts]
+
+    g = GraphitiEmbedder(Lengths())
+    assert await g.create("abc") == [3.0] and await g.create(["ab", "xyz"]) == [2.0]
+    assert await g.create_batch(["a", "bb"]) == [[1.0], [2.0]]
+    with pytest.raises(TypeError, match="embeds text, got int"):
+        await g.create([101, 2023])  # token ids
