@@ -17,22 +17,11 @@ from hypothesis import strategies as st
 
 from kg import KG
 from kg.schemas.graph import Fact, FactEdge
-from tests.conftest import examples, t
+from tests.conftest import examples
 from tests.memory_store import MemoryStore
-from tests.test_rollback import EPISODES, ingest
+from tests.test_rollback import BOUNDARIES, EPISODES, ingest, view
 
 _groups = itertools.count()
-# Both sides of every boundary: facts start (and end) on January 1st.
-VALID = [t(y, m) for y in range(2013, 2030) for m in (1, 7)]
-
-
-async def view(kg: KG, group: str, known_at: datetime | None) -> list[list[str]]:
-    out = []
-    for at in VALID:
-        facts = await kg.facts(group_id=group, valid_at=at, known_at=known_at,
-                               include_contested=True)  # fmt: skip
-        out.append(sorted(f"{f.subject} {f.predicate} {f.object} {f.edge.status}" for f in facts))
-    return out
 
 
 async def snapshot(kg: KG, group: str, marks: list[datetime], episodes: list[str]) -> Any:
@@ -41,7 +30,7 @@ async def snapshot(kg: KG, group: str, marks: list[datetime], episodes: list[str
     stored = await kg.store.find_episodes(group, None, None, include_rolled_back=True)
     # Known at each write's own transaction time (the boundary), and between writes.
     known = sorted({*marks, *(ep.created_at for ep in stored)})
-    views = [await view(kg, group, known_at=m) for m in known]
+    views = [await view(kg, group, known_at=m, grid=BOUNDARIES) for m in known]
     versions = await kg.history(group_id=group, limit=100_000)
     by_uuid = {f.edge.uuid: f for f in versions}
 
@@ -92,4 +81,4 @@ async def test_the_memory_store_answers_like_the_real_one(
             seen.append(await snapshot(graph, group, times, uuids))
     live, memory = seen
     assert memory == live
-    assert len(live[0]) == 2 * len(episodes) + 1 and all(len(v) == len(VALID) for v in live[0])
+    assert len(live[0]) == 2 * len(episodes) + 1 and all(len(v) == len(BOUNDARIES) for v in live[0])
