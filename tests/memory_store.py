@@ -2,15 +2,17 @@
 
 The timeline logic (`kg.ingest.timeline`, `kg.ingest.replay`, `kg.rollback`) is pure: it reads
 live versions, episodes and entities, and hands back a WritePlan or RewritePlan. This store
-answers those reads and applies those plans in plain Python, with the same semantics as the
-Cypher in `kg.store.cypher` (as-of filter, retirement only of unretired versions, orphan
-deletion, ...), so the property tests can run hundreds of examples with no server.
+answers those reads (`kg.schemas.store.ReplayStore`: the episode log and the timelines), the
+as-of reads (`FactReader.facts`, `history`) and `Groups`, and applies those plans
+(`PlanWriter.apply`, `rewrite`) in plain Python, with the same semantics as the Cypher in
+`kg.store.cypher` (as-of filter, retirement only of unretired versions, orphan deletion, ...),
+so the property tests can run hundreds of examples with no server.
 `tests/test_memory_store.py` checks it against the live store on sampled sequences, so it
 cannot drift. Communities, search, metrics and transfer are not implemented: a call to them
 fails with AttributeError rather than answering wrongly.
 
 Reads hand out copies (as a real store does: the planners mutate what they read) and leave
-the vectors out, as `CypherStore._decode` does.
+the vectors out, as the Cypher store's row decoding does.
 """
 
 from __future__ import annotations
@@ -145,6 +147,10 @@ class MemoryStore:
             and (since is None or ep.created_at >= since)
         )
 
+    async def audit_log(self, group_id: str, limit: int) -> list[AuditEvent]:
+        events = sorted(self._g(group_id).audit, key=lambda a: a.created_at, reverse=True)
+        return [_out(a) for a in events[:limit]]
+
     # -- the as-of reads ------------------------------------------------------------------
 
     def _fact(self, g: _Group, e: FactEdge) -> Fact:
@@ -197,6 +203,9 @@ class MemoryStore:
 
     async def communities(self, group_id: str, having: list[str] | None = None) -> list[Community]:
         return []  # this store never holds communities (write_communities is not implemented)
+
+    async def has_group(self, group_id: str) -> bool:
+        return group_id in self._groups
 
     async def groups(self) -> list[str]:
         return sorted(self._groups)
