@@ -155,7 +155,8 @@ class MemoryStore:
 
     def _fact(self, g: _Group, e: FactEdge) -> Fact:
         s, o = g.entities[e.source_node_uuid], g.entities[e.target_node_uuid]
-        return Fact(subject=s.name, predicate=e.name, object=o.name, edge=_out(e))
+        # Built directly like `_copy`: every value comes from a validated model.
+        return Fact.model_construct(subject=s.name, predicate=e.name, object=o.name, edge=_out(e))
 
     def _matching(
         self, g: _Group, subject_key: str | None, predicate: str | None, object_key: str | None
