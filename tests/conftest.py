@@ -1,9 +1,10 @@
-"""Tests run against a real embedded FalkorDB server with its own data directory (`kg`), or,
-for the many-example properties of the timeline logic, the in-memory store (`mem`)."""
+"""Tests run against a real embedded FalkorDB server with its own data directory (`kg`), the
+Neo4j tests against one real Neo4j server for the session (tests/neo4j_server.py), and the
+many-example properties of the timeline logic against the in-memory store (`mem`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from hypothesis import HealthCheck, settings
 
 from kg import KG, EpisodeResult
 from tests.memory_store import MemoryStore
+from tests.neo4j_server import Neo4jServer
+from tests.neo4j_server import neo4j_server as start_neo4j
 
 
 def t(year: int, month: int = 1, day: int = 1) -> datetime:
@@ -73,3 +76,30 @@ async def add(
 
 def objects(facts: list[Any]) -> list[str]:
     return sorted(f.object for f in facts)
+
+
+@pytest.fixture(scope="session")
+def neo4j_server() -> Iterator[Neo4jServer]:
+    """One Neo4j 5.26 server for the whole run (see tests/neo4j_server.py)."""
+    with start_neo4j() as server:
+        yield server
+
+
+@pytest.fixture
+async def neo4j_kg(neo4j_server: Neo4jServer) -> AsyncIterator[KG]:
+    """kg on the session's Neo4j, its database emptied first (Community has one user
+    database; the schema stays, as it would on a server kg has written to before)."""
+    graph = await KG.open(neo4j_server.kg_uri)
+    try:
+        await wipe(graph)
+        yield graph
+    finally:
+        await graph.close()
+
+
+async def wipe(graph: KG) -> None:
+    from kg.store.cypher import Statement
+    from kg.store.neo4j import Neo4jStore
+
+    assert isinstance(graph.store, Neo4jStore)
+    await graph.store._run_write([Statement("MATCH (n) DETACH DELETE n", {})])
