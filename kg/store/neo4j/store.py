@@ -44,7 +44,12 @@ class Neo4jStore(CypherStore):
         if u.port:
             netloc += f":{u.port}"
         bare = urlunparse((u.scheme, netloc, "", "", "", ""))
-        driver = neo4j.AsyncGraphDatabase.driver(bare, auth=(user, password))
+        # Notifications off: the server would send one per read of a label, type or property
+        # a new database does not have yet (Community, HAS_MEMBER, `stale`, ...) and for every
+        # `IF NOT EXISTS` DDL, and the driver logs each at WARNING/INFO: noise in users' logs.
+        driver = neo4j.AsyncGraphDatabase.driver(
+            bare, auth=(user, password), notifications_min_severity="OFF"
+        )
         try:
             await driver.verify_connectivity()
         except (ServiceUnavailable, AuthError, OSError, ValueError) as exc:
