@@ -5,9 +5,9 @@
 // The vector indexes are for 384-dimensional embeddings (all-MiniLM-L6-v2); use your
 // embedder's dimension (`python -c "from kg.store.neo4j.ddl import neo4j_vector_indexes as v;
 // print(*v(1536), sep=';\n')"`).
-CREATE CONSTRAINT kg_entity_uuid IF NOT EXISTS FOR (n:Entity) REQUIRE n.uuid IS UNIQUE;
-CREATE CONSTRAINT kg_episodic_uuid IF NOT EXISTS FOR (n:Episodic) REQUIRE n.uuid IS UNIQUE;
-CREATE CONSTRAINT kg_community_uuid IF NOT EXISTS FOR (n:Community) REQUIRE n.uuid IS UNIQUE;
+CREATE CONSTRAINT kg_entity_group_uuid IF NOT EXISTS FOR (n:Entity) REQUIRE (n.group_id, n.uuid) IS UNIQUE;
+CREATE CONSTRAINT kg_episodic_group_uuid IF NOT EXISTS FOR (n:Episodic) REQUIRE (n.group_id, n.uuid) IS UNIQUE;
+CREATE CONSTRAINT kg_community_group_uuid IF NOT EXISTS FOR (n:Community) REQUIRE (n.group_id, n.uuid) IS UNIQUE;
 CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id);
 CREATE INDEX kg_entity_key IF NOT EXISTS FOR (n:Entity) ON (n.group_id, n.name_key);
 CREATE INDEX kg_episodic_hash IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.content_hash);

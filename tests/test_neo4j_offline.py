@@ -241,7 +241,8 @@ def test_ddl_has_the_documented_neo4j5_shape(ddl: str) -> None:
     pattern = (
         r"^CREATE (CONSTRAINT|(FULLTEXT |VECTOR )?INDEX) kg_[a-z_]+ IF NOT EXISTS "
         r"FOR (\(n:[A-Z][a-z]+\)|\(\)-\[e:RELATES_TO\]-\(\)) "
-        r"(REQUIRE n\.uuid IS UNIQUE|ON \(.+\)|ON EACH \[.+\])( OPTIONS \{indexConfig: .+\}\})?$"
+        r"(REQUIRE \(n\.group_id, n\.uuid\) IS UNIQUE|ON \(.+\)|ON EACH \[.+\])"
+        r"( OPTIONS \{indexConfig: .+\}\})?$"
     )
     assert re.match(pattern, ddl), ddl
     if "VECTOR" in ddl:

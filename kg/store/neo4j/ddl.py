@@ -8,9 +8,15 @@ from __future__ import annotations
 from kg.store.cypher.dialect import check_dimension
 
 NEO4J_SCHEMA: tuple[str, ...] = (
-    "CREATE CONSTRAINT kg_entity_uuid IF NOT EXISTS FOR (n:Entity) REQUIRE n.uuid IS UNIQUE",
-    "CREATE CONSTRAINT kg_episodic_uuid IF NOT EXISTS FOR (n:Episodic) REQUIRE n.uuid IS UNIQUE",
-    "CREATE CONSTRAINT kg_community_uuid IF NOT EXISTS FOR (n:Community) REQUIRE n.uuid IS UNIQUE",
+    # A uuid is unique within its group, as in FalkorDB's graph-per-group: an import into a
+    # new group (`kg import --into`) keeps the exported uuids on the same server. Queries
+    # match uuid and group_id together, which this composite constraint's index answers.
+    "CREATE CONSTRAINT kg_entity_group_uuid IF NOT EXISTS FOR (n:Entity) "
+    "REQUIRE (n.group_id, n.uuid) IS UNIQUE",
+    "CREATE CONSTRAINT kg_episodic_group_uuid IF NOT EXISTS FOR (n:Episodic) "
+    "REQUIRE (n.group_id, n.uuid) IS UNIQUE",
+    "CREATE CONSTRAINT kg_community_group_uuid IF NOT EXISTS FOR (n:Community) "
+    "REQUIRE (n.group_id, n.uuid) IS UNIQUE",
     "CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id)",
     "CREATE INDEX kg_entity_key IF NOT EXISTS FOR (n:Entity) ON (n.group_id, n.name_key)",
     "CREATE INDEX kg_episodic_hash IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.content_hash)",
