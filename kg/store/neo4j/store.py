@@ -52,7 +52,13 @@ class Neo4jStore(CypherStore):
         )
         try:
             await driver.verify_connectivity()
-        except (ServiceUnavailable, AuthError, OSError, ValueError) as exc:
+        except AuthError:
+            await driver.close()
+            raise StoreUnavailableError(
+                f"Neo4j at {bare} refused the credentials of user {user!r}: give the password "
+                "in NEO4J_PASSWORD or the URI (bolt://user:password@host:port)"
+            ) from None
+        except (ServiceUnavailable, OSError, ValueError) as exc:
             await driver.close()
             raise StoreUnavailableError(f"cannot reach Neo4j at {bare}: {exc}") from exc
         return cls(driver, database, embedding_dim)
