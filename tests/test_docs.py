@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kg import KG
 from kg.store.falkordb import FalkorDBStore
+from kg.store.neo4j import Neo4jStore
 from tests.conftest import add, t
 from tests.test_neo4j_offline import parse
 
@@ -31,3 +32,13 @@ def test_documented_neo4j_query_parses() -> None:
     neo4j_query = cypher_blocks()[1]
     assert "datetime(" in neo4j_query
     parse(neo4j_query)
+
+
+async def test_documented_neo4j_as_of_query_runs_verbatim(neo4j_kg: KG) -> None:
+    await add(neo4j_kg, t(2021, 3, 2), ("Minji", "LIVES_IN", "Seoul"),
+              ("Minji", "WORKS_AT", "Naver"))  # fmt: skip
+    await add(neo4j_kg, t(2024, 6, 1), ("Minji", "LIVES_IN", "Busan"))
+    assert isinstance(neo4j_kg.store, Neo4jStore)
+    result = await neo4j_kg.store._read("default", cypher_blocks()[1], {})
+    rows = [(r["subject"], r["predicate"], r["object"]) for r in result]
+    assert rows == [("Minji", "LIVES_IN", "Seoul"), ("Minji", "WORKS_AT", "Naver")]
