@@ -1,10 +1,11 @@
-"""What can be checked of the Neo4j backend without a Neo4j server (none runs on these machines).
+"""What can be checked of the Neo4j backend without a Neo4j server (tests/test_neo4j_live.py
+runs it against one).
 
 - every DML statement and read query it sends parses under an openCypher grammar;
 - its DDL has the documented Neo4j 5 shape, named and idempotent;
 - a write plan runs as one transaction, statements in order; errors are translated;
 - DateTime values round-trip through the dialect.
-What this cannot show, and the README says so: that a live Neo4j executes them as intended.
+What this cannot show: that a live Neo4j executes them as intended (test_neo4j_live.py does).
 """
 
 from __future__ import annotations
