@@ -98,8 +98,7 @@ async def neo4j_kg(neo4j_server: Neo4jServer) -> AsyncIterator[KG]:
 
 
 async def wipe(graph: KG) -> None:
-    from kg.store.cypher import Statement
     from kg.store.neo4j import Neo4jStore
 
     assert isinstance(graph.store, Neo4jStore)
-    await graph.store._run_write([Statement("MATCH (n) DETACH DELETE n", {})])
+    await graph.store.raw_query("", "MATCH (n) DETACH DELETE n", write=True)

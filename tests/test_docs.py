@@ -39,6 +39,6 @@ async def test_documented_neo4j_as_of_query_runs_verbatim(neo4j_kg: KG) -> None:
               ("Minji", "WORKS_AT", "Naver"))  # fmt: skip
     await add(neo4j_kg, t(2024, 6, 1), ("Minji", "LIVES_IN", "Busan"))
     assert isinstance(neo4j_kg.store, Neo4jStore)
-    result = await neo4j_kg.store._read("default", cypher_blocks()[1], {})
+    result = await neo4j_kg.store.raw_query("default", cypher_blocks()[1])
     rows = [(r["subject"], r["predicate"], r["object"]) for r in result]
     assert rows == [("Minji", "LIVES_IN", "Seoul"), ("Minji", "WORKS_AT", "Naver")]

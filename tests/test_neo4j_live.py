@@ -61,7 +61,7 @@ async def n4(neo4j_server: Neo4jServer, minilm: Embedder) -> AsyncIterator[KG]:
 
 async def cypher(graph: KG, query: str, **params: Any) -> list[dict[str, Any]]:
     assert isinstance(graph.store, Neo4jStore)
-    return await graph.store._read("", query, params)
+    return await graph.store.raw_query("", query, params)
 
 
 # -- Neo4j only ------------------------------------------------------------------------------
