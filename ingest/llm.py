@@ -7,22 +7,26 @@ episode cleanly. Every call is recorded (model, tokens, latency, attempt), since
 a budget of LLM calls per episode and reports what it spent.
 
 `OpenAILLM` speaks to any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp) via
-`base_url`; `ScriptedLLM` replays canned replies through the same validation path for tests.
+`base_url`, finding which structured reply format each one accepts; `ScriptedLLM` replays
+canned replies through the same validation path for tests.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import json
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from kg.schemas.validation import validation_message
 
+log = logging.getLogger("kg.llm")
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, str]
 
@@ -126,8 +130,51 @@ class StructuredLLM(abc.ABC):
         )
 
 
+JsonMode = Literal["json_schema", "json_object_schema", "json_object", "prompt"]
+# Strongest first. Servers differ: llama-cpp-python's rejects `json_schema` (500, "Input
+# should be 'text' or 'json_object'") but constrains `json_object` by a `schema` beside it;
+# others take `json_object` alone, and a few no `response_format` at all.
+JSON_MODES: tuple[JsonMode, ...] = ("json_schema", "json_object_schema", "json_object", "prompt")
+# A status error naming the reply format is the server refusing the mode, not failing.
+PROBE_RETRY_DELAY = 0.5  # seconds, the `openai` client's first backoff
+_FORMAT_REFUSAL = re.compile(r"response_format|json_schema|json_object", re.I)
+
+
+class _FormatRefused(Exception):
+    def __init__(self, mode: JsonMode, detail: str) -> None:
+        super().__init__(detail)
+        self.mode = mode
+
+
+def _with_schema_prompt(messages: list[Message], schema: type[BaseModel]) -> list[Message]:
+    """For servers that cannot be told the schema: say it in the system message."""
+    spec = json.dumps(schema.model_json_schema(), separators=(",", ":"))
+    note = f"Reply with one JSON object that validates against this JSON schema:\n{spec}"
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": f"{messages[0]['content']}\n\n{note}"}, *messages[1:]]
+    return [{"role": "system", "content": note}, *messages]
+
+
+def _response_format(mode: JsonMode, schema: type[BaseModel], name: str) -> Any:
+    if mode == "json_schema":
+        return {"type": "json_schema",
+                "json_schema": {"name": name, "schema": schema.model_json_schema()}}  # fmt: skip
+    if mode == "json_object_schema":
+        return {"type": "json_object", "schema": schema.model_json_schema()}
+    if mode == "json_object":
+        return {"type": "json_object"}
+    return None
+
+
 class OpenAILLM(StructuredLLM):
-    """Chat completions with `response_format` = JSON schema, on the official `openai` client.
+    """Chat completions with a structured reply, on the official `openai` client.
+
+    The reply format is found per endpoint: `json_schema`, else `json_object` with the schema
+    beside it, else plain `json_object` with the schema in the prompt, else the schema in the
+    prompt alone. The first request walks down that list (without transport retries, so a
+    refusal costs one round trip) and the mode the server accepted is kept for every later
+    request to the same base URL and model; `json_mode=` pins one and skips the walk. However
+    weak the format, the reply is still validated and vetted by kg before anything is stored.
 
     Retries with backoff on 429 and 5xx (honouring Retry-After) are the `openai` client's own;
     `max_concurrency` bounds requests in flight from this process.
@@ -144,9 +191,12 @@ class OpenAILLM(StructuredLLM):
         timeout: float = 120.0,
         temperature: float = 0.0,
         http_client: Any = None,
+        json_mode: JsonMode | None = None,
     ) -> None:
         import openai
 
+        if json_mode is not None and json_mode not in JSON_MODES:
+            raise ValueError(f"json_mode must be one of {', '.join(JSON_MODES)}, got {json_mode!r}")
         self.model = model
         self.temperature = temperature
         self._client = openai.AsyncOpenAI(
@@ -157,31 +207,95 @@ class OpenAILLM(StructuredLLM):
             timeout=timeout,
             http_client=http_client,
         )
+        # While probing, a refusal must cost one round trip (llama-cpp-python's is a 500, which
+        # the client would retry): the first try goes alone, its retries after it (if any).
+        self._probe_client = self._client.with_options(max_retries=0)
+        self._rest_client = (
+            self._client.with_options(max_retries=max_retries - 1) if max_retries > 0 else None
+        )
         self._slots = asyncio.Semaphore(max_concurrency)
+        self._probing = asyncio.Lock()
+        self._modes: dict[tuple[str, str], JsonMode] = {}
+        if json_mode is not None:
+            self._modes[self._endpoint] = json_mode
+
+    @property
+    def _endpoint(self) -> tuple[str, str]:
+        return str(self._client.base_url), self.model
+
+    @property
+    def json_mode(self) -> JsonMode | None:
+        """The reply format this endpoint accepted (None until the first request)."""
+        return self._modes.get(self._endpoint)
 
     async def _complete(
         self, messages: list[Message], schema: type[BaseModel], name: str
     ) -> tuple[str, int, int]:
+        async with self._slots:
+            mode = self.json_mode
+            if mode is not None:
+                try:
+                    return await self._send(self._client, mode, messages, schema, name)
+                except _FormatRefused:  # the server behind the URL changed: find out again
+                    log.warning("LLM endpoint %s now refuses %s; probing again",
+                                self._endpoint[0], mode)  # fmt: skip
+                    self._modes.pop(self._endpoint, None)
+            async with self._probing:  # one request finds the mode; the others then use it
+                if (mode := self.json_mode) is not None:
+                    return await self._send(self._client, mode, messages, schema, name)
+                return await self._probe(messages, schema, name)
+
+    async def _probe(
+        self, messages: list[Message], schema: type[BaseModel], name: str
+    ) -> tuple[str, int, int]:
+        refusals: list[str] = []
+        for mode in JSON_MODES:
+            try:
+                try:
+                    reply = await self._send(self._probe_client, mode, messages, schema, name)
+                except LLMUnavailableError:  # transient, not a refusal: the remaining retries
+                    if self._rest_client is None:
+                        raise
+                    await asyncio.sleep(PROBE_RETRY_DELAY)
+                    reply = await self._send(self._rest_client, mode, messages, schema, name)
+            except _FormatRefused as exc:
+                refusals.append(f"{mode}: {exc}")
+                log.info("LLM endpoint %s refused %s; trying the next reply format",
+                         self._endpoint[0], mode)  # fmt: skip
+                continue
+            self._modes[self._endpoint] = mode
+            return reply
+        raise LLMError("LLM endpoint refused every structured reply format: " + "; ".join(refusals))
+
+    async def _send(
+        self,
+        client: Any,
+        mode: JsonMode,
+        messages: list[Message],
+        schema: type[BaseModel],
+        name: str,
+    ) -> tuple[str, int, int]:
         import openai
 
-        response_format: Any = {
-            "type": "json_schema",
-            "json_schema": {"name": name, "schema": schema.model_json_schema()},
-        }
-        async with self._slots:
-            try:
-                response = await self._client.chat.completions.create(
-                    model=self.model,
-                    messages=messages,  # type: ignore[arg-type]
-                    response_format=response_format,
-                    temperature=self.temperature,
-                )
-            except (openai.APIConnectionError, openai.RateLimitError,
-                    openai.InternalServerError, openai.APITimeoutError) as exc:  # fmt: skip
+        extra: dict[str, Any] = {}
+        if (response_format := _response_format(mode, schema, name)) is not None:
+            extra["response_format"] = response_format
+        if mode in ("json_object", "prompt"):
+            messages = _with_schema_prompt(messages, schema)
+        try:
+            response = await client.chat.completions.create(
+                model=self.model, messages=messages, temperature=self.temperature, **extra
+            )
+        except openai.APIStatusError as exc:
+            detail = f"{exc.message} {exc.body}"
+            if exc.status_code in (400, 422, 500) and _FORMAT_REFUSAL.search(detail):
+                raise _FormatRefused(mode, exc.message[:300]) from exc
+            if isinstance(exc, openai.RateLimitError | openai.InternalServerError):
                 raise LLMUnavailableError(f"LLM endpoint failed after retries: {exc}") from exc
-            except openai.APIStatusError as exc:
-                raise LLMError(f"LLM endpoint refused the request ({exc.status_code}): "
-                               f"{exc.message}") from exc  # fmt: skip
+            raise LLMError(f"LLM endpoint refused the request ({exc.status_code}): "
+                           f"{exc.message}") from exc  # fmt: skip
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise LLMUnavailableError(f"LLM endpoint failed after retries: {exc}") from exc
         usage = response.usage
         text = (response.choices[0].message.content or "") if response.choices else ""
         return (

@@ -204,3 +204,174 @@ async def test_extraction_then_resolution_through_the_real_client(tmp_path: Any)
         assert (r.summary.llm_calls, r.summary.entities_merged) == (2, 1)
         assert r.summary.prompt_tokens == 22  # both calls' usage, as the server reported it
         assert (await kg.stats()).entities == 2  # Minji Kim and Jazz
+
+
+# -- finding the reply format each endpoint accepts -------------------------------------------
+
+LLAMA_CPP_REFUSAL = {  # what llama-cpp-python's server answers to `json_schema`, verbatim shape
+    "error": {"message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+              "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}]",
+              "type": "internal_server_error"},
+}  # fmt: skip
+
+
+def mode_of(body: dict[str, Any]) -> str:
+    """Which of kg's reply formats a request used, read off the wire."""
+    fmt = body.get("response_format")
+    if fmt is None:
+        return "prompt"
+    if fmt["type"] == "json_schema":
+        return "json_schema"
+    return "json_object_schema" if "schema" in fmt else "json_object"
+
+
+class PickyServer(Server):
+    """Refuses the reply formats in `refuse` (as the status it is given), answers the rest."""
+
+    def __init__(self, refuse: dict[str, int], reply: str = '{"name": "Alice", "age": 31}') -> None:
+        super().__init__()
+        self.refuse = refuse
+        self.reply = reply
+
+    async def handler(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append(request)
+        mode = mode_of(json.loads(request.content))
+        if mode in self.refuse:
+            status = self.refuse[mode]
+            refusal = {"error": {"message": f"response_format of type {mode} is not supported"}}
+            body = LLAMA_CPP_REFUSAL if status == 500 else refusal
+            return httpx2.Response(status, json=body)
+        return httpx2.Response(200, json=completion(self.reply))
+
+    def modes(self) -> list[str]:
+        return [mode_of(self.body(i)) for i in range(len(self.requests))]
+
+
+SCHEMA_NOTE = "validates against this JSON schema"
+
+
+async def test_llama_cpp_refusal_falls_back_to_json_object_with_schema() -> None:
+    server = PickyServer({"json_schema": 500})
+    llm = server.client()
+    assert llm.json_mode is None
+    value, calls = await llm.structured(MESSAGES, Person, purpose="extract")
+    assert value == Person(name="Alice", age=31)
+    # The refusal costs one round trip: no transport retries of its 500.
+    assert server.modes() == ["json_schema", "json_object_schema"]
+    assert server.body(1)["response_format"] == {
+        "type": "json_object", "schema": Person.model_json_schema()}  # fmt: skip
+    assert server.body(1)["messages"] == MESSAGES  # the server holds the schema: no prompt note
+    assert llm.json_mode == "json_object_schema"
+    assert len(calls) == 1  # a refused request is not a model call
+    await llm.structured(MESSAGES, Person, purpose="extract")
+    assert server.modes()[2:] == ["json_object_schema"]  # remembered: no second walk
+
+
+@pytest.mark.parametrize("refused", [0, 1, 2, 3])
+async def test_each_refusal_steps_down_once_and_the_accepted_mode_is_kept(refused: int) -> None:
+    order = ["json_schema", "json_object_schema", "json_object", "prompt"]
+    server = PickyServer(dict.fromkeys(order[:refused], 400))
+    llm = server.client()
+    value, _ = await llm.structured(MESSAGES, Person, purpose="extract")
+    assert value.age == 31
+    assert server.modes() == order[: refused + 1]
+    assert llm.json_mode == order[refused]
+    last = server.body(refused)
+    if order[refused] in ("json_object", "prompt"):  # the schema travels in the prompt
+        system = last["messages"][0]
+        assert system["role"] == "system" and SCHEMA_NOTE in system["content"]
+        assert json.dumps(Person.model_json_schema(), separators=(",", ":")) in system["content"]
+        assert last["messages"][1:] == MESSAGES
+    else:
+        assert last["messages"] == MESSAGES
+    for _ in range(2):
+        await llm.structured(MESSAGES, Person, purpose="extract")
+    assert server.modes()[refused + 1 :] == [order[refused]] * 2
+
+
+async def test_schema_note_joins_an_existing_system_message() -> None:
+    server = PickyServer({"json_schema": 400, "json_object_schema": 400})
+    messages = [{"role": "system", "content": "Extract."}, *MESSAGES]
+    await server.client().structured(messages, Person, purpose="extract")
+    sent = server.body(2)["messages"]
+    assert len(sent) == 2 and sent[0]["content"].startswith("Extract.\n\n")
+    assert SCHEMA_NOTE in sent[0]["content"] and sent[1] == MESSAGES[0]
+
+
+async def test_a_corrective_retry_uses_the_mode_found() -> None:
+    server = PickyServer({"json_schema": 500})
+    replies = iter(['{"name": "Alice"}', '{"name": "Alice", "age": 31}'])
+    server.reply = ""
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        if mode_of(json.loads(request.content)) == "json_schema":
+            return await PickyServer.handler(server, request)
+        server.requests.append(request)
+        return httpx2.Response(200, json=completion(next(replies)))
+
+    server.handler = handler  # type: ignore[method-assign]
+    _, calls = await server.client().structured(MESSAGES, Person, purpose="extract")
+    assert [c.valid for c in calls] == [False, True]
+    assert server.modes() == ["json_schema", "json_object_schema", "json_object_schema"]
+
+
+async def test_every_format_refused_fails_cleanly_and_remembers_nothing() -> None:
+    server = PickyServer(dict.fromkeys(
+        ["json_schema", "json_object_schema", "json_object", "prompt"], 400))  # fmt: skip
+    llm = server.client()
+    with pytest.raises(LLMError, match="refused every structured reply format") as caught:
+        await llm.structured(MESSAGES, Person, purpose="extract")
+    assert not isinstance(caught.value, LLMOutputError | LLMUnavailableError)
+    for mode in ("json_schema", "json_object_schema", "json_object", "prompt"):  # each reason
+        assert f"{mode}: Error code: 400 - response_format of type {mode} " in str(caught.value)
+    assert llm.json_mode is None and len(server.requests) == 4
+
+
+async def test_a_transient_error_while_probing_is_retried_not_taken_for_a_refusal() -> None:
+    server = Server(
+        (503, {"error": {"message": "overloaded"}}, {"retry-after-ms": "5"}),
+        (200, completion('{"name": "Alice", "age": 31}')),
+    )
+    llm = server.client()
+    await llm.structured(MESSAGES, Person, purpose="extract")
+    assert [mode_of(server.body(i)) for i in range(2)] == ["json_schema", "json_schema"]
+    assert llm.json_mode == "json_schema"
+
+
+async def test_an_unrelated_client_error_while_probing_is_not_a_refusal() -> None:
+    server = Server((404, {"error": {"message": "model 'x' not found"}}))
+    llm = server.client()
+    with pytest.raises(LLMError, match="refused the request \\(404\\)"):
+        await llm.structured(MESSAGES, Person, purpose="extract")
+    assert len(server.requests) == 1 and llm.json_mode is None
+
+
+async def test_concurrent_first_requests_walk_the_formats_once() -> None:
+    server = PickyServer({"json_schema": 500})
+    llm = server.client(max_concurrency=4)
+    await asyncio.gather(*[llm.structured(MESSAGES, Person, purpose="x") for _ in range(4)])
+    assert server.modes() == ["json_schema"] + ["json_object_schema"] * 4
+
+
+async def test_the_mode_is_kept_per_endpoint_and_can_be_pinned() -> None:
+    server = PickyServer({"json_schema": 500})
+    llm = server.client()
+    await llm.structured(MESSAGES, Person, purpose="x")
+    llm.model = "another-model"  # another endpoint as far as the memory goes
+    assert llm.json_mode is None
+    pinned = PickyServer({})
+    await pinned.client(json_mode="json_object").structured(MESSAGES, Person, purpose="x")
+    assert pinned.modes() == ["json_object"]
+    with pytest.raises(ValueError, match="json_mode must be one of"):
+        OpenAILLM("m", base_url="http://127.0.0.1:1/v1", json_mode="grammar")  # type: ignore[arg-type]
+
+
+async def test_a_remembered_mode_that_is_later_refused_is_found_again() -> None:
+    server = PickyServer({"json_schema": 500})
+    # e.g. the server behind the URL was swapped: a known mode's 500 is retried as usual, then
+    # recognised as a refusal, and the walk starts again from the top.
+    llm = server.client(json_mode="json_schema", max_retries=1)
+    value, _ = await llm.structured(MESSAGES, Person, purpose="x")
+    assert value.age == 31
+    assert server.modes() == ["json_schema"] * 3 + ["json_object_schema"]
+    assert llm.json_mode == "json_object_schema"
