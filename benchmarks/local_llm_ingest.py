@@ -69,7 +69,7 @@ async def ingest(args: argparse.Namespace, base_url: str) -> None:
     conv = sorted({e["conv"] for e in data["episodes"]})[0]
     turns = [e for e in data["episodes"] if e["conv"] == conv][: args.turns]
     llm = OpenAILLM(args.model, base_url=base_url, max_concurrency=1, max_retries=2,
-                    timeout=args.timeout)  # fmt: skip
+                    timeout=args.timeout, max_tokens=args.max_tokens)  # fmt: skip
 
     outcomes: Counter[str] = Counter()
     failures: Counter[str] = Counter()
@@ -141,7 +141,8 @@ async def ingest(args: argparse.Namespace, base_url: str) -> None:
     proposed = kept + sum(dropped.values())
     n = len(turns)
     print(f"# {n} LoCoMo turns of {conv} through kg with {args.model} at {base_url}")
-    print(f"reply format accepted by the endpoint: {llm.json_mode}")
+    print(f"reply format accepted by the endpoint: {llm.json_mode}; "
+          f"max_tokens {args.max_tokens}")  # fmt: skip
     print("\n| outcome | episodes |\n|---|---|")
     for k in ("ingested", "failed-and-recorded", "duplicate", "crashed"):
         print(f"| {k} | {outcomes.get(k, 0)} |")
@@ -176,6 +177,7 @@ def main() -> None:
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--max-tokens", type=int, default=384, help="cap on each reply")
     parser.add_argument("--progress", action="store_true")
     args = parser.parse_args()
     if args.base_url:

@@ -146,9 +146,23 @@ class _FormatRefused(Exception):
         self.mode = mode
 
 
+def wire_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema as sent: every property required (optional ones may be null).
+
+    A server that turns the schema into a grammar lets the model stop wherever the schema
+    allows, and a small model stops early: with `facts` optional, SmolLM2 answered only
+    `{"entities": [...]}` for every LoCoMo turn. Validation still accepts a missing field.
+    """
+    spec = schema.model_json_schema()
+    for node in [spec, *spec.get("$defs", {}).values()]:
+        if "properties" in node:
+            node["required"] = list(node["properties"])
+    return spec
+
+
 def _with_schema_prompt(messages: list[Message], schema: type[BaseModel]) -> list[Message]:
     """For servers that cannot be told the schema: say it in the system message."""
-    spec = json.dumps(schema.model_json_schema(), separators=(",", ":"))
+    spec = json.dumps(wire_schema(schema), separators=(",", ":"))
     note = f"Reply with one JSON object that validates against this JSON schema:\n{spec}"
     if messages and messages[0]["role"] == "system":
         return [{**messages[0], "content": f"{messages[0]['content']}\n\n{note}"}, *messages[1:]]
@@ -158,9 +172,9 @@ def _with_schema_prompt(messages: list[Message], schema: type[BaseModel]) -> lis
 def _response_format(mode: JsonMode, schema: type[BaseModel], name: str) -> Any:
     if mode == "json_schema":
         return {"type": "json_schema",
-                "json_schema": {"name": name, "schema": schema.model_json_schema()}}  # fmt: skip
+                "json_schema": {"name": name, "schema": wire_schema(schema)}}  # fmt: skip
     if mode == "json_object_schema":
-        return {"type": "json_object", "schema": schema.model_json_schema()}
+        return {"type": "json_object", "schema": wire_schema(schema)}
     if mode == "json_object":
         return {"type": "json_object"}
     return None
@@ -177,7 +191,9 @@ class OpenAILLM(StructuredLLM):
     weak the format, the reply is still validated and vetted by kg before anything is stored.
 
     Retries with backoff on 429 and 5xx (honouring Retry-After) are the `openai` client's own;
-    `max_concurrency` bounds requests in flight from this process.
+    `max_concurrency` bounds requests in flight from this process. `max_tokens` caps each
+    reply: a small model with no grammar can write until its context is full, and a reply cut
+    short fails validation like any other.
     """
 
     def __init__(
@@ -192,6 +208,7 @@ class OpenAILLM(StructuredLLM):
         temperature: float = 0.0,
         http_client: Any = None,
         json_mode: JsonMode | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         import openai
 
@@ -199,6 +216,7 @@ class OpenAILLM(StructuredLLM):
             raise ValueError(f"json_mode must be one of {', '.join(JSON_MODES)}, got {json_mode!r}")
         self.model = model
         self.temperature = temperature
+        self.max_tokens = max_tokens
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             # Local servers (vLLM, Ollama, llama.cpp) accept any key; the client insists on one.
@@ -278,6 +296,8 @@ class OpenAILLM(StructuredLLM):
         import openai
 
         extra: dict[str, Any] = {}
+        if self.max_tokens is not None:
+            extra["max_tokens"] = self.max_tokens
         if (response_format := _response_format(mode, schema, name)) is not None:
             extra["response_format"] = response_format
         if mode in ("json_object", "prompt"):

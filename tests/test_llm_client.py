@@ -375,3 +375,26 @@ async def test_a_remembered_mode_that_is_later_refused_is_found_again() -> None:
     assert value.age == 31
     assert server.modes() == ["json_schema"] * 3 + ["json_object_schema"]
     assert llm.json_mode == "json_object_schema"
+
+
+async def test_the_schema_sent_requires_every_field_and_validation_does_not() -> None:
+    """A grammar built from the schema must not let a small model stop before `facts`."""
+    from kg.schemas.extraction import Extraction
+
+    server = PickyServer({"json_schema": 500}, reply='{"entities": [{"name": "Caroline"}]}')
+    value, _ = await server.client().structured(MESSAGES, Extraction, purpose="extract")
+    assert value.facts == [] and value.entities[0].type is None  # missing fields still accepted
+    sent = server.body(1)["response_format"]["schema"]
+    assert sent["required"] == ["entities", "facts"]
+    fact = sent["$defs"]["ExtractedFact"]
+    assert fact["required"] == list(fact["properties"])
+    assert "valid_at" in fact["required"] and {"type": "null"} in fact["properties"][
+        "valid_at"]["anyOf"]  # fmt: skip
+    assert "required" not in Extraction.model_json_schema()  # the model class is untouched
+
+
+async def test_max_tokens_is_sent_only_when_set() -> None:
+    server = PickyServer({})
+    await server.client().structured(MESSAGES, Person, purpose="x")
+    await server.client(max_tokens=300).structured(MESSAGES, Person, purpose="x")
+    assert "max_tokens" not in server.body(0) and server.body(1)["max_tokens"] == 300

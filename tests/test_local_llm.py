@@ -85,7 +85,7 @@ async def test_the_real_server_refuses_json_schema_and_takes_json_object_with_sc
 async def test_a_real_extraction_ends_ingested_or_failed_and_recorded(
     server: LocalLLMServer, tmp_path: Path
 ) -> None:
-    llm = OpenAILLM(MODEL, base_url=server.base_url, max_retries=1, timeout=300)
+    llm = OpenAILLM(MODEL, base_url=server.base_url, max_retries=1, timeout=300, max_tokens=384)
     episode = Episode(
         source="message", reference_time=datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
         content="Caroline: I moved to Boston last March, and I work at a bakery now.\n"
