@@ -83,6 +83,7 @@ async def ingest(args: argparse.Namespace, base_url: str) -> None:
     completion_tokens: list[float] = []
     latency: list[float] = []
     resolution_errors = 0
+    quarantined = 0
     episodes: list[Episode] = []
     with tempfile.TemporaryDirectory(prefix="kg-local-llm-") as home:
         async with await KG.open(home=home, llm=llm) as kg:
@@ -114,6 +115,7 @@ async def ingest(args: argparse.Namespace, base_url: str) -> None:
                     prompt_tokens.append(s.prompt_tokens)
                     completion_tokens.append(s.completion_tokens)
                     resolution_errors += s.resolution_error is not None
+                    quarantined += s.facts_quarantined
                 latency.append(time.perf_counter() - t0)
                 node = await kg.store.episode_by_hash(conv, content_hash(episode))
                 if node is None:
@@ -157,6 +159,7 @@ async def ingest(args: argparse.Namespace, base_url: str) -> None:
     print("\n| dropped by rule | facts |\n|---|---|")
     for rule, count in sorted(dropped.items(), key=lambda kv: -kv[1]):
         print(f"| {rule} | {count} |")
+    print(f"quarantined (untrusted channels only; none here): {quarantined}")
     print(f"\nplanning of the kept facts: {dict(planned)}")
     print(f"resolution errors (episode kept, resolved by exact names): {resolution_errors}")
     print(f"store after ingest: {stats.current_facts} current facts, {stats.entities} entities")
