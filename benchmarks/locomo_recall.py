@@ -1,6 +1,6 @@
-"""Retrieval recall on LoCoMo: which dialogue turns come back for each question.
+"""Retrieval recall on LoCoMo through the real store: which dialogue turns come back.
 
-    python benchmarks/locomo_recall.py [DATA_DIR] [--conversations N] [--cross-encoder PATH]
+    python benchmarks/locomo_recall.py [DATA_DIR] [--methods M ...] [--cross-encoder PATH]
 
 Each conversation is a group. Its dialogue turns are ingested as message episodes, stored
 unextracted (no LLM here), reference time = session time (read as UTC), content
@@ -11,37 +11,45 @@ named by the turns it came from.
 
 Recall@k as the LoCoMo paper defines it: the share of a question's gold evidence turns
 (dia_ids) among the top k retrieved turns, averaged over questions that have evidence.
-Methods: BM25 alone, cosine alone, RRF hybrid, hybrid + MMR, hybrid + cross-encoder (only
-with --cross-encoder: no trained cross-encoder can be downloaded here), and the observation
-facts' hybrid search mapped back to their source turns. Latency p50/p95 per query is printed
-for each. Reference points (all 10 conversations, the paper's Table 3 and the data README):
-DRAGON dialog-level R@5/10/25/50 = 56.7 / 66.2 / 76.7 / 82.7; plain BM25 48.6 / 56.3 / 65.2 /
-72.9. This data set has 6 of the 10 conversations.
+Results are printed for the development conversations (the first three: anything tuned was
+tuned there), the held-out ones (the other three) and all six, with R@10 per category.
+
+A method is a recipe name, optionally with modifiers: `@bm25=2` weights BM25's vote,
+`+words` keeps question words in the full-text query (the engine before they were dropped),
+and `facts:RECIPE` searches the observation facts and maps them to their source turns.
+Reference points (all 10 conversations, the paper's Table 3): DRAGON dialog-level
+R@5/10/25/50 = 56.7 / 66.2 / 76.7 / 82.7; plain BM25 48.6 / 56.3 / 65.2 / 72.9. This data set
+has 6 of the 10 conversations.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import locomo_data as L
 
 from kg import KG
 from kg.ingest.embeddings import local_minilm
 from kg.retrieval import RECIPES, Method, SearchConfig
 
 KS = (5, 10, 25, 50)
-FACTS_RECIPE = "facts_hybrid_rrf"
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+DEFAULT_METHODS = [
+    "episodes_bm25+words", "episodes_bm25", "episodes_cosine", "episodes_hybrid_rrf+words",
+    "episodes_hybrid_rrf", "episodes_hybrid", "facts:facts_hybrid_rrf+words", "facts:facts_hybrid",
+]  # fmt: skip
+PAPER = {"paper: DRAGON (10 convs)": (56.7, 66.2, 76.7, 82.7),
+         "paper: BM25 (10 convs)": (48.6, 56.3, 65.2, 72.9)}  # fmt: skip
 
 
 def utc(text: str) -> datetime:
@@ -52,25 +60,21 @@ def pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
 
 
-def wide(recipe: str) -> SearchConfig:
-    """The recipe with 50 results and a fused window wide enough to fill them.
-
-    'episodes_hybrid_rrf@bm25=2' is the recipe with BM25's RRF vote weighted 2."""
+def wide(method: str) -> SearchConfig:
+    """The method's recipe with 50 results and a fused window wide enough to fill them."""
+    recipe = method.removeprefix("facts:")
+    recipe, words, _ = recipe.partition("+words")
     recipe, _, weight = recipe.partition("@bm25=")
     cfg = RECIPES[recipe]
+    update: dict[str, Any] = {"window": 100}
     if weight:
-        cfg = cfg.model_copy(update={"weights": {Method.bm25: float(weight)}})
-    scopes = {s: getattr(cfg, s).model_copy(update={"limit": 50})
-              for s in ("facts", "episodes") if getattr(cfg, s) is not None}  # fmt: skip
-    return cfg.model_copy(update={"window": 100, **scopes})
-
-
-def turn_text(ep: dict[str, Any]) -> str:
-    """A dialogue turn as episode content: 'Speaker: text', plus the image caption if any."""
-    text = f"{ep['speaker']}: {ep['text']}"
-    if ep.get("image_caption"):
-        text += f" [shares an image: {ep['image_caption']}]"
-    return text
+        update["weights"] = {Method.bm25: float(weight)}
+    if words:
+        update["drop_question_words"] = False
+    for scope in ("facts", "episodes"):
+        if getattr(cfg, scope) is not None:
+            update[scope] = getattr(cfg, scope).model_copy(update={"limit": 50})
+    return cfg.model_copy(update=update)
 
 
 async def ingest(kg: KG, data: dict[str, Any], convs: list[str]) -> dict[str, float]:
@@ -80,7 +84,7 @@ async def ingest(kg: KG, data: dict[str, Any], convs: list[str]) -> dict[str, fl
         if ep["conv"] not in convs:
             continue
         await kg.add_episode(
-            source="message", content=turn_text(ep), reference_time=utc(ep["valid_at"]),
+            source="message", content=L.turn_text(ep), reference_time=utc(ep["valid_at"]),
             group_id=ep["conv"], name=ep["dia_id"],
             source_description=f"locomo {ep['conv']} {ep['dia_id']}", extract=False,
         )  # fmt: skip
@@ -102,9 +106,9 @@ async def ingest(kg: KG, data: dict[str, Any], convs: list[str]) -> dict[str, fl
 
 async def retrieve(kg: KG, method: str, q: dict[str, Any]) -> list[str]:
     """dia_ids of the top 50 turns, best first."""
-    if method == "facts→turns":
+    if method.startswith("facts:"):
         group = f"{q['conv']}-obs"
-        r = await kg.search(q["question"], group_id=group, config=wide(FACTS_RECIPE))
+        r = await kg.search(q["question"], group_id=group, config=wide(method))
         episodes = await kg.store.episodes(group, [h.fact.edge.episodes[0] for h in r.facts])
         names = {e.uuid: e.name for e in episodes}
         ids = [d for h in r.facts for d in names[h.fact.edge.episodes[0]].split(",")]
@@ -113,68 +117,85 @@ async def retrieve(kg: KG, method: str, q: dict[str, Any]) -> list[str]:
     return [h.episode.name for h in r.episodes]
 
 
+def report(methods: list[str], rows: list[dict[str, Any]], parts: dict[str, list[str]]) -> None:
+    """Recall@k per method and split, then R@10 per category and split."""
+    width = max(32, *(len(m) + 2 for m in methods))
+    names = [p for p in ("dev", "held-out", "all") if any(r["conv"] in parts[p] for r in rows)]
+    for part in names:
+        qs = [r for r in rows if r["conv"] in parts[part]]
+        if not qs:
+            continue
+        present = sorted({r["conv"] for r in qs})
+        print(f"\n{part} ({', '.join(present)}): {len(qs)} questions")
+        print(f"{'method':<{width}}" + "".join(f"{'R@' + str(k):>8}" for k in KS)
+              + f"{'p50 ms':>9}{'p95 ms':>9}")  # fmt: skip
+        for m in methods:
+            rec = [100 * statistics.mean(r["recall"][m][i] for r in qs) for i in range(len(KS))]
+            lat = [r["ms"][m] for r in qs]
+            print(f"{m:<{width}}" + "".join(f"{v:>8.1f}" for v in rec)
+                  + f"{pct(lat, 50):>9.1f}{pct(lat, 95):>9.1f}")  # fmt: skip
+        if part == "all":
+            for name, ref in PAPER.items():
+                print(f"{name:<{width}}" + "".join(f"{v:>8.1f}" for v in ref))
+    for part in names:
+        qs = [r for r in rows if r["conv"] in parts[part]]
+        cats = sorted({r["category"] for r in qs})
+        print(f"\nR@10 by category, {part}:")
+        print(f"{'method':<{width}}" + "".join(f"{L.CATEGORIES[c]:>13}" for c in cats))
+        for m in methods:
+            cells = [100 * statistics.mean(r["recall"][m][1] for r in qs if r["category"] == c)
+                     for c in cats]  # fmt: skip
+            print(f"{m:<{width}}" + "".join(f"{v:>13.1f}" for v in cells))
+        counts = [f"{L.CATEGORIES[c]} {sum(1 for r in qs if r['category'] == c)}" for c in cats]
+        print("questions: " + ", ".join(counts))
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("data", nargs="?", default=str(Path(__file__).parents[1] / "../shared/data"))
+    ap.add_argument("data", nargs="?", default=str(L.default_data_dir()))
     ap.add_argument("--conversations", type=int, default=0, help="0 = all")
     ap.add_argument("--skip", type=int, default=0, help="start after this many conversations")
-    ap.add_argument("--bm25-weights", type=float, nargs="*", default=[],
-                    help="also run the RRF hybrid with BM25's vote weighted so")  # fmt: skip
+    ap.add_argument("--methods", nargs="*", default=DEFAULT_METHODS,
+                    help="recipes, with @bm25=W, +words, or facts:RECIPE")  # fmt: skip
     ap.add_argument("--cross-encoder", default=None, help="sentence-transformers model path")
     args = ap.parse_args()
-    data = json.loads((Path(args.data) / "locomo" / "locomo_dev.json").read_text())
-    convs = sorted({e["conv"] for e in data["episodes"]})
-    convs = convs[args.skip :]
+    data = L.load(args.data)
+    parts = L.split(data)
+    convs = L.conversations(data)[args.skip :]
     if args.conversations:
         convs = convs[: args.conversations]
-    queries = [q for q in data["queries"] if q["conv"] in convs and q["gold_dia_ids"]]
-
-    methods = ["episodes_bm25", "episodes_cosine", "episodes_hybrid_rrf", "episodes_hybrid_mmr"]
-    methods += [f"episodes_hybrid_rrf@bm25={w:g}" for w in args.bm25_weights]
+    queries = L.questions(data, convs)
+    methods = list(args.methods)
     cross = None
     if args.cross_encoder:
         from kg.retrieval import SentenceTransformerCrossEncoder
 
         cross = SentenceTransformerCrossEncoder(args.cross_encoder)
         methods.append("episodes_hybrid_cross_encoder")
-    methods.append("facts→turns")
+    for m in methods:
+        wide(m)  # an unknown recipe fails before minutes of ingest
 
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="kg-locomo-") as home:
         async with await KG.open(home=home, embedder=local_minilm(), cross_encoder=cross) as kg:
             stats = await ingest(kg, data, convs)
             print(
                 f"conversations: {len(convs)}, turns: {stats['turns']} "
                 f"({stats['turn_seconds']:.0f} s), observation facts: {stats['observations']} "
-                f"({stats['obs_seconds']:.0f} s), questions with evidence: {len(queries)}"
+                f"({stats['obs_seconds']:.0f} s), questions with evidence: {len(queries)}",
+                flush=True,
             )
-            recall: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-            by_cat: dict[tuple[str, int], list[float]] = defaultdict(list)
-            latency: dict[str, list[float]] = defaultdict(list)
             for q in queries:
                 gold = set(q["gold_dia_ids"])
+                row: dict[str, Any] = {"conv": q["conv"], "category": q["category"],
+                                       "recall": {}, "ms": {}}  # fmt: skip
                 for m in methods:
                     t0 = time.perf_counter()
                     got = await retrieve(kg, m, q)
-                    latency[m].append((time.perf_counter() - t0) * 1000)
-                    for k in KS:
-                        recall[m][k].append(len(gold & set(got[:k])) / len(gold))
-                    by_cat[(m, q["category"])].append(len(gold & set(got[:10])) / len(gold))
-
-    print(f"\n{'method':<32}" + "".join(f"{'R@' + str(k):>8}" for k in KS)
-          + f"{'p50 ms':>9}{'p95 ms':>9}")  # fmt: skip
-    for m in methods:
-        row = "".join(f"{100 * statistics.mean(recall[m][k]):>8.1f}" for k in KS)
-        print(f"{m:<32}{row}{pct(latency[m], 50):>9.1f}{pct(latency[m], 95):>9.1f}")
-    for name, ref in (("paper: DRAGON (10 convs)", (56.7, 66.2, 76.7, 82.7)),
-                      ("paper: BM25 (10 convs)", (48.6, 56.3, 65.2, 72.9))):  # fmt: skip
-        print(f"{name:<32}" + "".join(f"{v:>8.1f}" for v in ref))
-    print("\nR@10 by category:")
-    cats = sorted({q["category"] for q in queries})
-    print(f"{'method':<32}" + "".join(f"{CATEGORIES[c]:>13}" for c in cats))
-    for m in methods:
-        print(f"{m:<32}" + "".join(f"{100 * statistics.mean(by_cat[(m, c)]):>13.1f}" for c in cats))
-    counts = [f"{CATEGORIES[c]} {sum(1 for q in queries if q['category'] == c)}" for c in cats]
-    print("questions per category: " + ", ".join(counts))
+                    row["ms"][m] = (time.perf_counter() - t0) * 1000
+                    row["recall"][m] = [len(gold & set(got[:k])) / len(gold) for k in KS]
+                rows.append(row)
+    report(methods, rows, parts)
 
 
 if __name__ == "__main__":

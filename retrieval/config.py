@@ -19,6 +19,13 @@ class Method(StrEnum):
     bfs = "bfs"
 
 
+class Fusion(StrEnum):
+    """How a scope's branch results become one ranking (before any reranker)."""
+
+    rrf = "rrf"  # reciprocal ranks: scores ignored
+    score = "score"  # convex combination of min-max normalised scores (fusion.score_fusion)
+
+
 class Reranker(StrEnum):
     rrf = "rrf"
     mmr = "mmr"
@@ -50,17 +57,25 @@ class SearchConfig(BaseModel):
     entities: ScopeConfig | None = None
     episodes: ScopeConfig | None = None
     communities: ScopeConfig | None = None
+    fusion: Fusion = Field(
+        default=Fusion.rrf, description="rrf (ranks only) or score (normalised scores)."
+    )
     rrf_k: float = Field(default=60.0, gt=0, description="RRF's rank constant.")
     weights: dict[Method, float] = Field(
         default_factory=dict,
-        description="RRF vote per method (1 when absent), e.g. {'bm25': 2} when the "
-        "embedder is weak next to full text.",
+        description="Vote per method in fusion (1 when absent), e.g. {'bm25': 2} when the "
+        "embedder is weak next to full text. Score fusion scales them to sum to 1.",
     )
     window: int = Field(default=50, ge=1, le=5000, description="Candidates per branch.")
     mmr_lambda: float = Field(default=0.5, ge=0.0, le=1.0, description="1 = relevance only.")
     bfs_depth: int = Field(default=2, ge=1, le=4)
     bfs_seeds: int = Field(
         default=5, ge=1, le=100, description="Top hits of the other branches that seed BFS."
+    )
+    drop_question_words: bool = Field(
+        default=True,
+        description="Drop question words (what, when, did...) from the full-text query; the "
+        "cosine branch still embeds the whole query (kg.retrieval.query).",
     )
     min_score: float | None = Field(
         default=None, description="Drop results whose final score is below this; may leave none."
@@ -70,7 +85,7 @@ class SearchConfig(BaseModel):
     def _positive_weights(self) -> Self:
         bad = {m.value: w for m, w in self.weights.items() if not w > 0}
         if bad:
-            raise ValueError(f"RRF weights must be positive, got {bad}")
+            raise ValueError(f"fusion weights must be positive, got {bad}")
         return self
 
     @model_validator(mode="after")
@@ -92,12 +107,27 @@ def _episodes(reranker: Reranker, methods: tuple[Method, ...] = _TEXT_VECTOR) ->
     return SearchConfig(facts=None, episodes=ScopeConfig(methods=methods, reranker=reranker))
 
 
+# Score fusion of BM25 and cosine, BM25 weighted 0.6: chosen on LoCoMo's first three
+# conversations (0.5 to 0.7 are within a point of each other there), then measured on the other
+# three, where it beats both of its branches at every k, for turns and for facts alike
+# (benchmarks/locomo_fusion.py, docs/retrieval.md). RRF gave the weaker cosine branch an
+# equal vote and lost to BM25 alone at k = 5.
+SCORE_WEIGHTS = {Method.bm25: 0.6, Method.cosine: 0.4}
+
+
+def _score_fused(*, facts: bool) -> SearchConfig:
+    cfg = ScopeConfig(methods=_TEXT_VECTOR)
+    return SearchConfig(facts=cfg if facts else None, episodes=None if facts else cfg,
+                        fusion=Fusion.score, weights=SCORE_WEIGHTS)  # fmt: skip
+
+
 # The default hybrid is BM25 + cosine, as Graphiti's EDGE_HYBRID_SEARCH_RRF. BFS seeded from
 # the best hits pulls in the whole neighbourhood of a hub (a speaker touches every fact said
 # about them): on LoCoMo's observation facts it cost 6.6 points of R@5 (51.0 -> 44.4). So BFS
 # runs in facts_hybrid_bfs_rrf and the node-distance and episode-mention recipes, where the
 # graph's shape is the point.
 RECIPES: dict[str, SearchConfig] = {
+    "facts_hybrid": _score_fused(facts=True),
     "facts_hybrid_rrf": _facts(Reranker.rrf, _TEXT_VECTOR),
     "facts_hybrid_bfs_rrf": _facts(Reranker.rrf),
     "facts_hybrid_mmr": _facts(Reranker.mmr, _TEXT_VECTOR),
@@ -109,6 +139,7 @@ RECIPES: dict[str, SearchConfig] = {
     "entities_hybrid_rrf": SearchConfig(facts=None, entities=ScopeConfig()),
     "episodes_bm25": _episodes(Reranker.rrf, (Method.bm25,)),
     "episodes_cosine": _episodes(Reranker.rrf, (Method.cosine,)),
+    "episodes_hybrid": _score_fused(facts=False),
     "episodes_hybrid_rrf": _episodes(Reranker.rrf),
     "episodes_hybrid_mmr": _episodes(Reranker.mmr),
     "episodes_hybrid_cross_encoder": _episodes(Reranker.cross_encoder),

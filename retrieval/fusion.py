@@ -1,4 +1,7 @@
-"""Fusion and diversity: reciprocal rank fusion and maximal marginal relevance. Pure functions."""
+"""Fusion and diversity: score fusion, reciprocal rank fusion, maximal marginal relevance.
+
+Pure functions over each branch's ranked (uuid, score) hits.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +24,41 @@ def rrf(rankings: Sequence[Sequence[str]], *, k: float = 60.0, window: int | Non
         w = 1.0 if weights is None else weights[i]
         for rank, uuid in enumerate(ranking[:window] if window else ranking, start=1):
             scores[uuid] = scores.get(uuid, 0.0) + w / (k + rank)
+    order = {u: i for i, u in enumerate(scores)}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+def score_fusion(
+    branches: Sequence[Sequence[tuple[str, float]]],
+    *,
+    weights: Sequence[float] | None = None,
+    window: int | None = None,
+) -> list[tuple[str, float]]:
+    """Convex combination of min-max normalised branch scores: sum of w * (s - min) / (max - min)
+    with the weights scaled to sum to 1, so a fused score lies in [0, 1].
+
+    RRF keeps only ranks, so a weak branch's 1st place counts as much as a strong branch's,
+    whatever the margins; here a branch's vote follows how far above its own tail an item
+    scores, so a branch that separates its top hit from the rest counts more for that query.
+    Each branch is normalised over its first `window` hits (best first); an item a branch did
+    not find gets 0 from it, and a branch whose scores are all equal gives each of them 1.
+    Weights default to an equal share. Ties keep the order of first appearance.
+    """
+    weights = [1.0] * len(branches) if weights is None else list(weights)
+    if len(weights) != len(branches):
+        raise ValueError(f"{len(weights)} weights for {len(branches)} branches")
+    total = sum(weights)
+    scores: dict[str, float] = {}
+    for hits, weight in zip(branches, weights, strict=True):
+        w = weight / total
+        top = list(hits[:window] if window else hits)
+        if not top:
+            continue
+        values = [s for _, s in top]
+        lo, hi = min(values), max(values)
+        for uuid, s in top:
+            norm = (s - lo) / (hi - lo) if hi > lo else 1.0
+            scores[uuid] = scores.get(uuid, 0.0) + w * norm
     order = {u: i for i, u in enumerate(scores)}
     return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 

@@ -27,7 +27,7 @@ class Ranked(BaseModel):
         default_factory=dict,
         description="Each branch's own score: full-text score, cosine similarity, 1/hops.",
     )
-    fused_score: float = Field(description="RRF score before reranking.")
+    fused_score: float = Field(description="Fused score (RRF or score fusion) before reranking.")
 
 
 class FactHit(Ranked):

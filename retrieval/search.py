@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kg.retrieval.config import Method, Reranker, ScopeConfig, SearchConfig
-from kg.retrieval.fusion import mmr, rrf
+from kg.retrieval.config import Fusion, Method, Reranker, ScopeConfig, SearchConfig
+from kg.retrieval.fusion import mmr, rrf, score_fusion
+from kg.retrieval.query import keyword_query
 from kg.retrieval.rerankers import CrossEncoder, by_key
 from kg.retrieval.results import (
     BranchReport,
@@ -125,8 +126,9 @@ class Search:
         return hits
 
     async def _bm25(self, scope: Scope) -> list[Scored]:
+        query = keyword_query(self.query) if self.config.drop_question_words else self.query
         return await self.store.search_text(
-            self.group_id, scope, self.query, self.view, self.config.window
+            self.group_id, scope, query, self.view, self.config.window
         )
 
     async def _cosine(self, scope: Scope) -> list[Scored]:
@@ -169,10 +171,17 @@ class Search:
     def _weights(self, found: _Scope) -> list[float]:
         return [self.config.weights.get(Method(m), 1.0) for m in found.rankings]
 
+    def _fuse(self, found: _Scope, window: int | None = None) -> list[tuple[str, float]]:
+        if self.config.fusion is Fusion.score:
+            branches = [[(u, found.scores[u][m]) for u in ranking]
+                        for m, ranking in found.rankings.items()]  # fmt: skip
+            return score_fusion(branches, weights=self._weights(found), window=window)
+        return rrf(list(found.rankings.values()), k=self.config.rrf_k, window=window,
+                   weights=self._weights(found))  # fmt: skip
+
     def _seeds_from(self, found: _Scope) -> list[str]:
         """Entities at the ends of the other branches' best hits (or the best entities)."""
-        fused = rrf(list(found.rankings.values()), k=self.config.rrf_k,
-                    weights=self._weights(found))  # fmt: skip
+        fused = self._fuse(found)
         seeds: list[str] = []
         for uuid, _ in fused[: self.config.bfs_seeds]:
             item = found.items[uuid]
@@ -197,8 +206,7 @@ class Search:
             found.add(m.value, h)
         if Method.bfs in c.methods:
             found.add("bfs", await self._timed(scope, "bfs", lambda: self._bfs(scope, found)))
-        fused = rrf(list(found.rankings.values()), k=self.config.rrf_k, window=self.config.window,
-                    weights=self._weights(found))  # fmt: skip
+        fused = self._fuse(found, self.config.window)
         fused_score = dict(fused)
         ranked = await self._rerank(scope, c, fused, found)
         if self.config.min_score is not None:

@@ -396,3 +396,37 @@ async def test_a_heavier_bm25_vote_changes_the_fused_order(kg: KG) -> None:
         weighted = await kg.search(query, config=both.model_copy(
             update={"weights": {Method(method): 100.0}}))  # fmt: skip
         assert texts(weighted)[0] == top[method]
+
+
+async def test_score_fusion_runs_in_the_engine(kg: KG) -> None:
+    from kg.retrieval import RECIPES
+    from kg.retrieval.fusion import score_fusion
+
+    await seed(kg)
+    r = await kg.search("Alice likes jazz music", recipe="facts_hybrid", limit=50)
+    assert r.facts and len({h.fact.edge.uuid for h in r.facts}) == len(r.facts)
+    branches = []
+    for m in ("bm25", "cosine"):
+        hits = sorted((h for h in r.facts if m in h.ranks), key=lambda h: h.ranks[m])
+        branches.append([(h.fact.edge.uuid, h.branch_scores[m]) for h in hits])
+    weights = RECIPES["facts_hybrid"].weights
+    expected = dict(score_fusion(branches, weights=[weights[Method.bm25], weights[Method.cosine]]))
+    assert {h.fact.edge.uuid: h.fused_score for h in r.facts} == pytest.approx(expected)
+    assert r.facts[0].fact.edge.fact == "Alice likes Jazz music"
+    assert r.facts[0].fused_score == pytest.approx(1.0)  # top of both branches
+
+
+async def test_question_words_never_reach_the_full_text_query(kg: KG) -> None:
+    turns = ["Melanie: What did you do today?", "Caroline: I painted a lake at sunrise."]
+    for i, text in enumerate(turns):
+        await kg.add_episode(source="message", content=text, reference_time=t(2023, 5, 1 + i),
+                             extract=False)  # fmt: skip
+    question = "What did Caroline paint?"
+    r = await kg.search(question, recipe="episodes_bm25")
+    assert [h.episode.content for h in r.episodes] == [turns[1]]
+    from kg.retrieval import RECIPES
+
+    cfg = RECIPES["episodes_bm25"].model_copy(update={"drop_question_words": False})
+    assert {h.episode.content for h in (await kg.search(question, config=cfg)).episodes} == set(
+        turns
+    )

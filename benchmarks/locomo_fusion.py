@@ -1,0 +1,267 @@
+"""Fusion, BM25 and index-key experiments on LoCoMo over cached branch scores (no store).
+
+    python benchmarks/locomo_fusion.py [DATA_DIR] [--keys turn facts round] [--sweep]
+
+Why it exists: the machine has two shared cores, and the engine path (locomo_recall.py) takes
+minutes per run. Here each branch is computed once per conversation in numpy (BM25 with the
+engine's own analyzer and formula, cosine over cached MiniLM vectors, see locomo_data.py),
+and each fusion is a function of those score vectors, so a candidate costs milliseconds.
+locomo_recall.py then confirms the chosen recipe through the real store.
+
+Protocol: choices are made on the development conversations (the first three) and reported on
+the other three and on all six. Recall@k is the LoCoMo paper's: the share of a question's gold
+turns among the top k, averaged over the questions with evidence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import locomo_data as L
+
+from kg.retrieval.query import keyword_query
+from kg.store.analyzer import query_terms
+from kg.store.bm25 import idf, query_tokens, tokens
+
+KS = (5, 10, 25, 50)
+WINDOW = 100  # candidates per branch, as locomo_recall.py's wide() configures the engine
+
+
+@dataclass
+class Bm25Index:
+    """Okapi BM25 over one conversation's documents, the engine's analyzer by default."""
+
+    docs: Sequence[str]
+    k1: float = 1.2
+    b: float = 0.75
+    analyze: Callable[[str], list[str]] = tokens
+    bags: list[Counter[str]] = field(init=False)
+    df: Counter[str] = field(init=False)
+    lengths: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.bags = [Counter(self.analyze(d)) for d in self.docs]
+        self.df = Counter(t for bag in self.bags for t in bag)
+        self.lengths = np.array([sum(b.values()) for b in self.bags], dtype=np.float64)
+        self._postings: dict[str, list[tuple[int, int]]] = {}
+        for i, bag in enumerate(self.bags):
+            for t, tf in bag.items():
+                self._postings.setdefault(t, []).append((i, tf))
+
+    def scores(self, terms: Sequence[str], pool_avgdl: bool = True) -> np.ndarray:
+        """BM25 per document; -inf for documents matching no term (the engine's pool)."""
+        n = len(self.docs)
+        out = np.zeros(n)
+        hit = np.zeros(n, dtype=bool)
+        terms = list(dict.fromkeys(terms))
+        for t in terms:
+            for i, _ in self._postings.get(t, []):
+                hit[i] = True
+        if not hit.any():
+            return np.full(n, -np.inf)
+        avgdl = self.lengths[hit].mean() if pool_avgdl else self.lengths.mean()
+        norm = self.k1 * (1.0 - self.b + self.b * self.lengths / avgdl)
+        for t in terms:
+            w = idf(self.df.get(t, 0), n)
+            for i, tf in self._postings.get(t, []):
+                out[i] += w * tf * (self.k1 + 1.0) / (tf + norm[i])
+        out[~hit] = -np.inf
+        return out
+
+
+def engine_query(q: str) -> list[str]:
+    return [tok for _, tok in query_tokens(query_terms(q))]
+
+
+def tuned_query(q: str) -> list[str]:
+    """The engine's full-text query: question words dropped (kg.retrieval.query)."""
+    return engine_query(keyword_query(q))
+
+
+TUNED = {"k1": 0.9, "b": 0.0}
+
+
+# -- fusion: each takes per-branch score vectors (-inf = not found) and returns one ----------
+
+
+def window_mask(s: np.ndarray, w: int | None = None) -> np.ndarray:
+    w = w or WINDOW
+    m = np.zeros(len(s), dtype=bool)
+    finite = np.isfinite(s)
+    order = np.argsort(-np.where(finite, s, -np.inf), kind="stable")[:w]
+    m[order] = finite[order]
+    return m
+
+
+def ranks(s: np.ndarray) -> np.ndarray:
+    r = np.empty(len(s))
+    r[np.argsort(-s, kind="stable")] = np.arange(1, len(s) + 1)
+    return r
+
+
+def rrf(branches: Sequence[np.ndarray], weights: Sequence[float], k: float = 60.0) -> np.ndarray:
+    out = np.zeros(len(branches[0]))
+    for s, w in zip(branches, weights, strict=True):
+        m = window_mask(s)
+        out[m] += w / (k + ranks(s)[m])
+    return np.where(out > 0, out, -np.inf)
+
+
+def normalised(s: np.ndarray, how: str) -> np.ndarray:
+    """A branch's window scores on a common scale; 0 outside the window."""
+    m = window_mask(s)
+    out = np.zeros(len(s))
+    if not m.any():
+        return out
+    v = s[m]
+    if how == "minmax":
+        lo, hi = v.min(), v.max()
+        out[m] = (v - lo) / (hi - lo) if hi > lo else 1.0
+    elif how == "max":
+        out[m] = v / v.max() if v.max() > 0 else 0.0
+    elif how == "dbsf":  # Weaviate's distribution-based: mean +- 3 sd -> [0, 1]
+        mu, sd = v.mean(), v.std() or 1.0
+        out[m] = np.clip((v - (mu - 3 * sd)) / (6 * sd), 0, 1)
+    elif how == "z":
+        mu, sd = v.mean(), v.std() or 1.0
+        out[m] = (v - mu) / sd
+        out[m] -= out[m].min() - 1e-9  # keep window members above the zero of the rest
+    elif how == "rank":
+        out[m] = 1.0 - (ranks(s)[m] - 1) / WINDOW
+    else:
+        raise ValueError(how)
+    return out
+
+
+def convex(branches: Sequence[np.ndarray], weights: Sequence[float], how: str) -> np.ndarray:
+    out = np.zeros(len(branches[0]))
+    any_m = np.zeros(len(branches[0]), dtype=bool)
+    for s, w in zip(branches, weights, strict=True):
+        out += w * normalised(s, how)
+        any_m |= window_mask(s)
+    return np.where(any_m, out, -np.inf)
+
+
+# -- evaluation ---------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    q: dict[str, Any]
+    gold: np.ndarray  # indices of gold turns
+    branches: dict[str, np.ndarray]
+
+
+def recall_at(score: np.ndarray, gold: np.ndarray) -> list[float]:
+    finite = np.isfinite(score)
+    order = np.argsort(-np.where(finite, score, -np.inf), kind="stable")
+    order = order[finite[order]][: max(KS)]
+    pos = {int(i): r for r, i in enumerate(order)}
+    out = []
+    for k in KS:
+        out.append(sum(1 for g in gold if pos.get(int(g), 10**9) < k) / len(gold))
+    return out
+
+
+def table(cases: Sequence[Case], fuse: Callable[[Case], np.ndarray]) -> np.ndarray:
+    return np.array([recall_at(fuse(c), c.gold) for c in cases]) * 100
+
+
+def build_cases(
+    data: dict[str, Any],
+    convs: Sequence[str],
+    cache: L.EmbeddingCache,
+    keys: Sequence[str] = ("turn",),
+    bm25_kw: dict[str, Any] | None = None,
+) -> list[Case]:
+    cases = []
+    for conv in convs:
+        cv = L.conversation(data, conv)
+        ids = {d: i for i, d in enumerate(cv.ids)}
+        qs = L.questions(data, [conv])
+        qv = cache.get([q["question"] for q in qs])
+        docs = {"turn": cv.texts(), "facts": cv.with_facts(), "round": cv.round(1, 1),
+                "prev": cv.round(1, 0)}  # fmt: skip
+        per_key = {}
+        for key in keys:
+            bm = Bm25Index(docs[key], **(bm25_kw or {}))
+            dv = cache.get(docs[key])
+            per_key[key] = (bm, Bm25Index(docs[key], **TUNED), qv @ dv.T)
+        for j, q in enumerate(qs):
+            gold = np.array([ids[d] for d in q["gold_dia_ids"] if d in ids])
+            if not len(gold):
+                continue
+            br = {}
+            terms = engine_query(q["question"])
+            tuned = tuned_query(q["question"]) or terms
+            for key, (bm, bmt, cos) in per_key.items():
+                br[f"bm25:{key}"] = bm.scores(terms)  # the engine before this work
+                br[f"bm25q:{key}"] = bm.scores(tuned)  # question words dropped
+                br[f"bm25t:{key}"] = bmt.scores(tuned)  # and k1, b tuned
+                br[f"cos:{key}"] = cos[j]
+            cases.append(Case(q=q, gold=gold, branches=br))
+    return cases
+
+
+def summary(name: str, rows: dict[str, np.ndarray]) -> str:
+    cells = []
+    for part in rows:
+        m = rows[part].mean(axis=0)
+        cells.append(" ".join(f"{v:5.1f}" for v in m))
+    return f"{name:<44}" + " | ".join(cells)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data", nargs="?", default=None)
+    ap.add_argument("--keys", nargs="*", default=["turn"])
+    ap.add_argument(
+        "--parts",
+        nargs="*",
+        default=["dev", "held-out", "all"],
+        help="which splits to print (choose on dev before looking at the rest)",
+    )
+    args = ap.parse_args()
+    data = L.load(args.data)
+    cache = L.EmbeddingCache()
+    parts = L.split(data)
+    need = ["dev", "held-out"] if "all" in args.parts else args.parts
+    cases = {p: build_cases(data, parts[p], cache, args.keys) for p in need}
+    if "all" in args.parts:
+        cases["all"] = cases["dev"] + cases["held-out"]
+    cases = {p: cases[p] for p in args.parts}
+    head = " | ".join(f"{p:<23}" for p in args.parts)
+    print(f"{'method':<44}{head}")
+
+    def run(name: str, fuse: Callable[[Case], np.ndarray]) -> None:
+        print(summary(name, {p: table(cs, fuse) for p, cs in cases.items()}), flush=True)
+
+    for key, bm in ((k, bm) for k in args.keys for bm in ("bm25", "bm25t")):
+        run(f"{bm}:{key}", lambda c, b=f"{bm}:{key}": c.branches[b])
+        run(f"cos:{key}", lambda c, k=key: c.branches[f"cos:{k}"])
+        b, v = f"{bm}:{key}", f"cos:{key}"
+        run(f"rrf {key}", lambda c, b=b, v=v: rrf([c.branches[b], c.branches[v]], [1, 1]))
+        run(f"rrf {key} bm25x2", lambda c, b=b, v=v: rrf([c.branches[b], c.branches[v]], [2, 1]))
+        for how in ("minmax", "dbsf", "z", "rank", "max"):
+            for a in (0.5, 0.6, 0.7, 0.8):
+                run(f"{how} {key} a={a}",
+                    lambda c, b=b, v=v, how=how, a=a: convex(
+                        [c.branches[b], c.branches[v]], [a, 1 - a], how))  # fmt: skip
+    _ = math, statistics
+
+
+if __name__ == "__main__":
+    main()
