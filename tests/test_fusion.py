@@ -39,7 +39,7 @@ def test_score_fusion_window_equal_scores_and_bad_weights() -> None:
 
 @pytest.mark.parametrize(
     ("query", "kept"),
-    [("When did Caroline go to the LGBTQ support group?", "Caroline go to the LGBTQ support group?"),
+    [("When did Caroline go to the support group?", "Caroline go to the support group?"),
      ("WHAT does Jon do", "Jon"),
      ("Whatever happened to Jon?", "Whatever happened to Jon?"),
      ("What is it?", "it?"),
