@@ -72,6 +72,11 @@ class Conversation:
         """K = V + fact: the turn followed by the facts extracted from it."""
         return [" ".join([turn_text(t), *self.facts.get(t["dia_id"], [])]) for t in self.turns]
 
+    def prev_with_facts(self) -> list[str]:
+        """The previous turn (same session), the turn, and the facts extracted from it."""
+        return [" ".join([r, *self.facts.get(i, [])]) for r, i in zip(self.round(1, 0), self.ids,
+                                                                      strict=True)]  # fmt: skip
+
     def round(self, before: int = 1, after: int = 1) -> list[str]:
         """Each turn with its neighbours in the same session (a round, not a lone turn)."""
         out = []
@@ -145,6 +150,16 @@ class EmbeddingCache:
 
 def speakers(data: dict[str, Any], conv: str) -> list[str]:
     return list(dict.fromkeys(e["speaker"] for e in data["episodes"] if e["conv"] == conv))
+
+
+def foreign_pairs(data: dict[str, Any]) -> dict[str, str]:
+    """conversation -> the conversation its foreign questions come from (the next one in its
+    split, cyclically), so calibration on dev never sees a held-out question."""
+    out = {}
+    for part in ("dev", "held-out"):
+        convs = split(data)[part]
+        out |= {c: convs[(i + 1) % len(convs)] for i, c in enumerate(convs)}
+    return out
 
 
 def foreign_questions(data: dict[str, Any], conv: str, source: str) -> list[dict[str, Any]]:

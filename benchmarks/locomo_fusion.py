@@ -16,8 +16,6 @@ turns among the top k, averaged over the questions with evidence.
 from __future__ import annotations
 
 import argparse
-import math
-import statistics
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -32,11 +30,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo_data as L
 
+from kg.retrieval.config import SCORE_WEIGHTS, Method
+from kg.retrieval.fusion import score_fusion
 from kg.retrieval.query import keyword_query
 from kg.store.analyzer import query_terms
 from kg.store.bm25 import idf, query_tokens, tokens
 
 KS = (5, 10, 25, 50)
+# What an episode is indexed by: the turn alone; the turn and the facts extracted from it
+# (K = V + fact); the turn with its neighbours (round: one before, one after; prev: the one
+# before, i.e. usually the question it answers); prev and facts together.
+KEYS = ("turn", "facts", "round", "prev", "prevfacts")
 WINDOW = 100  # candidates per branch, as locomo_recall.py's wide() configures the engine
 
 
@@ -91,6 +95,8 @@ def tuned_query(q: str) -> list[str]:
     return engine_query(keyword_query(q))
 
 
+# BM25 constants chosen on dev (the engine uses k1 1.2, b 0.75): turns are short, and the
+# longer ones carry the information, so length normalisation only hurts here.
 TUNED = {"k1": 0.9, "b": 0.0}
 
 
@@ -194,7 +200,7 @@ def build_cases(
         qs = L.questions(data, [conv])
         qv = cache.get([q["question"] for q in qs])
         docs = {"turn": cv.texts(), "facts": cv.with_facts(), "round": cv.round(1, 1),
-                "prev": cv.round(1, 0)}  # fmt: skip
+                "prev": cv.round(1, 0), "prevfacts": cv.prev_with_facts()}  # fmt: skip
         per_key = {}
         for key in keys:
             bm = Bm25Index(docs[key], **(bm25_kw or {}))
@@ -221,46 +227,90 @@ def summary(name: str, rows: dict[str, np.ndarray]) -> str:
     for part in rows:
         m = rows[part].mean(axis=0)
         cells.append(" ".join(f"{v:5.1f}" for v in m))
-    return f"{name:<44}" + " | ".join(cells)
+    return f"{name:<48}" + " | ".join(cells)
+
+
+def hits(s: np.ndarray) -> list[tuple[str, float]]:
+    """A branch's score vector as the engine sees it: its top WINDOW hits, best first."""
+    order = np.argsort(-s, kind="stable")[:WINDOW]
+    return [(str(i), float(s[i])) for i in order if np.isfinite(s[i])]
+
+
+def engine_fusion(branches: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
+    """kg.retrieval.fusion.score_fusion itself, over the cached branch scores."""
+    out = np.full(len(branches[0]), -np.inf)
+    for uuid, score in score_fusion([hits(s) for s in branches], weights=weights):
+        out[int(uuid)] = score
+    return out
+
+
+W = (SCORE_WEIGHTS[Method.bm25], SCORE_WEIGHTS[Method.cosine])
+
+
+def report_rows(keys: Sequence[str]) -> list[tuple[str, Callable[[Case], np.ndarray]]]:
+    rows: list[tuple[str, Callable[[Case], np.ndarray]]] = [
+        ("BM25, all words (engine before)", lambda c: c.branches["bm25:turn"]),
+        ("BM25, question words dropped", lambda c: c.branches["bm25q:turn"]),
+        ("BM25, and k1 0.9, b 0", lambda c: c.branches["bm25t:turn"]),
+        ("cosine (MiniLM)", lambda c: c.branches["cos:turn"]),
+        ("RRF, all words (episodes_hybrid_rrf before)",
+         lambda c: rrf([c.branches["bm25:turn"], c.branches["cos:turn"]], [1, 1])),
+        ("score fusion (episodes_hybrid)",
+         lambda c: engine_fusion([c.branches["bm25q:turn"], c.branches["cos:turn"]], W)),
+        ("score fusion, k1 0.9, b 0",
+         lambda c: engine_fusion([c.branches["bm25t:turn"], c.branches["cos:turn"]], W)),
+    ]  # fmt: skip
+    for key in (k for k in keys if k != "turn"):
+        rows += [
+            (f"[{key}] BM25, question words dropped", lambda c, k=key: c.branches[f"bm25q:{k}"]),
+            (f"[{key}] BM25, and k1 0.9, b 0", lambda c, k=key: c.branches[f"bm25t:{k}"]),
+            (f"[{key}] cosine", lambda c, k=key: c.branches[f"cos:{k}"]),
+            (f"[{key}] score fusion", lambda c, k=key: engine_fusion(
+                [c.branches[f"bm25q:{k}"], c.branches[f"cos:{k}"]], W)),
+            (f"[{key}] score fusion, k1 0.9, b 0", lambda c, k=key: engine_fusion(
+                [c.branches[f"bm25t:{k}"], c.branches[f"cos:{k}"]], W)),
+        ]  # fmt: skip
+    return rows
+
+
+def sweep_rows(keys: Sequence[str]) -> list[tuple[str, Callable[[Case], np.ndarray]]]:
+    """The grid the choices were made from (run it with --parts dev)."""
+    rows: list[tuple[str, Callable[[Case], np.ndarray]]] = []
+    for key, bm in ((k, bm) for k in keys for bm in ("bm25", "bm25q", "bm25t")):
+        b, v = f"{bm}:{key}", f"cos:{key}"
+        rows.append((b, lambda c, b=b: c.branches[b]))
+        for w in (1, 2):
+            rows.append((f"rrf {b} x{w}", lambda c, b=b, v=v, w=w: rrf(
+                [c.branches[b], c.branches[v]], [w, 1])))  # fmt: skip
+        for how in ("minmax", "dbsf", "z", "rank", "max"):
+            for a in (0.5, 0.6, 0.7, 0.8):
+                rows.append((f"{how} {b} a={a}", lambda c, b=b, v=v, how=how, a=a: convex(
+                    [c.branches[b], c.branches[v]], [a, 1 - a], how)))  # fmt: skip
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", nargs="?", default=None)
-    ap.add_argument("--keys", nargs="*", default=["turn"])
-    ap.add_argument(
-        "--parts",
-        nargs="*",
-        default=["dev", "held-out", "all"],
-        help="which splits to print (choose on dev before looking at the rest)",
-    )
+    ap.add_argument("--keys", nargs="*", default=["turn"], choices=KEYS,
+                    help="what an episode is indexed by (turn is always included)")  # fmt: skip
+    ap.add_argument("--parts", nargs="*", default=["dev", "held-out", "all"],
+                    help="splits to print (choose on dev before looking at the rest)")  # fmt: skip
+    ap.add_argument("--sweep", action="store_true", help="the fusion grid instead of the report")
     args = ap.parse_args()
+    keys = list(dict.fromkeys(["turn", *args.keys]))
     data = L.load(args.data)
     cache = L.EmbeddingCache()
     parts = L.split(data)
     need = ["dev", "held-out"] if "all" in args.parts else args.parts
-    cases = {p: build_cases(data, parts[p], cache, args.keys) for p in need}
+    cases = {p: build_cases(data, parts[p], cache, keys) for p in need}
     if "all" in args.parts:
         cases["all"] = cases["dev"] + cases["held-out"]
     cases = {p: cases[p] for p in args.parts}
-    head = " | ".join(f"{p:<23}" for p in args.parts)
-    print(f"{'method':<44}{head}")
-
-    def run(name: str, fuse: Callable[[Case], np.ndarray]) -> None:
+    print(f"{'recall@5/10/25/50':<48}" + " | ".join(
+        f"{p} ({len(cases[p])} q)".ljust(23) for p in args.parts))  # fmt: skip
+    for name, fuse in sweep_rows(keys) if args.sweep else report_rows(keys):
         print(summary(name, {p: table(cs, fuse) for p, cs in cases.items()}), flush=True)
-
-    for key, bm in ((k, bm) for k in args.keys for bm in ("bm25", "bm25t")):
-        run(f"{bm}:{key}", lambda c, b=f"{bm}:{key}": c.branches[b])
-        run(f"cos:{key}", lambda c, k=key: c.branches[f"cos:{k}"])
-        b, v = f"{bm}:{key}", f"cos:{key}"
-        run(f"rrf {key}", lambda c, b=b, v=v: rrf([c.branches[b], c.branches[v]], [1, 1]))
-        run(f"rrf {key} bm25x2", lambda c, b=b, v=v: rrf([c.branches[b], c.branches[v]], [2, 1]))
-        for how in ("minmax", "dbsf", "z", "rank", "max"):
-            for a in (0.5, 0.6, 0.7, 0.8):
-                run(f"{how} {key} a={a}",
-                    lambda c, b=b, v=v, how=how, a=a: convex(
-                        [c.branches[b], c.branches[v]], [a, 1 - a], how))  # fmt: skip
-    _ = math, statistics
 
 
 if __name__ == "__main__":

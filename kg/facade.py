@@ -943,6 +943,7 @@ class KG:
         center: str | None = None,
         seeds: list[str] | None = None,
         min_score: float | None = None,
+        abstain_below: float | None = None,
     ) -> SearchResults:
         """Hybrid search: BM25, cosine and BFS branches, fused by RRF, then reranked.
 
@@ -950,12 +951,13 @@ class KG:
         as-of view; `include_history` also returns closed facts, marked `closed`. Pick a
         named `recipe` (see `retrieval.RECIPES`; the default, facts_hybrid_rrf, is BM25 +
         cosine over facts; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
-        `seeds` are entity names (node distance, BFS).
+        `seeds` are entity names (node distance, BFS). `abstain_below` leaves a scope empty
+        when its best cosine similarity is below it (see `SearchConfig.abstain_below`).
         """
         self._check_group(group_id)
         if not query.strip():
             raise InputError("search needs a non-empty query")
-        cfg = self._search_config(recipe, config, limit, min_score)
+        cfg = self._search_config(recipe, config, limit, min_score, abstain_below)
         for name, when in (("valid_at", valid_at), ("known_at", known_at)):
             if when is not None and when.tzinfo is None:
                 raise InputError(f"{name}: naive datetime; give it a timezone")
@@ -1026,7 +1028,7 @@ class KG:
     @staticmethod
     def _search_config(
         recipe: str | None, config: SearchConfig | None, limit: int | None,
-        min_score: float | None,
+        min_score: float | None, abstain_below: float | None = None,
     ) -> SearchConfig:  # fmt: skip
         if recipe is not None and config is not None:
             raise InputError("give a recipe or a config, not both")
@@ -1038,6 +1040,10 @@ class KG:
         update: dict[str, Any] = {}
         if min_score is not None:
             update["min_score"] = min_score
+        if abstain_below is not None:
+            if not -1.0 <= abstain_below <= 1.0:
+                raise InputError(f"abstain_below is a cosine similarity, in -1..1: {abstain_below}")
+            update["abstain_below"] = abstain_below
         if limit is not None:
             if not 1 <= limit <= 1000:
                 raise InputError(f"limit must be in 1..1000, got {limit}")

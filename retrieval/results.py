@@ -56,4 +56,9 @@ class SearchResults(BaseModel):
     episodes: list[EpisodeHit] = Field(default_factory=list)
     communities: list[CommunityHit] = Field(default_factory=list)
     branches: list[BranchReport] = Field(default_factory=list)
+    abstained: dict[Scope, float] = Field(
+        default_factory=dict,
+        description="Scopes left empty by abstain_below, with their best cosine similarity "
+        "(-1 when the cosine branch found nothing).",
+    )
     latency_ms: float = 0.0

@@ -67,6 +67,7 @@ class Search:
     center: str | None = None
     seeds: list[str] = field(default_factory=list)
     reports: list[BranchReport] = field(default_factory=list)
+    abstained: dict[Scope, float] = field(default_factory=dict)
     _qvec: list[float] | None = None
 
     async def run(self) -> SearchResults:
@@ -77,7 +78,7 @@ class Search:
         scopes = [(s, c) for s, c in self._scopes() if c is not None]
         done = await asyncio.gather(*(self._scope(s, c) for s, c in scopes))
         results = SearchResults(query=self.query, group_id=self.group_id, view=self.view,
-                                branches=self.reports)  # fmt: skip
+                                branches=self.reports, abstained=self.abstained)  # fmt: skip
         for (scope, _), hits in zip(scopes, done, strict=True):
             setattr(results, scope.value, hits)
         order = {s: i for i, s in enumerate(Scope)} | {m.value: i for i, m in enumerate(Method)}
@@ -107,6 +108,11 @@ class Search:
                 )
             if c.reranker is Reranker.mmr and self.embedder is None:
                 raise SearchError(f"{scope.value}: the mmr reranker needs an embedder")
+            if self.config.abstain_below is not None and Method.cosine not in c.methods:
+                raise SearchError(
+                    f"{scope.value}: abstain_below compares cosine similarities; add the "
+                    "cosine method to this scope"
+                )
 
     # -- branches -------------------------------------------------------------------------
 
@@ -204,6 +210,12 @@ class Search:
         )
         for m, h in zip(first, hits, strict=True):
             found.add(m.value, h)
+        if self.config.abstain_below is not None:
+            cosine = found.rankings.get(Method.cosine.value, [])
+            best = max((found.scores[u][Method.cosine.value] for u in cosine), default=-1.0)
+            if best < self.config.abstain_below:
+                self.abstained[scope] = best
+                return []
         if Method.bfs in c.methods:
             found.add("bfs", await self._timed(scope, "bfs", lambda: self._bfs(scope, found)))
         fused = self._fuse(found, self.config.window)

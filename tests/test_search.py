@@ -430,3 +430,22 @@ async def test_question_words_never_reach_the_full_text_query(kg: KG) -> None:
     assert {h.episode.content for h in (await kg.search(question, config=cfg)).episodes} == set(
         turns
     )
+
+
+async def test_abstention_leaves_a_never_said_question_empty(kg: KG, minilm: Embedder) -> None:
+    from kg.schemas.search import Scope
+
+    await seed(kg)
+    said = await kg.search("What music does Alice like?", abstain_below=0.49)
+    assert texts(said)[0] == "Alice likes Jazz music" and not said.abstained
+    # The cutoff is on the cosine similarity itself (what the calibration measured).
+    [q, f] = await minilm.embed(["What music does Alice like?", "Alice likes Jazz music"])
+    assert said.facts[0].branch_scores["cosine"] == pytest.approx(
+        sum(a * b for a, b in zip(q, f, strict=True)), abs=1e-4
+    )
+    never = await kg.search("What is the boiling point of mercury?", abstain_below=0.49)
+    assert never.facts == []
+    assert set(never.abstained) == {Scope.facts} and never.abstained[Scope.facts] < 0.49
+    assert (await kg.search("What is the boiling point of mercury?")).facts  # no cutoff
+    with pytest.raises(InputError, match="add the cosine method"):
+        await kg.search("Alice", recipe="facts_bm25", abstain_below=0.49)

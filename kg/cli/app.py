@@ -677,6 +677,13 @@ def search(
     min_score: Annotated[
         float | None, typer.Option(help="Drop results scoring below this (may leave none).")
     ] = None,
+    abstain_below: Annotated[
+        float | None,
+        typer.Option(
+            help="Return nothing when the best cosine similarity is below this "
+            "(about 0.49 for MiniLM): a question about something never said."
+        ),
+    ] = None,
     cross_encoder: Annotated[
         str | None,
         typer.Option(help="sentence-transformers CrossEncoder model path, for *_cross_encoder."),
@@ -715,6 +722,7 @@ def search(
         "limit": limit,
         "center": center,
         "min_score": min_score,
+        "abstain_below": abstain_below,
     }
 
     async def work(kg: KG) -> SearchResults | str:

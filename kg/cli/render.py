@@ -342,6 +342,8 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
                 row += [f"{hit.fused_score:.4f}", ranks]
             table.add_row(*row)
         console.print(table)
+    for scope, best in results.abstained.items():
+        console.print(f"{scope.value}: abstained (best cosine similarity {best:.3f})")
     if not shown:
         console.print("no results")
 

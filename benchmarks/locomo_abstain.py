@@ -1,0 +1,112 @@
+"""Abstention on LoCoMo: can a score cutoff return an empty context for what was never said?
+
+    python benchmarks/locomo_abstain.py [DATA_DIR] [--budget 0.05]
+
+Over cached branch scores (see locomo_fusion.py), turn-level index. Three kinds of question:
+answerable (categories 1-4, with evidence), LoCoMo's adversarial ones (category 5: about
+something that *was* said, but by the other speaker), and foreign ones (another
+conversation's answerable questions with its speakers renamed to this conversation's: the
+names match, the content was never said; see locomo_data.foreign_questions).
+
+A confidence signal per question is computed from what the engine sees; the cutoff is set on
+the development conversations so that at most `--budget` of their answerable questions are
+refused, and the same cutoff is then applied to the held-out conversations. Reported per
+signal and split: the share refused of each kind, and R@10 of the answerable questions with
+refused ones counted as retrieving nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import locomo_data as L
+import locomo_fusion as F
+
+from kg.store.bm25 import idf
+
+
+def signals(
+    data: dict[str, Any], convs: list[str], cache: L.EmbeddingCache
+) -> list[dict[str, Any]]:
+    """One row per question: its kind, R@10 of the default recipe, and candidate signals."""
+    rows = []
+    pairs = L.foreign_pairs(data)
+    for conv in convs:
+        cv = L.conversation(data, conv)
+        ids = {d: i for i, d in enumerate(cv.ids)}
+        bm = F.Bm25Index(cv.texts())
+        dv = cache.get(cv.texts())
+        own = [q for q in data["queries"] if q["conv"] == conv and q["gold_dia_ids"]]
+        foreign = L.foreign_questions(data, conv, pairs[conv])
+        for q in own + foreign:
+            kind = "foreign" if "foreign_from" in q else (
+                "adversarial" if q["category"] == 5 else "answerable")  # fmt: skip
+            terms = F.tuned_query(q["question"])
+            b = bm.scores(terms)
+            c = dv @ cache.get([q["question"]])[0]
+            fused = F.engine_fusion([b, c], F.W)
+            # The most a document could score: every term matched, at the tf that saturates.
+            ceiling = sum(idf(bm.df.get(t, 0), len(cv.ids)) * (bm.k1 + 1) for t in set(terms))
+            top = float(np.max(b)) if np.isfinite(b).any() else 0.0
+            gold = None
+            if kind != "foreign":
+                gold = np.array([ids[d] for d in q["gold_dia_ids"] if d in ids])
+            rows.append({
+                "conv": conv, "kind": kind,
+                "r10": F.recall_at(fused, gold)[1] if gold is not None and len(gold) else 0.0,
+                "cosine": float(c.max()),
+                "bm25_share": top / ceiling if ceiling else 0.0,
+                "cosine_margin": float(c.max() - np.sort(c)[-50:].mean()),
+                "both": 0.5 * float(c.max()) + 0.5 * (top / ceiling if ceiling else 0.0),
+            })  # fmt: skip
+    return rows
+
+
+def refused(rows: list[dict[str, Any]], signal: str, cut: float, kind: str) -> float:
+    return 100 * float(np.mean([r[signal] < cut for r in rows if r["kind"] == kind]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data", nargs="?", default=None)
+    ap.add_argument("--budget", type=float, default=0.05,
+                    help="share of answerable dev questions the cutoff may refuse")  # fmt: skip
+    args = ap.parse_args()
+    data = L.load(args.data)
+    cache = L.EmbeddingCache()
+    parts = L.split(data)
+    rows = {p: signals(data, parts[p], cache) for p in ("dev", "held-out")}
+    rows["all"] = rows["dev"] + rows["held-out"]
+    kinds = ("answerable", "adversarial", "foreign")
+    counts = {p: {k: sum(r["kind"] == k for r in rs) for k in kinds} for p, rs in rows.items()}
+    print("questions: " + "; ".join(f"{p} " + ", ".join(f"{k} {n}" for k, n in c.items())
+                                    for p, c in counts.items()))  # fmt: skip
+    for sig in ("cosine", "cosine_margin", "bm25_share", "both"):
+        answerable = np.array([r[sig] for r in rows["dev"] if r["kind"] == "answerable"])
+        cut = float(np.quantile(answerable, args.budget))
+        print(f"\n{sig}: cutoff {cut:.3f} (refuses {args.budget:.0%} of answerable dev questions)")
+        print(f"{'split':<10}{'refused: answerable':>20}{'adversarial':>13}{'foreign':>9}"
+              f"{'R@10 before':>13}{'R@10 after':>12}{'AUC foreign':>13}")  # fmt: skip
+        for part, rs in rows.items():
+            ans = [r for r in rs if r["kind"] == "answerable"]
+            before = 100 * float(np.mean([r["r10"] for r in ans]))
+            after = 100 * float(np.mean([0.0 if r[sig] < cut else r["r10"] for r in ans]))
+            pos = np.array([r[sig] for r in ans])
+            neg = np.array([r[sig] for r in rs if r["kind"] == "foreign"])
+            auc = float((pos[:, None] > neg[None, :]).mean()
+                        + 0.5 * (pos[:, None] == neg[None, :]).mean())  # fmt: skip
+            share = [refused(rs, sig, cut, k) for k in kinds]
+            print(f"{part:<10}{share[0]:>20.1f}{share[1]:>13.1f}{share[2]:>9.1f}"
+                  f"{before:>13.1f}{after:>12.1f}{auc:>13.3f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
