@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import locomo_data as L
 import locomo_fusion as F
 
-from kg.store.bm25 import idf
+from kg.store.cypher.bm25 import idf
 
 
 def signals(

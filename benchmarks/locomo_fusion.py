@@ -33,8 +33,8 @@ import locomo_data as L
 from kg.retrieval.config import SCORE_WEIGHTS, Method
 from kg.retrieval.fusion import score_fusion
 from kg.retrieval.query import keyword_query
-from kg.store.analyzer import query_terms
-from kg.store.bm25 import idf, query_tokens, tokens
+from kg.store.cypher.analyzer import query_terms
+from kg.store.cypher.bm25 import idf, query_tokens, tokens
 
 KS = (5, 10, 25, 50)
 # What an episode is indexed by: the turn alone; the turn and the facts extracted from it
