@@ -45,7 +45,14 @@ from kg.ingest.extraction import (
 from kg.ingest.llm import LLMError, StructuredLLM
 from kg.ingest.resolution import resolve
 from kg.ingest.structured import check_structured, episodic_node, new_uuid, plan_facts
-from kg.retrieval import RECIPES, CrossEncoder, SearchConfig, SearchError, SearchResults
+from kg.retrieval import (
+    DEFAULT_RECIPE,
+    RECIPES,
+    CrossEncoder,
+    SearchConfig,
+    SearchError,
+    SearchResults,
+)
 from kg.retrieval import render_context as _render_context
 from kg.retrieval import search as _search
 from kg.retrieval.context import approx_tokens
@@ -945,12 +952,12 @@ class KG:
         min_score: float | None = None,
         abstain_below: float | None = None,
     ) -> SearchResults:
-        """Hybrid search: BM25, cosine and BFS branches, fused by RRF, then reranked.
+        """Hybrid search: BM25, cosine and BFS branches, fused (scores or RRF), then reranked.
 
         Default view: facts true now and still believed. `valid_at` / `known_at` give any
         as-of view; `include_history` also returns closed facts, marked `closed`. Pick a
-        named `recipe` (see `retrieval.RECIPES`; the default, facts_hybrid_rrf, is BM25 +
-        cosine over facts; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
+        named `recipe` (see `retrieval.RECIPES`; the default, facts_hybrid, is BM25 + cosine
+        over facts, score-fused; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
         `seeds` are entity names (node distance, BFS). `abstain_below` leaves a scope empty
         when its best cosine similarity is below it (see `SearchConfig.abstain_below`).
         """
@@ -1033,7 +1040,7 @@ class KG:
         if recipe is not None and config is not None:
             raise InputError("give a recipe or a config, not both")
         if config is None:
-            name = recipe or "facts_hybrid_rrf"
+            name = recipe or DEFAULT_RECIPE
             if name not in RECIPES:
                 raise InputError(f"unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}")
             config = RECIPES[name]

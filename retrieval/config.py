@@ -130,11 +130,11 @@ def _score_fused(*, facts: bool) -> SearchConfig:
                         fusion=Fusion.score, weights=SCORE_WEIGHTS)  # fmt: skip
 
 
-# The default hybrid is BM25 + cosine, as Graphiti's EDGE_HYBRID_SEARCH_RRF. BFS seeded from
-# the best hits pulls in the whole neighbourhood of a hub (a speaker touches every fact said
-# about them): on LoCoMo's observation facts it cost 6.6 points of R@5 (51.0 -> 44.4). So BFS
-# runs in facts_hybrid_bfs_rrf and the node-distance and episode-mention recipes, where the
-# graph's shape is the point.
+# The default hybrid is BM25 + cosine (the branches of Graphiti's EDGE_HYBRID_SEARCH_RRF),
+# score-fused. BFS seeded from the best hits pulls in the whole neighbourhood of a hub (a
+# speaker touches every fact said about them): on LoCoMo's observation facts it cost 6.6 points
+# of R@5 (51.0 -> 44.4). So BFS runs in facts_hybrid_bfs_rrf and the node-distance and
+# episode-mention recipes, where the graph's shape is the point.
 RECIPES: dict[str, SearchConfig] = {
     "facts_hybrid": _score_fused(facts=True),
     "facts_hybrid_rrf": _facts(Reranker.rrf, _TEXT_VECTOR),
@@ -163,4 +163,4 @@ RECIPES: dict[str, SearchConfig] = {
         communities=ScopeConfig(methods=_TEXT_VECTOR),
     ),
 }
-DEFAULT_RECIPE = "facts_hybrid_rrf"
+DEFAULT_RECIPE = "facts_hybrid"

@@ -45,7 +45,7 @@ def test_retrieval_notebook_measures_and_plots() -> None:
     small = {"KG_NB_QUESTIONS": "40", "KG_NB_SIZES": "1000 3000", "KG_NB_QUERIES": "20"}
     cells = run("retrieval.ipynb", small)
     out = text(cells)
-    for method in ("episodes_bm25", "episodes_cosine", "episodes_hybrid_rrf", "facts→turns"):
+    for method in ("episodes_bm25", "episodes_cosine", "episodes_hybrid", "facts:facts_hybrid"):
         assert method in out
     assert "3,000 facts: search p50" in out and "; 40 questions" in out
     images = [o for c in cells for o in c.outputs if "image/png" in o.get("data", {})]

@@ -105,8 +105,8 @@ async def test_vector_search_widens_past_retired_versions(kg: KG) -> None:
 
 async def test_closed_facts_never_leak_into_the_default_view(kg: KG) -> None:
     await seed(kg)
-    for recipe in ("facts_hybrid_rrf", "facts_hybrid_bfs_rrf", "facts_bm25", "facts_cosine",
-                   "facts_hybrid_mmr"):  # fmt: skip
+    for recipe in ("facts_hybrid", "facts_hybrid_rrf", "facts_hybrid_bfs_rrf", "facts_bm25",
+                   "facts_cosine", "facts_hybrid_mmr"):  # fmt: skip
         r = await kg.search("Alice lives in Seoul", recipe=recipe, limit=20)
         assert "Alice lives in Seoul" not in texts(r), recipe
         assert "Alice lives in Busan" in texts(r), recipe
@@ -132,8 +132,8 @@ async def test_as_of_views_on_both_time_axes(kg: KG) -> None:
 async def test_groups_never_see_each_other(kg: KG) -> None:
     await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"), group_id="tenant-a")
     await add(kg, t(2020), ("Carol", "LIVES_IN", "Lima"), group_id="tenant-b")
-    for recipe in ("facts_bm25", "facts_cosine", "facts_hybrid_rrf", "facts_hybrid_bfs_rrf",
-                   "combined_hybrid_rrf"):  # fmt: skip
+    for recipe in ("facts_bm25", "facts_cosine", "facts_hybrid", "facts_hybrid_rrf",
+                   "facts_hybrid_bfs_rrf", "combined_hybrid_rrf"):  # fmt: skip
         r = await kg.search("Alice lives in Seoul", group_id="tenant-b", recipe=recipe, limit=50)
         hits = r.model_dump_json(exclude={"query"})
         assert "Seoul" not in hits and "Alice" not in hits, recipe

@@ -26,7 +26,7 @@ from kg.erasure import ErasureReceipt
 from kg.errors import InputError, KGError, LLMRequiredError, json_object, validation_message
 from kg.facade import KG, BulkResult
 from kg.ingest.llm import StructuredLLM
-from kg.retrieval import RECIPES, CrossEncoder, SearchResults
+from kg.retrieval import DEFAULT_RECIPE, RECIPES, CrossEncoder, SearchResults
 from kg.rollback import RollbackReport
 from kg.schemas.embedder import Embedder
 from kg.schemas.episode import Episode
@@ -664,7 +664,7 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
     recipe: Annotated[
         str, typer.Option(help=f"Search recipe: {', '.join(sorted(RECIPES))}.")
-    ] = "facts_hybrid_rrf",
+    ] = DEFAULT_RECIPE,
     as_of: Annotated[
         str | None, typer.Option("--as-of", help="Valid time: what was true then (default: now).")
     ] = None,
@@ -697,7 +697,7 @@ def search(
     max_tokens: Annotated[int, typer.Option(min=50, help="Token budget for --context.")] = 1000,
     as_json: JsonOpt = False,
 ) -> None:
-    """Hybrid search (BM25 + cosine, or + BFS; fused by RRF, reranked), in any time view.
+    """Hybrid search (BM25 + cosine, or + BFS; fused, reranked), in any time view.
 
     Cosine needs embeddings: by default (--embedder auto) the model the group was embedded
     with, if it was (--embedder minilm at ingest); without one that branch reports an error
