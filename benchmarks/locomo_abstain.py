@@ -8,6 +8,10 @@ something that *was* said, but by the other speaker), and foreign ones (another
 conversation's answerable questions with its speakers renamed to this conversation's: the
 names match, the content was never said; see locomo_data.foreign_questions).
 
+Signals: `cosine`, the best cosine similarity (what `SearchConfig.abstain_below` uses);
+`cosine_margin`, that minus the mean of the top 50; `bm25_share`, the best BM25 score over the
+most the query could score (every term matched at saturating tf; the engine would need the
+store to report it); `both`, the mean of cosine and bm25_share.
 A confidence signal per question is computed from what the engine sees; the cutoff is set on
 the development conversations so that at most `--budget` of their answerable questions are
 refused, and the same cutoff is then applied to the held-out conversations. Reported per
