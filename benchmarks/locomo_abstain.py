@@ -83,6 +83,8 @@ def main() -> None:
     ap.add_argument("data", nargs="?", default=None)
     ap.add_argument("--budget", type=float, default=0.05,
                     help="share of answerable dev questions the cutoff may refuse")  # fmt: skip
+    ap.add_argument("--cosine", type=float, default=None,
+                    help="also report this fixed cosine cutoff, e.g. 0.49")  # fmt: skip
     args = ap.parse_args()
     data = L.load(args.data)
     cache = L.EmbeddingCache()
@@ -93,10 +95,14 @@ def main() -> None:
     counts = {p: {k: sum(r["kind"] == k for r in rs) for k in kinds} for p, rs in rows.items()}
     print("questions: " + "; ".join(f"{p} " + ", ".join(f"{k} {n}" for k, n in c.items())
                                     for p, c in counts.items()))  # fmt: skip
-    for sig in ("cosine", "cosine_margin", "bm25_share", "both"):
+    runs = [(sig, None) for sig in ("cosine", "cosine_margin", "bm25_share", "both")]
+    if args.cosine is not None:
+        runs.append(("cosine", args.cosine))
+    for sig, fixed in runs:
         answerable = np.array([r[sig] for r in rows["dev"] if r["kind"] == "answerable"])
-        cut = float(np.quantile(answerable, args.budget))
-        print(f"\n{sig}: cutoff {cut:.3f} (refuses {args.budget:.0%} of answerable dev questions)")
+        cut = fixed if fixed is not None else float(np.quantile(answerable, args.budget))
+        why = "fixed" if fixed is not None else f"refuses {args.budget:.0%} of answerable dev"
+        print(f"\n{sig}: cutoff {cut:.3f} ({why})")
         print(f"{'split':<10}{'refused: answerable':>20}{'adversarial':>13}{'foreign':>9}"
               f"{'R@10 before':>13}{'R@10 after':>12}{'AUC foreign':>13}")  # fmt: skip
         for part, rs in rows.items():
