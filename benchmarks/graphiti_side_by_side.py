@@ -51,7 +51,8 @@ from graphiti_core.search.search_config import (
     SearchConfig,
 )
 from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
-from locomo_recall import KS, ingest, pct, retrieve, turn_text, utc
+from locomo_data import turn_text
+from locomo_recall import KS, ingest, pct, retrieve, utc
 
 from kg import KG
 from kg.graphiti_embedder import GraphitiEmbedder
@@ -161,7 +162,7 @@ async def main() -> None:
                 "kg episodes_bm25": lambda q: retrieve(kg, "episodes_bm25", q),
                 "kg episodes_hybrid_rrf": lambda q: retrieve(kg, "episodes_hybrid_rrf", q),
                 "graphiti EDGE_HYBRID_SEARCH_RRF → turns": g_facts,
-                "kg facts_hybrid_rrf → turns": lambda q: retrieve(kg, "facts→turns", q),
+                "kg facts_hybrid_rrf → turns": lambda q: retrieve(kg, "facts:facts_hybrid_rrf", q),
             }
             recall: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
             latency: dict[str, list[float]] = defaultdict(list)
