@@ -1008,6 +1008,7 @@ class KG:
         center: str | None = None,
         seeds: list[str] | None = None,
         min_score: float | None = None,
+        abstain_below: float | None = None,
     ) -> str:
         """`search` with the same arguments, then the hits rendered as a quoted-data block for
         a prompt, within `max_tokens` (a hit that would overflow it is left out whole)."""
@@ -1024,6 +1025,7 @@ class KG:
             center=center,
             seeds=seeds,
             min_score=min_score,
+            abstain_below=abstain_below,
         )
         block = _render_context(results, max_tokens=max_tokens)
         group = results.group_id

@@ -449,3 +449,15 @@ async def test_abstention_leaves_a_never_said_question_empty(kg: KG, minilm: Emb
     assert (await kg.search("What is the boiling point of mercury?")).facts  # no cutoff
     with pytest.raises(InputError, match="add the cosine method"):
         await kg.search("Alice", recipe="facts_bm25", abstain_below=0.49)
+
+
+def test_context_takes_every_search_argument() -> None:
+    """`context` spells out `search`'s keywords; one added to search alone broke --context."""
+    import inspect
+
+    search = inspect.signature(KG.search).parameters
+    context = inspect.signature(KG.context).parameters
+    missing = [name for name in search if name not in context]
+    assert not missing, f"KG.context lacks {missing}"
+    for name, p in search.items():
+        assert context[name].kind == p.kind and context[name].default == p.default, name
