@@ -12,6 +12,7 @@ from kg.errors import (
     InputError,
     KGError,
     LLMRequiredError,
+    NotFoundError,
     StoreError,
     StoreUnavailableError,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "LLMRequiredError",
     "Method",
     "Metrics",
+    "NotFoundError",
     "Ontology",
     "OpenAIEmbedder",
     "OpenAILLM",

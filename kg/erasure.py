@@ -18,7 +18,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from kg.errors import InputError
+from kg.errors import NotFoundError
 from kg.ingest.names import name_key
 from kg.rollback import plan_rollback
 from kg.schemas.graph import EpisodeStatus, FactEdge
@@ -79,7 +79,7 @@ async def erase_entity(
 ) -> ErasureReceipt:
     found = await store.entities_by_key(group_id, [name_key(name)])
     if not found:
-        raise InputError(f"no entity named {name!r} in group {group_id!r}")
+        raise NotFoundError(f"no entity named {name!r} in group {group_id!r}")
     entity = found[0]
     mentioning = {e.uuid: e for e in await store.episodes_mentioning(group_id, entity.uuid)}
     for ep in await store.find_episodes(group_id, None, None, include_rolled_back=True):

@@ -13,6 +13,7 @@ __all__ = [
     "InputError",
     "KGError",
     "LLMRequiredError",
+    "NotFoundError",
     "StoreError",
     "StoreUnavailableError",
     "json_object",
@@ -26,6 +27,10 @@ class KGError(Exception):
 
 class InputError(KGError, ValueError):
     """The caller's input is malformed; nothing was written."""
+
+
+class NotFoundError(InputError):
+    """The episode, fact or entity named is not in the group (the server answers 404)."""
 
 
 class LLMRequiredError(InputError):

@@ -22,7 +22,14 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, Field, ValidationError
 
 from kg.erasure import ErasureReceipt, erase_entity, erase_group
-from kg.errors import ExtractionError, InputError, KGError, LLMRequiredError, validation_message
+from kg.errors import (
+    ExtractionError,
+    InputError,
+    KGError,
+    LLMRequiredError,
+    NotFoundError,
+    validation_message,
+)
 from kg.graphiti import AdoptReport, plan_adoption
 from kg.ingest import content_hash, name_key, plan_structured_episode
 from kg.ingest.communities import (
@@ -563,7 +570,7 @@ class KG:
         self._check_group(group_id)
         versions = await self.store.fact_versions(group_id, fact_id)
         if not versions:
-            raise InputError(f"no fact or fact version {fact_id!r} in group {group_id!r}")
+            raise NotFoundError(f"no fact or fact version {fact_id!r} in group {group_id!r}")
         ids = {ep for v in versions for ep in v.edge.episodes}
         ids |= {v.edge.invalidated_by for v in versions if v.edge.invalidated_by}
         episodes = await self.store.episodes(group_id, sorted(ids))

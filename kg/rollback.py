@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kg.errors import InputError
+from kg.errors import InputError, NotFoundError
 from kg.ingest.names import name_key
 from kg.ingest.replay import ReplayEpisode, replay_timelines
 from kg.ingest.structured import new_fact, stored_facts
@@ -263,7 +263,7 @@ async def plan_rollback(
     found = {ep.uuid: ep for ep in await store.episodes(group_id, episode_uuids)}
     missing = [u for u in episode_uuids if u not in found]
     if missing:
-        raise InputError(f"no episode {missing[0]!r} in group {group_id!r}")
+        raise NotFoundError(f"no episode {missing[0]!r} in group {group_id!r}")
     targets = [
         found[u] for u in dict.fromkeys(episode_uuids)
         if found[u].status == EpisodeStatus.ingested

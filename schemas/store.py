@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kg.schemas.embedder import EmbeddingModel
 from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
+from kg.schemas.keys import ApiKeyRecord
 from kg.schemas.metrics import IngestMetrics, QueryMetrics
 from kg.schemas.plan import CommunityMembership, CommunityPlan, RewritePlan, WritePlan
 from kg.schemas.search import Scope, Scored, SearchView
@@ -320,12 +321,33 @@ class RecordTransfer(Protocol):
         ...
 
 
+class KeyStore(Protocol):
+    """API keys (kg.schemas.keys), in the reserved namespace every process on the store sees:
+    one server's `kg keys revoke` reaches all servers at their next request."""
+
+    async def put_key(self, record: ApiKeyRecord) -> None:
+        """Store a new key record (its key_id is new)."""
+        ...
+
+    async def key(self, key_id: str) -> ApiKeyRecord | None:
+        """The record named by `key_id`, revoked or not."""
+        ...
+
+    async def keys(self) -> list[ApiKeyRecord]:
+        """Every key record, oldest first."""
+        ...
+
+    async def revoke_key(self, key_id: str, at: UtcDatetime) -> ApiKeyRecord | None:
+        """Mark the key revoked at `at` (kept for the record); None if there is no such key."""
+        ...
+
+
 class ReplayStore(EpisodeLog, Timelines, Protocol):
     """What replay and rollback plans are computed from: the episode log and the timelines."""
 
 
 class GraphStore(
     EpisodeLog, Timelines, FactReader, PlanWriter, SearchIndex, MetricsStore, StoreAdmin,
-    RecordTransfer, EmbeddingModels, Protocol,
+    RecordTransfer, EmbeddingModels, KeyStore, Protocol,
 ):  # fmt: skip
     """The whole contract: what the facade holds and every backend implements."""

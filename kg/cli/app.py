@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -32,6 +33,7 @@ from kg.schemas.embedder import Embedder
 from kg.schemas.episode import Episode
 from kg.schemas.graph import Fact
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
+from kg.schemas.validation import check_group_id
 from kg.times import parse_time
 
 T = TypeVar("T")
@@ -737,6 +739,193 @@ def search(
         out.print_json(results.model_dump_json())
     else:
         render.search(out, results, explain=explain)
+
+
+# -- server: kg serve, kg mcp, kg keys ------------------------------------------------------
+
+SERVE_HINT = "the server needs the serve extra: pip install 'kg[serve]'"
+RoleOpt = Annotated[
+    str,
+    typer.Option(
+        help="read (search, facts), write (+ add), admin (+ rollback apply, erase, export)."
+    ),
+]
+
+
+def _group(settings: Settings, group: str | None) -> str:
+    return group if group is not None else settings.group
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8321,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_api_key: LlmApiKeyOpt = None,
+    max_body: Annotated[
+        int, typer.Option(min=1024, help="Largest request body accepted, in bytes.")
+    ] = 1 << 20,
+    metrics_token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KG_METRICS_TOKEN",
+            show_default=False,
+            help="Bearer token that also gets every keyed group's metrics at /metrics.",
+        ),
+    ] = None,
+    graceful_timeout: Annotated[
+        int, typer.Option(min=1, help="Seconds open requests get to finish at shutdown.")
+    ] = 30,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
+) -> None:
+    """Serve the HTTP API (/v1, described at /openapi.json) and MCP (/mcp) over one store.
+
+    Every request carries an API key (`kg keys create`): the key decides the group and the
+    role. SIGTERM or Ctrl-C stops accepting requests, finishes the writes in flight, then
+    closes the store.
+    """
+    settings: Settings = ctx.obj
+    try:
+        import uvicorn
+
+        from kg.server.app import ServeOptions, create_app
+    except ImportError:
+        raise _fail(SERVE_HINT) from None
+    llm = _llm(llm_model, llm_base_url, llm_api_key)
+    options = ServeOptions(max_body=max_body, metrics_token=metrics_token or None, host=host)
+
+    async def main() -> None:
+        kg = await settings.open(llm=llm)  # before uvicorn: a locked store is a one-line error
+
+        async def opened() -> KG:
+            return kg
+
+        config = uvicorn.Config(
+            create_app(opened, options),
+            host=host,
+            port=port,
+            log_level=log_level.lower(),
+            timeout_graceful_shutdown=graceful_timeout,
+            lifespan="on",
+            server_header=False,
+        )
+        err.print(
+            f"kg serve: http://{host}:{port} (API /v1, MCP /mcp, store {kg.store.backend})",
+            highlight=False,
+        )
+        try:
+            await uvicorn.Server(config).serve()
+        finally:
+            await kg.close()  # a no-op when the lifespan closed it
+
+    _run(main())
+
+
+@app.command("mcp")
+def mcp_stdio(
+    ctx: typer.Context,
+    group: Annotated[
+        str | None, typer.Option(help="The one group the tools work in (default: --group).")
+    ] = None,
+    role: RoleOpt = "write",
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_api_key: LlmApiKeyOpt = None,
+) -> None:
+    """MCP over stdio, for desktop clients: the tools work in one group, bound here (no key).
+
+    The default role, write, lets the model add and search; --role admin also lets it
+    forget subjects and apply rollbacks.
+    """
+    settings: Settings = ctx.obj
+    try:
+        from kg.schemas.keys import Role
+        from kg.server.keys import Principal
+        from kg.server.mcp import build_mcp
+        from kg.server.service import Memory
+    except ImportError:
+        raise _fail(SERVE_HINT) from None
+    gid = _group(settings, group)
+    try:
+        principal = Principal(key_id="stdio", group_id=check_group_id(gid), role=Role(role))
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    llm = _llm(llm_model, llm_base_url, llm_api_key)
+
+    async def work(kg: KG) -> None:
+        memory = Memory(kg)
+        await build_mcp(lambda: memory, fixed=principal).run_stdio_async()
+        await memory.writes.drain()
+
+    _run(_with_kg(replace(settings, group=gid), work, llm=llm))
+
+
+keys_app = typer.Typer(
+    help="API keys for `kg serve`: each binds one group and a role; stored hashed.",
+    no_args_is_help=True,
+)
+app.add_typer(keys_app, name="keys")
+
+
+async def _with_store(settings: Settings, work: Callable[[KG], Awaitable[T]]) -> T:
+    kg = await KG.open(settings.uri, home=settings.home)  # keys need no embedder or ontology
+    try:
+        return await work(kg)
+    finally:
+        await kg.close()
+
+
+@keys_app.command("create")
+def keys_create(
+    ctx: typer.Context,
+    role: RoleOpt,
+    group: Annotated[str | None, typer.Option(help="The key's group (default: --group).")] = None,
+    name: Annotated[str, typer.Option(help="A label, e.g. who holds the key.")] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a key for one group and role. The key is printed once: store it now."""
+    settings: Settings = ctx.obj
+    from kg.server.keys import create_key
+
+    gid = _group(settings, group)
+    record, key = _run(_with_store(settings, lambda kg: create_key(kg.store, gid, role, name)))
+    if as_json:
+        out.print_json(
+            json.dumps(
+                {"key": key, "key_id": record.key_id, "group_id": gid, "role": record.role.value}
+            )
+        )
+        return
+    err.print(
+        f"created key {record.key_id} for group {gid!r}, role {record.role.value} "
+        "(shown once; kg stores only its hash):",
+        highlight=False,
+    )
+    out.print(key, highlight=False, soft_wrap=True)
+
+
+@keys_app.command("list")
+def keys_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Every key: id, group, role, name, created, revoked. Never the keys themselves."""
+    settings: Settings = ctx.obj
+    render.keys(out, _run(_with_store(settings, lambda kg: kg.store.keys())), as_json=as_json)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    ctx: typer.Context, key_id: Annotated[str, typer.Argument(help="The key id (kg keys list).")]
+) -> None:
+    """Revoke a key: every server on this store refuses it from its next request."""
+    settings: Settings = ctx.obj
+    from kg.server.keys import revoke_key
+
+    record = _run(_with_store(settings, lambda kg: revoke_key(kg.store, key_id)))
+    out.print(
+        f"revoked key {record.key_id} (group {record.scope!r}, role {record.role.value})",
+        highlight=False,
+    )
 
 
 @app.command()

@@ -23,6 +23,7 @@ from kg.retrieval import SearchResults
 from kg.retrieval.context import quote
 from kg.rollback import FactChange, ReplayReport, RollbackReport
 from kg.schemas.graph import AuditEvent, Fact
+from kg.schemas.keys import ApiKeyRecord
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import Community, StoreStats
 from kg.schemas.timefmt import interval
@@ -350,3 +351,25 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
 
 def context(console: Console, block: str) -> None:
     console.print(block, markup=False, highlight=False, soft_wrap=True)
+
+
+def keys(console: Console, records: Sequence[ApiKeyRecord], *, as_json: bool) -> None:
+    """Key records: ids, groups, roles; never a key or its hash."""
+    rows = [r.model_dump(mode="json", exclude={"key_hash"}) for r in records]
+    if as_json:
+        _json(console, rows)
+        return
+    if not rows:
+        console.print("no API keys (create one with `kg keys create --group G --role R`)")
+        return
+    table = _table("API keys", ["key id", "group", "role", "name", "created", "revoked"])
+    for r in records:
+        table.add_row(
+            r.key_id,
+            r.scope,
+            r.role.value,
+            r.name,
+            r.created_at.strftime(TIME),
+            r.revoked_at.strftime(TIME) if r.revoked_at else "",
+        )
+    console.print(table)

@@ -10,10 +10,14 @@ from __future__ import annotations
 import abc
 
 from kg.store.cypher.embedding import CypherEmbeddingModels
+from kg.store.cypher.keys import CypherKeys
 from kg.store.cypher.reads import CypherReads
 from kg.store.cypher.search import CypherSearch
 from kg.store.cypher.transfer import CypherTransfer
 
 
-class CypherStore(CypherReads, CypherTransfer, CypherSearch, CypherEmbeddingModels, abc.ABC):
-    """Reads, writes, transfer, search and the group's embedding model over one transport."""
+class CypherStore(
+    CypherReads, CypherTransfer, CypherSearch, CypherEmbeddingModels, CypherKeys, abc.ABC
+):
+    """Reads, writes, transfer, search, the group's embedding model and the API keys over
+    one transport."""

@@ -21,7 +21,8 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from kg.errors import StoreError, StoreUnavailableError
-from kg.schemas.validation import check_group_id
+from kg.schemas.keys import KEYS_NAMESPACE
+from kg.schemas.validation import GROUP_ID_RE, check_group_id
 from kg.store.cypher.dialect import Statement
 from kg.store.cypher.store import CypherStore
 from kg.store.falkordb.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
@@ -137,10 +138,12 @@ class FalkorDBStore(CypherStore):
         return self._db
 
     def _graph(self, group_id: str) -> Any:
+        if group_id == KEYS_NAMESPACE:  # reserved: never a group (see kg.schemas.keys)
+            return self._db.select_graph(KEYS_NAMESPACE)
         return self._db.select_graph(check_group_id(group_id))
 
     async def ensure_schema(self, group_id: str) -> None:
-        if group_id in self._ready:
+        if group_id in self._ready or group_id == KEYS_NAMESPACE:
             return
         graph = self._graph(group_id)
         ddl = list(FALKORDB_INDEXES)
@@ -284,7 +287,7 @@ class FalkorDBStore(CypherStore):
 
     async def groups(self) -> list[str]:
         with translated("to list groups"):
-            return sorted(await self._db.list_graphs())
+            return sorted(g for g in await self._db.list_graphs() if GROUP_ID_RE.match(g))
 
     async def has_group(self, group_id: str) -> bool:
         # A group is a graph of its own: GRAPH.LIST reads the key space, no graph is touched.

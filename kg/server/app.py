@@ -1,0 +1,537 @@
+"""The HTTP API (FastAPI on uvicorn): one process, one KG, the group taken from the key.
+
+Every `/v1` route authenticates a bearer key and works in that key's group only: another
+group's ids are answered 404, exactly as ids that exist nowhere. Errors are RFC 9457
+problem details whose `detail` is the CLI's one-line message; nothing answers a traceback.
+Request bodies are bounded (`max_body`). The MCP server is mounted at `/mcp` (kg.server.mcp).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kg.erasure import ErasureReceipt
+from kg.errors import (
+    DataDirLockedError,
+    ExtractionError,
+    InputError,
+    KGError,
+    NotFoundError,
+    StoreUnavailableError,
+)
+from kg.facade import KG, EpisodeResult, Explanation, QuarantineEntry
+from kg.retrieval import SearchResults
+from kg.rollback import RollbackReport
+from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
+from kg.schemas.metrics import Metrics
+from kg.server.keys import Principal, authenticate
+from kg.server.mcp import PRINCIPAL, build_mcp, mcp_http_app
+from kg.server.metrics import ServerMetrics, problem_kind
+from kg.server.models import (
+    AddEpisode,
+    ContextRequest,
+    ContextResponse,
+    EraseEntityRequest,
+    EraseGroupRequest,
+    FactsQuery,
+    Health,
+    HistoryQuery,
+    Problem,
+    RollbackRequest,
+    SearchRequest,
+    StatsResponse,
+    Whoami,
+)
+from kg.server.service import ForbiddenError, Memory, Scoped, ShuttingDownError
+
+log = logging.getLogger("kg.server")
+VERSION = "0.1.0"
+PROBLEM = "application/problem+json"
+
+
+class UnauthorizedError(KGError):
+    """No key, or a key that is malformed, unknown or revoked (answered 401)."""
+
+
+class BodyTooLargeError(KGError):
+    """A request body over the server's limit (answered 413)."""
+
+
+@dataclass
+class ServeOptions:
+    max_body: int = 1 << 20  # bytes of a request body
+    metrics_token: str | None = None  # a scrape presenting it also gets per-group metrics
+    flush_seconds: float = 30.0  # how often query metrics reach the store (kg stats)
+    host: str = "127.0.0.1"  # for the MCP transport's DNS-rebinding protection
+
+
+# (status, title) for each error kg raises on purpose; anything else is a 500 with no detail.
+_STATUS: list[tuple[type[BaseException], int, str]] = [
+    (UnauthorizedError, 401, "Unauthorized"),
+    (ForbiddenError, 403, "Forbidden"),
+    (NotFoundError, 404, "Not found"),
+    (BodyTooLargeError, 413, "Request body too large"),
+    (InputError, 422, "Invalid input"),
+    (ExtractionError, 502, "Extraction failed"),
+    (DataDirLockedError, 503, "Store unavailable"),
+    (StoreUnavailableError, 503, "Store unavailable"),
+    (ShuttingDownError, 503, "Shutting down"),
+    (KGError, 500, "Store error"),
+]
+
+
+def status_of(exc: BaseException) -> tuple[int, str]:
+    for cls, status, title in _STATUS:
+        if isinstance(exc, cls):
+            return status, title
+    return 500, "Internal error"
+
+
+def problem(
+    status: int, title: str, detail: str, kind: str, request: Request | None = None
+) -> JSONResponse:
+    if request is not None:
+        request.state.problem = kind
+    headers = {"WWW-Authenticate": 'Bearer realm="kg"'} if status == 401 else None
+    body = Problem(title=title, status=status, detail=detail).model_dump()
+    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+
+
+def _problem_doc(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: _problem_doc("No API key, or an invalid or revoked one."),
+    403: _problem_doc("The key's role does not allow this."),
+    404: _problem_doc("Not found in this key's group."),
+    413: _problem_doc("Request body too large."),
+    422: _problem_doc("Invalid input; `detail` names the problem."),
+    500: _problem_doc("Internal error (no traceback is ever sent)."),
+    502: _problem_doc("The LLM step failed; the episode is recorded as failed (retryable)."),
+    503: _problem_doc("The store is unreachable, or the server is shutting down."),
+}
+
+
+class Limits:
+    """Pure ASGI: bodies over `max_body` are refused with 413 before any handler runs (the
+    body is read here, bounded, and replayed)."""
+
+    def __init__(self, app: ASGIApp, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = problem(
+            413,
+            "Request body too large",
+            f"request body over {self.max_body} bytes",
+            "body_too_large",
+        )
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            scope.setdefault("state", {})["problem"] = "body_too_large"
+            await too_large(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            size += len(message.get("body", b""))
+            if size > self.max_body:
+                scope.setdefault("state", {})["problem"] = "body_too_large"
+                await too_large(scope, receive, send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class Observe:
+    """Pure ASGI: count and time every HTTP request by route template (never by path)."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+        state = scope.setdefault("state", {})
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or state.get("route") or "unmatched"
+            kind = state.get("problem") or (f"http_{status}" if status >= 400 else None)
+            self.metrics.request(route, scope["method"], status, time.perf_counter() - start, kind)
+
+
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="An API key from `kg keys create`; it decides the group and the role.",
+)
+
+
+def _memory(request: Request) -> Memory:
+    found = getattr(request.app.state, "memory", None)
+    if not isinstance(found, Memory):
+        raise ShuttingDownError("the server is not ready")
+    return found
+
+
+async def caller(
+    request: Request, cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+) -> Scoped:
+    """The key's scope: every /v1 route depends on it."""
+    if cred is None:
+        raise UnauthorizedError("no API key: send 'Authorization: Bearer <key>'")
+    memory = _memory(request)
+    principal = await authenticate(memory.kg.store, cred.credentials)
+    if principal is None:
+        raise UnauthorizedError("invalid or revoked API key")
+    return memory.scoped(principal)
+
+
+Caller = Annotated[Scoped, Depends(caller)]
+
+
+def create_app(
+    open_kg: Callable[[], Awaitable[KG]], options: ServeOptions | None = None
+) -> FastAPI:
+    """The whole server as an ASGI app; `open_kg` runs at startup, the KG closes at shutdown
+    after every write in flight has finished."""
+    opts = options or ServeOptions()
+    metrics = ServerMetrics()
+    holder: dict[str, Memory] = {}
+
+    def memory() -> Memory:
+        if "m" not in holder:
+            raise ShuttingDownError("the server is not ready")
+        return holder["m"]
+
+    mcp = build_mcp(memory, metrics=metrics)
+    mcp_asgi = mcp_http_app(mcp, host=opts.host, max_body=opts.max_body)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        kg = await open_kg()
+        holder["m"] = mem = app.state.memory = Memory(kg)
+        flusher = asyncio.create_task(_flush_every(kg, opts.flush_seconds))
+        try:
+            async with mcp.session_manager.run():
+                yield
+        finally:
+            n = await mem.writes.drain()
+            log.info("shutdown: %d write(s) were in flight, all finished", n)
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+            await kg.close()
+            holder.clear()
+            app.state.memory = None
+
+    app = FastAPI(
+        title="kg",
+        version=VERSION,
+        summary="Bi-temporal knowledge-graph memory for agents; the group comes from the key.",
+        lifespan=lifespan,
+        docs_url=None,  # the UIs load scripts from a CDN; the spec is at /openapi.json
+        redoc_url=None,
+        responses=ERRORS,
+    )
+
+
+    # -- error handling -------------------------------------------------------------------
+
+    @app.exception_handler(KGError)
+    async def kg_error(request: Request, exc: KGError) -> JSONResponse:
+        status, title = status_of(exc)
+        if status >= 500:
+            log.warning("%s %s: %s", request.method, request.url.path, exc)
+        return problem(status, title, " ".join(str(exc).split()), problem_kind(exc), request)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for e in exc.errors()[:5]:
+            loc = ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query"))
+            parts.append(f"{loc or 'input'}: {e.get('msg', 'invalid')}")
+        return problem(422, "Invalid input", "; ".join(parts), "validation", request)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem(
+            exc.status_code, str(exc.detail), str(exc.detail), f"http_{exc.status_code}", request
+        )
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return problem(
+            500, "Internal error", "internal error; see the server log", "internal", request
+        )
+
+    # -- service routes -------------------------------------------------------------------
+
+    @app.get("/health", tags=["service"])
+    async def health() -> Health:
+        """Liveness: the server is up and holds its store (no key needed)."""
+        return Health(store=memory().kg.store.backend, version=VERSION)
+
+    @app.get(
+        "/metrics",
+        tags=["service"],
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
+    async def prometheus(
+        cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> Response:
+        """Prometheus text format: requests and MCP tool calls per route and tool. With the
+        operator's metrics token (`kg serve --metrics-token`) as bearer, also each keyed
+        group's size, ingest and query metrics (what `kg stats` shows)."""
+        groups = []
+        token = opts.metrics_token
+        if token and cred is not None and hmac.compare_digest(cred.credentials, token):
+            kg = memory().kg
+            names = sorted({k.scope for k in await kg.store.keys() if k.revoked_at is None})
+            for g in names:
+                groups.append((await kg.stats(g), await kg.metrics(g)))
+        return Response(metrics.render(groups), media_type="text/plain; version=0.0.4")
+
+    # -- the key's group ------------------------------------------------------------------
+
+    @app.get("/v1/whoami", tags=["keys"])
+    async def whoami(c: Caller) -> Whoami:
+        """The group and role this key is bound to."""
+        p: Principal = c.principal
+        return Whoami(group_id=p.group_id, role=p.role, key_id=p.key_id)
+
+    @app.post("/v1/episodes", tags=["write"])
+    async def add_episode(c: Caller, body: AddEpisode) -> EpisodeResult:
+        """Add one episode (role write). Answers once it is in the graph; re-sending the same
+        content is a no-op (`status: duplicate`); a failed extraction is a 502, recorded as a
+        failed episode that re-sending retries."""
+        return await c.add(body)
+
+    @app.get("/v1/episodes", tags=["read"])
+    async def list_episodes(
+        c: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 50
+    ) -> list[EpisodicNode]:
+        """The latest episodes, newest first, whatever their status (ingested, failed with its
+        error, rolled back)."""
+        return await c.episodes(limit=limit)
+
+    @app.get("/v1/episodes/{episode_id}", tags=["read"])
+    async def get_episode(
+        c: Caller, episode_id: Annotated[str, Path(max_length=200)]
+    ) -> EpisodicNode:
+        """One episode of this group, with its content and metrics."""
+        return await c.episode(episode_id)
+
+    @app.get("/v1/facts", tags=["read"])
+    async def facts(c: Caller, q: Annotated[FactsQuery, Query()]) -> list[Fact]:
+        """What was true at `valid_at`, as kg knew it at `known_at` (both default now)."""
+        return await c.facts(q)
+
+    @app.get("/v1/history", tags=["read"])
+    async def history(c: Caller, q: Annotated[HistoryQuery, Query()]) -> list[Fact]:
+        """Every version of the matching facts, closed ones included, with provenance."""
+        return await c.history(q)
+
+    @app.get("/v1/facts/{fact_id}/why", tags=["read"])
+    async def why(c: Caller, fact_id: Annotated[str, Path(max_length=200)]) -> Explanation:
+        """A fact's versions and the episodes that created, reinforced and closed it."""
+        return await c.why(fact_id)
+
+    @app.post("/v1/search", tags=["read"])
+    async def search(c: Caller, body: SearchRequest) -> SearchResults:
+        """Hybrid search in any time view; `branches` holds each branch's hits and latency
+        (the CLI's --explain)."""
+        return await c.search(body)
+
+    @app.post("/v1/context", tags=["read"])
+    async def context(c: Caller, body: ContextRequest) -> ContextResponse:
+        """Search, rendered as a quoted-data block for a prompt within `max_tokens`."""
+        return ContextResponse(context=await c.context(body))
+
+    @app.get("/v1/log", tags=["read"])
+    async def audit_log(
+        c: Caller,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+        closures: bool = True,
+    ) -> list[AuditEvent]:
+        """The audit trail, newest first: rollbacks, erasures and closures of facts."""
+        return await c.log(limit=limit, closures=closures)
+
+    @app.get("/v1/quarantine", tags=["read"])
+    async def quarantine(c: Caller) -> list[QuarantineEntry]:
+        """What the instruction guard held back from tools, documents and agents."""
+        return await c.quarantine()
+
+    @app.get("/v1/stats", tags=["read"])
+    async def stats(c: Caller) -> StatsResponse:
+        """Counts, and the ingest and query metrics (as `kg stats`)."""
+        return await c.stats()
+
+    @app.get("/v1/metrics", tags=["read"])
+    async def group_metrics(c: Caller) -> Metrics:
+        """The group's ingest and query metrics."""
+        return await c.metrics()
+
+    @app.post("/v1/rollback", tags=["admin"])
+    async def rollback(c: Caller, body: RollbackRequest) -> RollbackReport:
+        """Undo episodes as if never ingested. A dry run (the plan) by default, for any role;
+        `apply: true` carries it out atomically and needs the admin role."""
+        return await c.rollback(body)
+
+    @app.post("/v1/erase/entity", tags=["admin"])
+    async def erase_entity(c: Caller, body: EraseEntityRequest) -> ErasureReceipt:
+        """Physically delete a subject (admin); `confirm` repeats the name. Not undoable."""
+        return await c.erase_entity(body)
+
+    @app.post("/v1/erase/group", tags=["admin"])
+    async def erase_group(c: Caller, body: EraseGroupRequest) -> ErasureReceipt:
+        """Physically delete this key's whole group (admin); `confirm` is the group id."""
+        return await c.erase_group(body)
+
+    @app.get(
+        "/v1/export",
+        tags=["admin"],
+        response_class=StreamingResponse,
+        responses={200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}}}},
+    )
+    async def export(c: Caller, embeddings: bool = True) -> StreamingResponse:
+        """The group as JSON Lines, as `kg export` writes it (admin)."""
+        lines = c.export(embeddings=embeddings)
+        first = await anext(lines, None)  # errors before the first line are still problems
+
+        async def body() -> AsyncIterator[str]:
+            if first is not None:
+                yield first + "\n"
+                async for line in lines:
+                    yield line + "\n"
+
+        return StreamingResponse(body(), media_type="application/x-ndjson")
+
+    app.router.routes.append(
+        Route("/mcp", McpAuth(mcp_asgi, memory), methods=["GET", "POST", "DELETE"])
+    )
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.add_middleware(Limits, max_body=opts.max_body)
+    app.add_middleware(Observe, metrics=metrics)  # outermost: sees every answer
+    return app
+
+
+class McpAuth:
+    """The MCP endpoint's door: the same bearer keys as the HTTP API. The principal travels
+    in the request's scope, where each tool call reads it (kg.server.mcp.principal_of)."""
+
+    def __init__(self, app: ASGIApp, memory: Callable[[], Memory]) -> None:
+        self.app = app
+        self.memory = memory
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = scope.setdefault("state", {})
+        state["route"] = "/mcp"
+        scheme, _, key = Headers(scope=scope).get("authorization", "").partition(" ")
+        try:
+            found = (
+                await authenticate(self.memory().kg.store, key.strip())
+                if scheme.lower() == "bearer" and key.strip()
+                else None
+            )
+        except KGError as exc:
+            status, title = status_of(exc)
+            state["problem"] = problem_kind(exc)
+            await problem(status, title, str(exc), problem_kind(exc))(scope, receive, send)
+            return
+        if found is None:
+            state["problem"] = "unauthorized_error"
+            detail = (
+                "invalid or revoked API key"
+                if key.strip()
+                else ("no API key: send 'Authorization: Bearer <key>'")
+            )
+            await problem(401, "Unauthorized", detail, "unauthorized_error")(scope, receive, send)
+            return
+        state[PRINCIPAL] = found
+        await self.app(scope, receive, send)
+
+
+async def _flush_every(kg: KG, seconds: float) -> None:
+    """Query metrics reach the store every `seconds`, so `kg stats` sees a live server's."""
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            await kg.flush_metrics()
+        except KGError as exc:
+            log.warning("query metrics not saved: %s", exc)
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    if app.openapi_schema is None:
+        spec = get_openapi(
+            title=app.title, version=app.version, summary=app.summary, routes=app.routes
+        )
+        schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+        schemas["Problem"] = Problem.model_json_schema()
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        for path, ops in spec.get("paths", {}).items():
+            for op in ops.values():
+                responses = op.setdefault("responses", {})
+                for code, doc in ERRORS.items():
+                    responses[str(code)] = doc
+                if path in ("/health", "/metrics"):
+                    for code in ("401", "403", "404", "413"):
+                        responses.pop(code, None)
+        app.openapi_schema = spec
+    return app.openapi_schema

@@ -1,0 +1,158 @@
+"""Request and response models at the server's edge, shared by the HTTP API and the MCP
+tools: one validation, one set of messages. None takes a group id: the key decides the group
+(a request that names one is refused as an unknown field)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kg.schemas.episode import Channel, EpisodeSource, StructuredFact, TrustTier
+from kg.schemas.keys import Role
+from kg.schemas.metrics import Metrics
+from kg.schemas.store import StoreStats
+from kg.schemas.validation import Name, Text, UtcDatetime
+
+MAX_CONTENT = 100_000  # characters of an episode's text
+MAX_FACTS = 500  # statements of one structured episode
+MAX_QUERY = 2_000  # characters of a search query
+MAX_IDS = 100  # episodes one rollback names
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AddEpisode(Strict):
+    """One episode. Structured facts (`source: facts`) need no LLM; text, message and JSON
+    are extracted by the server's LLM, or stored unextracted (searchable) with
+    `extract: false`."""
+
+    source: EpisodeSource = Field(
+        default=EpisodeSource.text,
+        description="'facts' (structured, no LLM), or 'text', 'message', 'json'.",
+    )
+    content: Text = Field(default="", max_length=MAX_CONTENT, description="Text of the episode.")
+    facts: list[StructuredFact] = Field(
+        default_factory=list, max_length=MAX_FACTS, description="Statements of a facts episode."
+    )
+    reference_time: UtcDatetime | None = Field(
+        default=None, description="When it happened (ISO 8601 with a timezone); default now."
+    )
+    name: Text = Field(default="", max_length=500)
+    source_description: Text = Field(
+        default="", max_length=2000, description="Where it came from, e.g. a URL."
+    )
+    channel: Channel = Channel.user
+    trust: TrustTier | None = Field(default=None, description="Default: the channel's tier.")
+    extract: bool | None = Field(
+        default=None,
+        description="Extract facts with the server's LLM. Default: when the server has one; "
+        "false stores the text unextracted (searchable, no facts).",
+    )
+    wait: bool = Field(
+        default=True,
+        description="Answer once the episode is in the graph. false (queue and answer at once) "
+        "needs background ingestion, which this server does not offer yet.",
+    )
+
+
+class FactsQuery(Strict):
+    subject: Name | None = None
+    predicate: Name | None = None
+    object: Name | None = None
+    valid_at: UtcDatetime | None = Field(default=None, description="Valid time; default now.")
+    known_at: UtcDatetime | None = Field(
+        default=None, description="Transaction time: as kg knew it then; default now."
+    )
+    include_contested: bool = False
+    limit: int = Field(default=1000, ge=1, le=10_000)
+
+
+class HistoryQuery(Strict):
+    subject: Name | None = None
+    predicate: Name | None = None
+    object: Name | None = None
+    limit: int = Field(default=1000, ge=1, le=10_000)
+
+
+class SearchRequest(Strict):
+    query: Text = Field(min_length=1, max_length=MAX_QUERY)
+    recipe: str | None = Field(default=None, max_length=100, description="A named recipe.")
+    limit: int | None = Field(default=None, ge=1, le=1000)
+    valid_at: UtcDatetime | None = None
+    known_at: UtcDatetime | None = None
+    include_history: bool = Field(default=False, description="Also closed facts, marked.")
+    include_contested: bool = False
+    center: Name | None = Field(default=None, description="Entity name to rank around.")
+    min_score: float | None = Field(default=None, allow_inf_nan=False, ge=-1e9, le=1e9)
+
+
+class ContextRequest(SearchRequest):
+    max_tokens: int = Field(default=1000, ge=50, le=100_000)
+
+
+class ContextResponse(BaseModel):
+    context: str = Field(description="Quoted data for a prompt, within the token budget.")
+
+
+class RollbackRequest(Strict):
+    """Episodes by id, or every episode from one source (optionally since a time)."""
+
+    episode_ids: list[Name] = Field(default_factory=list, max_length=MAX_IDS)
+    source_description: Text | None = Field(default=None, max_length=2000)
+    since: UtcDatetime | None = None
+    apply: bool = Field(default=False, description="false: the plan only (a dry run).")
+
+
+class EraseEntityRequest(Strict):
+    name: Name
+    confirm: Name = Field(description="The same name again: erasure cannot be undone.")
+
+
+class EraseGroupRequest(Strict):
+    confirm: Name = Field(description="The group id (see /v1/whoami): cannot be undone.")
+
+
+class Whoami(BaseModel):
+    group_id: str
+    role: Role
+    key_id: str
+
+
+class StatsResponse(BaseModel):
+    stats: StoreStats
+    metrics: Metrics
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+    store: str
+    version: str
+
+
+class Problem(BaseModel):
+    """An error, as RFC 9457 problem details; `detail` is the CLI's one-line message."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+
+
+__all__ = [
+    "AddEpisode",
+    "ContextRequest",
+    "ContextResponse",
+    "EraseEntityRequest",
+    "EraseGroupRequest",
+    "FactsQuery",
+    "Health",
+    "HistoryQuery",
+    "Problem",
+    "RollbackRequest",
+    "SearchRequest",
+    "StatsResponse",
+    "Whoami",
+]

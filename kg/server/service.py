@@ -1,0 +1,199 @@
+"""Every operation the server offers, scoped to the caller's group and checked against its
+role. The HTTP routes and the MCP tools both call this, so they cannot disagree: the group
+always comes from the `Principal` (the key), never from the request."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from kg.erasure import ErasureReceipt
+from kg.errors import InputError, KGError, NotFoundError
+from kg.facade import KG, EpisodeResult, Explanation, QuarantineEntry
+from kg.retrieval import SearchResults
+from kg.rollback import RollbackReport
+from kg.schemas.episode import Episode
+from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
+from kg.schemas.keys import Role
+from kg.schemas.metrics import Metrics
+from kg.server.keys import Principal
+from kg.server.models import (
+    AddEpisode,
+    ContextRequest,
+    EraseEntityRequest,
+    EraseGroupRequest,
+    FactsQuery,
+    HistoryQuery,
+    RollbackRequest,
+    SearchRequest,
+    StatsResponse,
+)
+
+T = TypeVar("T")
+
+
+class ForbiddenError(KGError):
+    """The key's role does not allow this in its own group (answered 403)."""
+
+
+class Writes:
+    """Writes run as tasks of their own, shielded from the request: a client that hangs up,
+    or a shutdown that cancels handlers, never stops a write halfway; `drain` waits for all."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.closed = False
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self.closed:
+            coro.close()
+            raise ShuttingDownError("the server is shutting down; try again shortly")
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return await asyncio.shield(task)
+
+    async def drain(self) -> int:
+        """Refuse new writes and wait for those in flight; returns how many there were."""
+        self.closed = True
+        pending = list(self._tasks)
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        return len(pending)
+
+
+class ShuttingDownError(KGError):
+    """A write arrived after shutdown began (answered 503)."""
+
+
+class Memory:
+    """The one KG a server process holds, and its in-flight writes."""
+
+    def __init__(self, kg: KG) -> None:
+        self.kg = kg
+        self.writes = Writes()
+
+    def scoped(self, principal: Principal) -> Scoped:
+        return Scoped(self, principal)
+
+
+class Scoped:
+    """The operations of one caller: group and role fixed by its key."""
+
+    def __init__(self, memory: Memory, principal: Principal) -> None:
+        self.memory = memory
+        self.kg = memory.kg
+        self.principal = principal
+        self.group = principal.group_id
+
+    def need(self, role: Role, what: str) -> None:
+        if not self.principal.role.allows(role):
+            raise ForbiddenError(
+                f"{what} needs a key with the {role.value!r} role; this key has "
+                f"{self.principal.role.value!r}"
+            )
+
+    # -- writes ---------------------------------------------------------------------------
+
+    async def add(self, req: AddEpisode) -> EpisodeResult:
+        self.need(Role.write, "adding an episode")
+        if not req.wait:
+            raise InputError(
+                "wait=false needs background ingestion, which this server does not offer yet; "
+                "send wait=true (the default)"
+            )
+        extract = req.extract if req.extract is not None else self.kg.llm is not None
+        fields = req.model_dump(exclude={"extract", "wait"}, exclude_none=True)
+        fields["group_id"] = self.group
+        fields.setdefault("reference_time", datetime.now(UTC))
+        try:
+            episode = Episode.model_validate(fields)
+        except ValueError as exc:  # the episode's own rules (payload, intervals)
+            raise InputError(f"invalid episode: {_one_line(exc)}") from None
+        self.kg.check_episode(episode, extract=extract)
+        return await self.memory.writes.run(self.kg.add_episode(episode, extract=extract))
+
+    async def rollback(self, req: RollbackRequest) -> RollbackReport:
+        if req.apply:
+            self.need(Role.admin, "applying a rollback")
+        if bool(req.episode_ids) == (req.source_description is not None):
+            raise InputError("give episode_ids or source_description, not both and not neither")
+        if req.since is not None and req.source_description is None:
+            raise InputError("since goes with source_description")
+        if req.source_description is not None:
+            work = self.kg.rollback_source(
+                req.source_description, since=req.since, group_id=self.group, apply=req.apply
+            )
+        else:
+            work = self.kg.rollback(req.episode_ids, group_id=self.group, apply=req.apply)
+        if not req.apply:
+            return await work
+        return await self.memory.writes.run(work)
+
+    async def erase_entity(self, req: EraseEntityRequest) -> ErasureReceipt:
+        self.need(Role.admin, "erasing a subject")
+        if req.confirm != req.name:
+            raise InputError("confirm must repeat the name being erased; nothing erased")
+        return await self.memory.writes.run(self.kg.erase_entity(req.name, group_id=self.group))
+
+    async def erase_group(self, req: EraseGroupRequest) -> ErasureReceipt:
+        self.need(Role.admin, "erasing the group")
+        if req.confirm != self.group:
+            raise InputError("confirm must be this key's group id; nothing erased")
+        return await self.memory.writes.run(self.kg.erase_group(self.group))
+
+    def export(self, *, embeddings: bool) -> AsyncIterator[str]:
+        self.need(Role.admin, "exporting the group")
+        return self.kg.export_lines(self.group, embeddings=embeddings)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def facts(self, q: FactsQuery) -> list[Fact]:
+        return await self.kg.facts(group_id=self.group, **q.model_dump())
+
+    async def history(self, q: HistoryQuery) -> list[Fact]:
+        return await self.kg.history(group_id=self.group, **q.model_dump())
+
+    async def search(self, req: SearchRequest) -> SearchResults:
+        return await self.kg.search(group_id=self.group, **req.model_dump())
+
+    async def context(self, req: ContextRequest) -> str:
+        return await self.kg.context(group_id=self.group, **req.model_dump())
+
+    async def why(self, fact_id: str) -> Explanation:
+        return await self.kg.why(fact_id, group_id=self.group)
+
+    async def log(self, *, limit: int, closures: bool) -> list[AuditEvent]:
+        return await self.kg.log(group_id=self.group, limit=limit, closures=closures)
+
+    async def episodes(self, *, limit: int) -> list[EpisodicNode]:
+        """The latest episodes of every status (failed and rolled back too), newest first."""
+        found = await self.kg.store.find_episodes(self.group, None, None, include_rolled_back=True)
+        return sorted(found, key=lambda e: (e.created_at, e.uuid), reverse=True)[:limit]
+
+    async def episode(self, episode_id: str) -> EpisodicNode:
+        found = await self.kg.store.episodes(self.group, [episode_id])
+        if not found:
+            raise NotFoundError(f"no episode {episode_id!r} in group {self.group!r}")
+        return found[0]
+
+    async def quarantine(self) -> list[QuarantineEntry]:
+        return await self.kg.quarantine(self.group)
+
+    async def stats(self) -> StatsResponse:
+        return StatsResponse(stats=await self.kg.stats(self.group), metrics=await self.metrics())
+
+    async def metrics(self) -> Metrics:
+        return await self.kg.metrics(self.group)
+
+
+def _one_line(exc: ValueError) -> str:
+    from pydantic import ValidationError
+
+    from kg.errors import validation_message
+
+    if isinstance(exc, ValidationError):
+        return validation_message(exc)
+    return " ".join(str(exc).split())
