@@ -1,0 +1,281 @@
+"""`kg serve` over HTTP, against a real server process: every endpoint, the roles, and the
+isolation of groups (another group's ids are answered exactly as ids that exist nowhere)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.served import Served, serve
+
+KEYS = [("alice", "admin"), ("alice", "write"), ("alice", "read"), ("bob", "admin")]
+
+
+def facts_episode(*facts: tuple[str, str, str, str], when: str = "2020-01-01T00:00:00Z"
+                  ) -> dict[str, Any]:  # fmt: skip
+    return {
+        "source": "facts",
+        "reference_time": when,
+        "facts": [{"subject": s, "predicate": p, "object": o, "valid_at": v}
+                  for s, p, o, v in facts],
+    }  # fmt: skip
+
+
+def ok(r: httpx.Response) -> Any:
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def problem(r: httpx.Response, status: int) -> str:
+    """The problem's one-line detail, after checking it is a problem with `status`."""
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body = r.json()
+    assert body["status"] == status and "\n" not in body["detail"]
+    assert "Traceback" not in r.text
+    return str(body["detail"])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    s = serve(tmp_path_factory.mktemp("serve-http") / "home", KEYS)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def seeded(served: Served) -> dict[str, Any]:
+    """Alice moved from Paris to Berlin; a note about her is stored unextracted; Bob (another
+    group) lives in Rome."""
+    with served.client("alice") as a, served.client("bob") as b:
+        paris = ok(a.post("/v1/episodes", json=facts_episode(
+            ("Alice", "LIVES_IN", "Paris", "2020-01-01T00:00:00Z"))))  # fmt: skip
+        berlin = ok(a.post("/v1/episodes", json=facts_episode(
+            ("Alice", "LIVES_IN", "Berlin", "2022-06-01T00:00:00Z"),
+            when="2022-06-01T00:00:00Z")))  # fmt: skip
+        note = ok(a.post("/v1/episodes", json={
+            "source": "text", "content": "Alice likes green tea", "extract": False,
+            "reference_time": "2023-01-01T00:00:00Z"}))  # fmt: skip
+        rome = ok(b.post("/v1/episodes", json=facts_episode(("Bob", "LIVES_IN", "Rome",
+                                                             "2021-01-01T00:00:00Z"))))  # fmt: skip
+        berlin_fact = ok(a.get("/v1/facts", params={"subject": "Alice"}))[0]["edge"]["uuid"]
+        rome_fact = ok(b.get("/v1/facts", params={"subject": "Bob"}))[0]["edge"]["uuid"]
+    return {"paris": paris, "berlin": berlin, "note": note, "rome": rome,
+            "berlin_fact": berlin_fact, "rome_fact": rome_fact}  # fmt: skip
+
+
+def test_health_and_spec_need_no_key(served: Served) -> None:
+    with served.client() as c:
+        assert ok(c.get("/health"))["status"] == "ok"
+        spec = ok(c.get("/openapi.json"))
+    paths = set(spec["paths"])
+    assert {"/v1/episodes", "/v1/facts", "/v1/history", "/v1/search", "/v1/context",
+            "/v1/facts/{fact_id}/why", "/v1/log", "/v1/rollback", "/v1/erase/entity",
+            "/v1/erase/group", "/v1/export", "/v1/stats", "/v1/metrics", "/health",
+            "/metrics"} <= paths  # fmt: skip
+    # No operation takes a group: the key decides it.
+    for ops in spec["paths"].values():
+        for op in ops.values():
+            assert all(p["name"] != "group_id" for p in op.get("parameters", []))
+    for name in ("AddEpisode", "SearchRequest", "RollbackRequest", "FactsQuery"):
+        assert "group_id" not in spec["components"]["schemas"].get(name, {}).get("properties", {})
+
+
+def test_every_read_endpoint(served: Served, seeded: dict[str, Any]) -> None:
+    with served.client("alice", "read") as c:
+        assert ok(c.get("/v1/whoami")) == {
+            "group_id": "alice",
+            "role": "read",
+            "key_id": served.key("alice", "read")[3:15],
+        }
+        now = ok(c.get("/v1/facts", params={"subject": "Alice"}))
+        assert [f["object"] for f in now] == ["Berlin"]
+        march21 = ok(c.get("/v1/facts", params={"subject": "Alice",
+                                                "valid_at": "2021-03-01T00:00:00Z"}))  # fmt: skip
+        assert [f["object"] for f in march21] == ["Paris"]
+        # As kg knew it before Berlin was ingested: Paris, still true.
+        paris_at = seeded["paris"]["summary"]["edges_added"][0]
+        known = ok(c.get("/v1/history", params={"subject": "Alice"}))
+        first = next(f for f in known if f["edge"]["uuid"] == paris_at)
+        before = ok(c.get("/v1/facts", params={"subject": "Alice", "known_at":
+                                               first["edge"]["created_at"]}))  # fmt: skip
+        assert [f["object"] for f in before] == ["Paris"]
+        assert {f["object"] for f in known} == {"Paris", "Berlin"}
+        why = ok(c.get(f"/v1/facts/{seeded['berlin_fact']}/why"))
+        assert seeded["berlin"]["episode_uuid"] in {e["uuid"] for e in why["episodes"]}
+        found = ok(c.post("/v1/search", json={"query": "Alice lives", "include_history": True}))
+        assert {h["fact"]["object"] for h in found["facts"]} == {"Paris", "Berlin"}
+        assert found["branches"], "each branch's hits and latency (the --explain view)"
+        ctx = ok(c.post("/v1/context", json={"query": "where does Alice live", "max_tokens": 200}))
+        assert "Berlin" in ctx["context"] and "valid 2022-06-01" in ctx["context"]
+        episodes = ok(c.get("/v1/episodes", params={"limit": 10}))
+        assert [e["uuid"] for e in episodes][:3] == [
+            seeded["note"]["episode_uuid"], seeded["berlin"]["episode_uuid"],
+            seeded["paris"]["episode_uuid"]]  # fmt: skip
+        one = ok(c.get(f"/v1/episodes/{seeded['note']['episode_uuid']}"))
+        assert one["content"] == "Alice likes green tea"
+        events = ok(c.get("/v1/log"))
+        assert any(e["kind"] == "closure" and "Paris" in e["detail"] for e in events)
+        assert ok(c.get("/v1/quarantine")) == []
+        stats = ok(c.get("/v1/stats"))
+        assert stats["stats"]["group_id"] == "alice" and stats["stats"]["episodes"] == 3
+        assert stats["metrics"]["ingest"]["facts_added"] == 2
+        assert ok(c.get("/v1/metrics"))["queries"]["queries"] >= 2  # the search and context
+        dry = ok(c.post("/v1/rollback", json={"episode_ids": [seeded["berlin"]["episode_uuid"]]}))
+        assert not dry["applied"] and [x["object"] for x in dry["restored"]] == ["Paris"]
+
+
+def test_roles(served: Served, seeded: dict[str, Any]) -> None:
+    berlin = seeded["berlin"]["episode_uuid"]
+    with served.client("alice", "read") as r, served.client("alice", "write") as w:
+        for resp in (
+            r.post("/v1/episodes", json=facts_episode(("Alice", "LIKES", "Tea", "2020-01-01T00:00:00Z"))),
+            r.post("/v1/rollback", json={"episode_ids": [berlin], "apply": True}),
+            w.post("/v1/rollback", json={"episode_ids": [berlin], "apply": True}),
+            w.post("/v1/erase/entity", json={"name": "Alice", "confirm": "Alice"}),
+            w.post("/v1/erase/group", json={"confirm": "alice"}),
+            w.get("/v1/export"),
+        ):  # fmt: skip
+            assert "role" in problem(resp, 403)
+        added = ok(w.post("/v1/episodes", json=facts_episode(
+            ("Carol", "WORKS_AT", "Acme", "2020-01-01T00:00:00Z"))))  # fmt: skip
+        assert added["status"] == "added"
+        again = ok(w.post("/v1/episodes", json=facts_episode(
+            ("Carol", "WORKS_AT", "Acme", "2020-01-01T00:00:00Z"))))  # fmt: skip
+        assert again["status"] == "duplicate"
+    # The roles held: Berlin is still current.
+    with served.client("alice") as a:
+        assert [f["object"] for f in ok(a.get("/v1/facts", params={"subject": "Alice"}))] == [
+            "Berlin"
+        ]
+
+
+def test_errors_are_one_line_problems(served: Served) -> None:
+    with served.client() as anon, served.client("alice", "write") as w:
+        assert "no API key" in problem(anon.get("/v1/facts"), 401)
+        assert anon.get("/v1/facts").headers["www-authenticate"].startswith("Bearer")
+        bad = {"Authorization": "Bearer kg_aaaaaaaaaaaa_" + "x" * 43}
+        assert "invalid or revoked" in problem(anon.get("/v1/facts", headers=bad), 401)
+        assert "group_id" in problem(w.get("/v1/facts", params={"group_id": "bob"}), 422)
+        assert "group_id" in problem(
+            w.post(
+                "/v1/episodes",
+                json={
+                    **facts_episode(("A", "LIVES_IN", "B", "2020-01-01T00:00:00Z")),
+                    "group_id": "bob",
+                },
+            ),
+            422,
+        )
+        # The CLI's messages, word for word.
+        assert "timezone" in problem(
+            w.get("/v1/facts", params={"valid_at": "2020-01-01T00:00:00"}), 422
+        )
+        assert "unknown recipe 'nope'" in problem(w.post("/v1/search", json={
+            "query": "x", "recipe": "nope"}), 422)  # fmt: skip
+        detail = problem(w.post("/v1/episodes", json={"source": "text", "content": "hi",
+                                                     "extract": True}), 422)  # fmt: skip
+        assert "need an LLM" in detail
+        assert "wait=false" in problem(w.post("/v1/episodes", json={
+            "source": "text", "content": "hi", "extract": False, "wait": False}), 422)  # fmt: skip
+        assert "needs at least one fact" in problem(w.post("/v1/episodes", json={
+            "source": "facts", "facts": []}), 422)  # fmt: skip
+        assert problem(w.get("/v1/nowhere"), 404) == "Not Found"
+        assert "over 1048576 bytes" in problem(w.post("/v1/episodes", content=b"{" + b" " * (1 << 20) + b"}",
+                                                      headers={"content-type": "application/json"}), 413)  # fmt: skip
+        malformed = w.post(
+            "/v1/search", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        problem(malformed, 422)
+
+
+def test_isolation_every_endpoint(served: Served, seeded: dict[str, Any]) -> None:
+    """Bob's admin key, aimed at Alice's data through every endpoint: nothing of hers shows,
+    her ids are not found, and nothing of hers changes."""
+    alice_ids = [seeded[k]["episode_uuid"] for k in ("paris", "berlin", "note")]
+    alice_fact = seeded["berlin_fact"]
+    with served.client("bob") as b:
+        assert ok(b.get("/v1/whoami"))["group_id"] == "bob"
+        assert ok(b.get("/v1/facts", params={"subject": "Alice"})) == []
+        assert ok(b.get("/v1/facts", params={"object": "Berlin"})) == []
+        assert ok(b.get("/v1/history", params={"subject": "Alice"})) == []
+        assert {f["subject"] for f in ok(b.get("/v1/history"))} == {"Bob"}
+        for recipe in ("combined_hybrid_rrf", "episodes_bm25", "entities_hybrid_rrf", None):
+            found = ok(b.post("/v1/search", json={
+                "query": "Alice Berlin Paris green tea", "recipe": recipe,
+                "include_history": True}))  # fmt: skip
+            assert found["group_id"] == "bob"
+            assert not (found["facts"] or found["entities"] or found["episodes"]), found
+        assert "Alice" not in ok(b.post("/v1/context", json={"query": "Alice"}))["context"]
+        assert alice_fact in problem(b.get(f"/v1/facts/{alice_fact}/why"), 404)
+        assert problem(b.get("/v1/facts/no-such-fact/why"), 404).replace(
+            "no-such-fact", alice_fact
+        ) == problem(b.get(f"/v1/facts/{alice_fact}/why"), 404)  # same answer as for a made-up id
+        listed = {e["uuid"] for e in ok(b.get("/v1/episodes"))}
+        assert listed == {seeded["rome"]["episode_uuid"]}
+        for ep in alice_ids:
+            problem(b.get(f"/v1/episodes/{ep}"), 404)
+            problem(b.post("/v1/rollback", json={"episode_ids": [ep]}), 404)
+            problem(b.post("/v1/rollback", json={"episode_ids": [ep], "apply": True}), 404)
+        none = ok(b.post("/v1/rollback", json={"source_description": "alice's notes"}))
+        assert none["episodes"] == []
+        problem(b.post("/v1/erase/entity", json={"name": "Alice", "confirm": "Alice"}), 404)
+        assert "group id" in problem(b.post("/v1/erase/group", json={"confirm": "alice"}), 422)
+        assert "Alice" not in json.dumps(ok(b.get("/v1/log")))
+        exported = b.get("/v1/export")
+        assert exported.status_code == 200 and "Alice" not in exported.text
+        assert "Rome" in exported.text
+        assert not any(i in exported.text for i in [*alice_ids, alice_fact])
+        assert ok(b.get("/v1/stats"))["stats"]["episodes"] == 1
+    with served.client("alice") as a:  # nothing of Alice's moved
+        assert [f["object"] for f in ok(a.get("/v1/facts", params={"subject": "Alice"}))] == [
+            "Berlin"
+        ]
+        assert len(ok(a.get("/v1/episodes"))) >= 3
+
+
+def test_admin_rollback_erase_export(served: Served, seeded: dict[str, Any]) -> None:
+    with served.client("alice") as a:
+        poison = ok(
+            a.post(
+                "/v1/episodes",
+                json=facts_episode(
+                    ("Alice", "LIVES_IN", "Mars", "2024-01-01T00:00:00Z"),
+                    when="2024-01-01T00:00:00Z",
+                ),
+            )
+        )
+        assert [f["object"] for f in ok(a.get("/v1/facts", params={"subject": "Alice"}))] == [
+            "Mars"
+        ]
+        plan = ok(a.post("/v1/rollback", json={"episode_ids": [poison["episode_uuid"]]}))
+        assert not plan["applied"]
+        done = ok(
+            a.post("/v1/rollback", json={"episode_ids": [poison["episode_uuid"]], "apply": True})
+        )
+        assert done["applied"] and [x["object"] for x in done["restored"]] == ["Berlin"]
+        assert [f["object"] for f in ok(a.get("/v1/facts", params={"subject": "Alice"}))] == [
+            "Berlin"
+        ]
+        lines = a.get("/v1/export", params={"embeddings": False})
+        assert lines.headers["content-type"].startswith("application/x-ndjson")
+        assert "Berlin" in lines.text and len(lines.text.splitlines()) > 5
+        ok(
+            a.post(
+                "/v1/episodes",
+                json=facts_episode(("Dave", "WORKS_AT", "Initech", "2020-01-01T00:00:00Z")),
+            )
+        )
+        assert "confirm" in problem(
+            a.post("/v1/erase/entity", json={"name": "Dave", "confirm": "dave"}), 422
+        )
+        receipt = ok(a.post("/v1/erase/entity", json={"name": "Dave", "confirm": "Dave"}))
+        assert receipt["subject"] == "Dave" and receipt["episodes_deleted"] == 1
+        assert ok(a.get("/v1/facts", params={"subject": "Dave"})) == []
+        problem(a.post("/v1/erase/entity", json={"name": "Dave", "confirm": "Dave"}), 404)
