@@ -72,9 +72,12 @@ class Served:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             kg_command("serve", "--port", str(self.port), *extra),
-            cwd=ROOT, env=kg_env(self.home), stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=kg_env(self.home),
+            stdout=log,
+            stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

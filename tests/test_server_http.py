@@ -15,14 +15,16 @@ from tests.served import Served, serve
 KEYS = [("alice", "admin"), ("alice", "write"), ("alice", "read"), ("bob", "admin")]
 
 
-def facts_episode(*facts: tuple[str, str, str, str], when: str = "2020-01-01T00:00:00Z"
-                  ) -> dict[str, Any]:  # fmt: skip
+def facts_episode(
+    *facts: tuple[str, str, str, str], when: str = "2020-01-01T00:00:00Z"
+) -> dict[str, Any]:
     return {
         "source": "facts",
         "reference_time": when,
-        "facts": [{"subject": s, "predicate": p, "object": o, "valid_at": v}
-                  for s, p, o, v in facts],
-    }  # fmt: skip
+        "facts": [
+            {"subject": s, "predicate": p, "object": o, "valid_at": v} for s, p, o, v in facts
+        ],
+    }
 
 
 def ok(r: httpx.Response) -> Any:
@@ -54,20 +56,48 @@ def seeded(served: Served) -> dict[str, Any]:
     """Alice moved from Paris to Berlin; a note about her is stored unextracted; Bob (another
     group) lives in Rome."""
     with served.client("alice") as a, served.client("bob") as b:
-        paris = ok(a.post("/v1/episodes", json=facts_episode(
-            ("Alice", "LIVES_IN", "Paris", "2020-01-01T00:00:00Z"))))  # fmt: skip
-        berlin = ok(a.post("/v1/episodes", json=facts_episode(
-            ("Alice", "LIVES_IN", "Berlin", "2022-06-01T00:00:00Z"),
-            when="2022-06-01T00:00:00Z")))  # fmt: skip
-        note = ok(a.post("/v1/episodes", json={
-            "source": "text", "content": "Alice likes green tea", "extract": False,
-            "reference_time": "2023-01-01T00:00:00Z"}))  # fmt: skip
-        rome = ok(b.post("/v1/episodes", json=facts_episode(("Bob", "LIVES_IN", "Rome",
-                                                             "2021-01-01T00:00:00Z"))))  # fmt: skip
+        paris = ok(
+            a.post(
+                "/v1/episodes",
+                json=facts_episode(("Alice", "LIVES_IN", "Paris", "2020-01-01T00:00:00Z")),
+            )
+        )
+        berlin = ok(
+            a.post(
+                "/v1/episodes",
+                json=facts_episode(
+                    ("Alice", "LIVES_IN", "Berlin", "2022-06-01T00:00:00Z"),
+                    when="2022-06-01T00:00:00Z",
+                ),
+            )
+        )
+        note = ok(
+            a.post(
+                "/v1/episodes",
+                json={
+                    "source": "text",
+                    "content": "Alice likes green tea",
+                    "extract": False,
+                    "reference_time": "2023-01-01T00:00:00Z",
+                },
+            )
+        )
+        rome = ok(
+            b.post(
+                "/v1/episodes",
+                json=facts_episode(("Bob", "LIVES_IN", "Rome", "2021-01-01T00:00:00Z")),
+            )
+        )
         berlin_fact = ok(a.get("/v1/facts", params={"subject": "Alice"}))[0]["edge"]["uuid"]
         rome_fact = ok(b.get("/v1/facts", params={"subject": "Bob"}))[0]["edge"]["uuid"]
-    return {"paris": paris, "berlin": berlin, "note": note, "rome": rome,
-            "berlin_fact": berlin_fact, "rome_fact": rome_fact}  # fmt: skip
+    return {
+        "paris": paris,
+        "berlin": berlin,
+        "note": note,
+        "rome": rome,
+        "berlin_fact": berlin_fact,
+        "rome_fact": rome_fact,
+    }
 
 
 def test_health_and_spec_need_no_key(served: Served) -> None:
@@ -75,10 +105,23 @@ def test_health_and_spec_need_no_key(served: Served) -> None:
         assert ok(c.get("/health"))["status"] == "ok"
         spec = ok(c.get("/openapi.json"))
     paths = set(spec["paths"])
-    assert {"/v1/episodes", "/v1/facts", "/v1/history", "/v1/search", "/v1/context",
-            "/v1/facts/{fact_id}/why", "/v1/log", "/v1/rollback", "/v1/erase/entity",
-            "/v1/erase/group", "/v1/export", "/v1/stats", "/v1/metrics", "/health",
-            "/metrics"} <= paths  # fmt: skip
+    assert {
+        "/v1/episodes",
+        "/v1/facts",
+        "/v1/history",
+        "/v1/search",
+        "/v1/context",
+        "/v1/facts/{fact_id}/why",
+        "/v1/log",
+        "/v1/rollback",
+        "/v1/erase/entity",
+        "/v1/erase/group",
+        "/v1/export",
+        "/v1/stats",
+        "/v1/metrics",
+        "/health",
+        "/metrics",
+    } <= paths
     # No operation takes a group: the key decides it.
     for ops in spec["paths"].values():
         for op in ops.values():
@@ -96,15 +139,17 @@ def test_every_read_endpoint(served: Served, seeded: dict[str, Any]) -> None:
         }
         now = ok(c.get("/v1/facts", params={"subject": "Alice"}))
         assert [f["object"] for f in now] == ["Berlin"]
-        march21 = ok(c.get("/v1/facts", params={"subject": "Alice",
-                                                "valid_at": "2021-03-01T00:00:00Z"}))  # fmt: skip
+        march21 = ok(
+            c.get("/v1/facts", params={"subject": "Alice", "valid_at": "2021-03-01T00:00:00Z"})
+        )
         assert [f["object"] for f in march21] == ["Paris"]
         # As kg knew it before Berlin was ingested: Paris, still true.
         paris_at = seeded["paris"]["summary"]["edges_added"][0]
         known = ok(c.get("/v1/history", params={"subject": "Alice"}))
         first = next(f for f in known if f["edge"]["uuid"] == paris_at)
-        before = ok(c.get("/v1/facts", params={"subject": "Alice", "known_at":
-                                               first["edge"]["created_at"]}))  # fmt: skip
+        before = ok(
+            c.get("/v1/facts", params={"subject": "Alice", "known_at": first["edge"]["created_at"]})
+        )
         assert [f["object"] for f in before] == ["Paris"]
         assert {f["object"] for f in known} == {"Paris", "Berlin"}
         why = ok(c.get(f"/v1/facts/{seeded['berlin_fact']}/why"))
@@ -116,8 +161,10 @@ def test_every_read_endpoint(served: Served, seeded: dict[str, Any]) -> None:
         assert "Berlin" in ctx["context"] and "valid 2022-06-01" in ctx["context"]
         episodes = ok(c.get("/v1/episodes", params={"limit": 10}))
         assert [e["uuid"] for e in episodes][:3] == [
-            seeded["note"]["episode_uuid"], seeded["berlin"]["episode_uuid"],
-            seeded["paris"]["episode_uuid"]]  # fmt: skip
+            seeded["note"]["episode_uuid"],
+            seeded["berlin"]["episode_uuid"],
+            seeded["paris"]["episode_uuid"],
+        ]
         one = ok(c.get(f"/v1/episodes/{seeded['note']['episode_uuid']}"))
         assert one["content"] == "Alice likes green tea"
         events = ok(c.get("/v1/log"))
@@ -135,19 +182,30 @@ def test_roles(served: Served, seeded: dict[str, Any]) -> None:
     berlin = seeded["berlin"]["episode_uuid"]
     with served.client("alice", "read") as r, served.client("alice", "write") as w:
         for resp in (
-            r.post("/v1/episodes", json=facts_episode(("Alice", "LIKES", "Tea", "2020-01-01T00:00:00Z"))),
+            r.post(
+                "/v1/episodes",
+                json=facts_episode(("Alice", "LIKES", "Tea", "2020-01-01T00:00:00Z")),
+            ),
             r.post("/v1/rollback", json={"episode_ids": [berlin], "apply": True}),
             w.post("/v1/rollback", json={"episode_ids": [berlin], "apply": True}),
             w.post("/v1/erase/entity", json={"name": "Alice", "confirm": "Alice"}),
             w.post("/v1/erase/group", json={"confirm": "alice"}),
             w.get("/v1/export"),
-        ):  # fmt: skip
+        ):
             assert "role" in problem(resp, 403)
-        added = ok(w.post("/v1/episodes", json=facts_episode(
-            ("Carol", "WORKS_AT", "Acme", "2020-01-01T00:00:00Z"))))  # fmt: skip
+        added = ok(
+            w.post(
+                "/v1/episodes",
+                json=facts_episode(("Carol", "WORKS_AT", "Acme", "2020-01-01T00:00:00Z")),
+            )
+        )
         assert added["status"] == "added"
-        again = ok(w.post("/v1/episodes", json=facts_episode(
-            ("Carol", "WORKS_AT", "Acme", "2020-01-01T00:00:00Z"))))  # fmt: skip
+        again = ok(
+            w.post(
+                "/v1/episodes",
+                json=facts_episode(("Carol", "WORKS_AT", "Acme", "2020-01-01T00:00:00Z")),
+            )
+        )
         assert again["status"] == "duplicate"
     # The roles held: Berlin is still current.
     with served.client("alice") as a:
@@ -177,18 +235,32 @@ def test_errors_are_one_line_problems(served: Served) -> None:
         assert "timezone" in problem(
             w.get("/v1/facts", params={"valid_at": "2020-01-01T00:00:00"}), 422
         )
-        assert "unknown recipe 'nope'" in problem(w.post("/v1/search", json={
-            "query": "x", "recipe": "nope"}), 422)  # fmt: skip
-        detail = problem(w.post("/v1/episodes", json={"source": "text", "content": "hi",
-                                                     "extract": True}), 422)  # fmt: skip
+        assert "unknown recipe 'nope'" in problem(
+            w.post("/v1/search", json={"query": "x", "recipe": "nope"}), 422
+        )
+        detail = problem(
+            w.post("/v1/episodes", json={"source": "text", "content": "hi", "extract": True}), 422
+        )
         assert "need an LLM" in detail
-        assert "wait=false" in problem(w.post("/v1/episodes", json={
-            "source": "text", "content": "hi", "extract": False, "wait": False}), 422)  # fmt: skip
-        assert "needs at least one fact" in problem(w.post("/v1/episodes", json={
-            "source": "facts", "facts": []}), 422)  # fmt: skip
+        assert "wait=false" in problem(
+            w.post(
+                "/v1/episodes",
+                json={"source": "text", "content": "hi", "extract": False, "wait": False},
+            ),
+            422,
+        )
+        assert "needs at least one fact" in problem(
+            w.post("/v1/episodes", json={"source": "facts", "facts": []}), 422
+        )
         assert problem(w.get("/v1/nowhere"), 404) == "Not Found"
-        assert "over 1048576 bytes" in problem(w.post("/v1/episodes", content=b"{" + b" " * (1 << 20) + b"}",
-                                                      headers={"content-type": "application/json"}), 413)  # fmt: skip
+        assert "over 1048576 bytes" in problem(
+            w.post(
+                "/v1/episodes",
+                content=b"{" + b" " * (1 << 20) + b"}",
+                headers={"content-type": "application/json"},
+            ),
+            413,
+        )
         malformed = w.post(
             "/v1/search", content=b"{not json", headers={"content-type": "application/json"}
         )
@@ -207,9 +279,16 @@ def test_isolation_every_endpoint(served: Served, seeded: dict[str, Any]) -> Non
         assert ok(b.get("/v1/history", params={"subject": "Alice"})) == []
         assert {f["subject"] for f in ok(b.get("/v1/history"))} == {"Bob"}
         for recipe in ("combined_hybrid_rrf", "episodes_bm25", "entities_hybrid_rrf", None):
-            found = ok(b.post("/v1/search", json={
-                "query": "Alice Berlin Paris green tea", "recipe": recipe,
-                "include_history": True}))  # fmt: skip
+            found = ok(
+                b.post(
+                    "/v1/search",
+                    json={
+                        "query": "Alice Berlin Paris green tea",
+                        "recipe": recipe,
+                        "include_history": True,
+                    },
+                )
+            )
             assert found["group_id"] == "bob"
             assert not (found["facts"] or found["entities"] or found["episodes"]), found
         assert "Alice" not in ok(b.post("/v1/context", json={"query": "Alice"}))["context"]

@@ -33,7 +33,9 @@ from kg.server.models import (
 )
 from kg.server.service import Memory, Scoped
 
-PRINCIPAL = "kg_principal"  # where McpAuth leaves the caller in the request scope
+PRINCIPAL = "kg_principal"
+# Facts, entities and episodes: text stored unextracted (no LLM) is found too.
+SEARCH_RECIPE = "combined_hybrid_rrf"  # where McpAuth leaves the caller in the request scope
 
 INSTRUCTIONS = """\
 kg is your long-term memory: a bi-temporal knowledge graph. It keeps what was true when
@@ -204,9 +206,11 @@ def build_mcp(
                 "known_at": known_at,
                 "include_history": include_history,
                 "max_tokens": max_tokens,
+                "recipe": SEARCH_RECIPE,
             },
         )
-        return str(await run("search_memory", ctx, lambda s: s.context(req)))
+        block = str(await run("search_memory", ctx, lambda s: s.context(req)))
+        return block if block.strip() else "No memories matched this query."
 
     @server.tool(title="Facts as of a time")
     async def facts_as_of(
