@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Coroutine
@@ -743,7 +744,17 @@ def search(
 
 # -- server: kg serve, kg mcp, kg keys ------------------------------------------------------
 
-SERVE_HINT = "the server needs the serve extra: pip install 'kg[serve]'"
+SERVE_HINT = r"the server needs the serve extra: pip install 'kg\[serve]'"  # \[: rich markup
+SERVE_PACKAGES = ("fastapi", "uvicorn", "mcp", "prometheus_client", "starlette")
+
+
+def _serve_missing(exc: ImportError) -> typer.Exit:
+    """The serve extra is missing: say so; any other import error is a bug, raised as is."""
+    if (exc.name or "").split(".")[0] in SERVE_PACKAGES:
+        return _fail(SERVE_HINT)
+    raise exc
+
+
 RoleOpt = Annotated[
     str,
     typer.Option(
@@ -791,8 +802,8 @@ def serve(
         import uvicorn
 
         from kg.server.app import ServeOptions, create_app
-    except ImportError:
-        raise _fail(SERVE_HINT) from None
+    except ImportError as exc:
+        raise _serve_missing(exc) from None
     llm = _llm(llm_model, llm_base_url, llm_api_key)
     options = ServeOptions(max_body=max_body, metrics_token=metrics_token or None, host=host)
 
@@ -815,6 +826,10 @@ def serve(
             f"kg serve: http://{host}:{port} (API /v1, MCP /mcp, store {kg.store.backend})",
             highlight=False,
         )
+        # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then re-raises the
+        # signal: with these no-op handlers that ends in a clean exit (code 0), not a kill.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: None)
         try:
             await uvicorn.Server(config).serve()
         finally:
@@ -845,8 +860,8 @@ def mcp_stdio(
         from kg.server.keys import Principal
         from kg.server.mcp import build_mcp
         from kg.server.service import Memory
-    except ImportError:
-        raise _fail(SERVE_HINT) from None
+    except ImportError as exc:
+        raise _serve_missing(exc) from None
     gid = _group(settings, group)
     try:
         principal = Principal(key_id="stdio", group_id=check_group_id(gid), role=Role(role))

@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
@@ -122,6 +123,7 @@ def _problem_doc(description: str) -> dict[str, Any]:
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _problem_doc("The body could not be parsed (not UTF-8 JSON)."),
     401: _problem_doc("No API key, or an invalid or revoked one."),
     403: _problem_doc("The key's role does not allow this."),
     404: _problem_doc("Not found in this key's group."),
@@ -207,7 +209,9 @@ class Observe:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route = getattr(scope.get("route"), "path", None) or state.get("route") or "unmatched"
+            route = getattr(scope.get("route"), "path", None) or state.get("route")
+            if route is None:  # a plain route (/openapi.json), or no route at all (404)
+                route = scope["path"] if status != 404 else "unmatched"
             kind = state.get("problem") or (f"http_{status}" if status >= 400 else None)
             self.metrics.request(route, scope["method"], status, time.perf_counter() - start, kind)
 
@@ -240,6 +244,30 @@ async def caller(
 
 
 Caller = Annotated[Scoped, Depends(caller)]
+
+
+def known_query(request: Request) -> None:
+    """Refuse query parameters a route does not declare (`?group_id=` above all): a typo or
+    a smuggled field is a 422 naming it, never silently ignored."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or not request.query_params:
+        return
+    allowed: set[str] = set()
+    params, todo = [], [dependant]
+    while todo:
+        d = todo.pop()
+        params += d.query_params
+        todo += d.dependencies
+    for param in params:
+        annotation = param.field_info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            allowed |= set(annotation.model_fields)
+        else:
+            allowed.add(param.alias)
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise InputError(f"{unknown[0]}: unknown query parameter")
 
 
 def create_app(
@@ -285,8 +313,8 @@ def create_app(
         docs_url=None,  # the UIs load scripts from a CDN; the spec is at /openapi.json
         redoc_url=None,
         responses=ERRORS,
+        dependencies=[Depends(known_query)],
     )
-
 
     # -- error handling -------------------------------------------------------------------
 
@@ -531,7 +559,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 for code, doc in ERRORS.items():
                     responses[str(code)] = doc
                 if path in ("/health", "/metrics"):
-                    for code in ("401", "403", "404", "413"):
+                    for code in ("400", "401", "403", "404", "413", "422"):
                         responses.pop(code, None)
+                if path == "/metrics":
+                    op["security"] = [{}, {"ApiKey": []}]  # the token is optional
         app.openapi_schema = spec
     return app.openapi_schema

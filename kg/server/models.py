@@ -4,9 +4,9 @@ tools: one validation, one set of messages. None takes a group id: the key decid
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from kg.schemas.episode import Channel, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.keys import Role
@@ -18,6 +18,22 @@ MAX_CONTENT = 100_000  # characters of an episode's text
 MAX_FACTS = 500  # statements of one structured episode
 MAX_QUERY = 2_000  # characters of a search query
 MAX_IDS = 100  # episodes one rollback names
+
+
+def _iso_only(value: object) -> object:
+    """Times are ISO 8601 text: pydantic would also read a number as a Unix timestamp."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise ValueError("give an ISO 8601 time with a timezone, e.g. 2024-03-15T09:00:00Z")
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return value
+        raise ValueError("give an ISO 8601 time with a timezone, e.g. 2024-03-15T09:00:00Z")
+    return value
+
+
+Time = Annotated[UtcDatetime, BeforeValidator(_iso_only)]
 
 
 class Strict(BaseModel):
@@ -37,7 +53,7 @@ class AddEpisode(Strict):
     facts: list[StructuredFact] = Field(
         default_factory=list, max_length=MAX_FACTS, description="Statements of a facts episode."
     )
-    reference_time: UtcDatetime | None = Field(
+    reference_time: Time | None = Field(
         default=None, description="When it happened (ISO 8601 with a timezone); default now."
     )
     name: Text = Field(default="", max_length=500)
@@ -62,8 +78,8 @@ class FactsQuery(Strict):
     subject: Name | None = None
     predicate: Name | None = None
     object: Name | None = None
-    valid_at: UtcDatetime | None = Field(default=None, description="Valid time; default now.")
-    known_at: UtcDatetime | None = Field(
+    valid_at: Time | None = Field(default=None, description="Valid time; default now.")
+    known_at: Time | None = Field(
         default=None, description="Transaction time: as kg knew it then; default now."
     )
     include_contested: bool = False
@@ -81,8 +97,8 @@ class SearchRequest(Strict):
     query: Text = Field(min_length=1, max_length=MAX_QUERY)
     recipe: str | None = Field(default=None, max_length=100, description="A named recipe.")
     limit: int | None = Field(default=None, ge=1, le=1000)
-    valid_at: UtcDatetime | None = None
-    known_at: UtcDatetime | None = None
+    valid_at: Time | None = None
+    known_at: Time | None = None
     include_history: bool = Field(default=False, description="Also closed facts, marked.")
     include_contested: bool = False
     center: Name | None = Field(default=None, description="Entity name to rank around.")
@@ -102,7 +118,7 @@ class RollbackRequest(Strict):
 
     episode_ids: list[Name] = Field(default_factory=list, max_length=MAX_IDS)
     source_description: Text | None = Field(default=None, max_length=2000)
-    since: UtcDatetime | None = None
+    since: Time | None = None
     apply: bool = Field(default=False, description="false: the plan only (a dry run).")
 
 
