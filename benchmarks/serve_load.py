@@ -21,7 +21,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from tests.served import serve  # noqa: E402
+from tests.served import serve
 
 CITIES = ["Paris", "Berlin", "Rome", "Oslo", "Lima", "Kyoto", "Cairo", "Quito"]
 
@@ -45,11 +45,23 @@ async def client(i: int, url: str, key: str, until: float, share: float, out: di
             start = time.perf_counter()
             try:
                 if write:
-                    r = await s.call_tool("add_memory", {"source": "facts", "facts": [{
-                        "subject": f"person-{i}-{n}", "predicate": "LIVES_IN",
-                        "object": rng.choice(CITIES)}]})
+                    r = await s.call_tool(
+                        "add_memory",
+                        {
+                            "source": "facts",
+                            "facts": [
+                                {
+                                    "subject": f"person-{i}-{n}",
+                                    "predicate": "LIVES_IN",
+                                    "object": rng.choice(CITIES),
+                                }
+                            ],
+                        },
+                    )
                 else:
-                    r = await s.call_tool("search_memory", {"query": f"who lives in {rng.choice(CITIES)}"})
+                    r = await s.call_tool(
+                        "search_memory", {"query": f"who lives in {rng.choice(CITIES)}"}
+                    )
                 ms = (time.perf_counter() - start) * 1000
                 if r.is_error:
                     out["errors"].append(str(r.content)[:200])
@@ -78,26 +90,38 @@ def main() -> None:
     served = serve(home, [("load", "admin")])
     try:
         t0 = time.monotonic()
-        out = asyncio.run(load(served.url, served.key("load", "admin"), args.clients,
-                               args.seconds, args.write_share))
+        out = asyncio.run(
+            load(
+                served.url,
+                served.key("load", "admin"),
+                args.clients,
+                args.seconds,
+                args.write_share,
+            )
+        )
         wall = time.monotonic() - t0
         with served.client("load") as c:
             stored = {e["uuid"] for e in c.get("/v1/episodes", params={"limit": 1000}).json()}
             episodes = c.get("/v1/stats").json()["stats"]["episodes"]
             missing = [u for u in out["acked"] if u not in stored]
             if len(out["acked"]) > 1000:  # past one page: look each up
-                missing = [u for u in out["acked"]
-                           if c.get(f"/v1/episodes/{u}").status_code != 200]
+                missing = [u for u in out["acked"] if c.get(f"/v1/episodes/{u}").status_code != 200]
     finally:
         code = served.stop()
-    print(f"{args.clients} clients, {args.seconds:.0f} s ({wall:.1f} s wall), write share "
-          f"{args.write_share}: errors {len(out['errors'])}")
+    print(
+        f"{args.clients} clients, {args.seconds:.0f} s ({wall:.1f} s wall), write share "
+        f"{args.write_share}: errors {len(out['errors'])}"
+    )
     for op in ("add", "search"):
         xs = out[op]
-        print(f"  {op}_memory: {len(xs)} calls, {len(xs) / wall:.1f}/s, p50 {pct(xs, .5):.1f} ms, "
-              f"p95 {pct(xs, .95):.1f} ms, mean {statistics.fmean(xs) if xs else 0:.1f} ms")
-    print(f"  acknowledged episodes {len(out['acked'])}, in the graph {episodes}, "
-          f"acknowledged but missing {len(missing)}; server exit code {code}")
+        print(
+            f"  {op}_memory: {len(xs)} calls, {len(xs) / wall:.1f}/s, p50 {pct(xs, 0.5):.1f} ms, "
+            f"p95 {pct(xs, 0.95):.1f} ms, mean {statistics.fmean(xs) if xs else 0:.1f} ms"
+        )
+    print(
+        f"  acknowledged episodes {len(out['acked'])}, in the graph {episodes}, "
+        f"acknowledged but missing {len(missing)}; server exit code {code}"
+    )
     for e in out["errors"][:5]:
         print("  error:", e)
 
