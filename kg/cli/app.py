@@ -18,7 +18,6 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 
 from kg.cli import render
 from kg.cli.demo import run_demo
@@ -35,6 +34,7 @@ from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.times import parse_time
 
 T = TypeVar("T")
+ONTOLOGY_MAX_BYTES = 10_000_000
 
 app = typer.Typer(
     name="kg",
@@ -43,8 +43,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+out = render.SafeConsole()
+err = render.SafeConsole(stderr=True)
 
 
 @dataclass
@@ -59,9 +59,16 @@ class Settings:
         if self.ontology_path is None:
             return DEFAULT_ONTOLOGY
         try:
-            return Ontology.model_validate_json(self.ontology_path.read_text())
+            with self.ontology_path.open("rb") as fh:
+                raw = fh.read(ONTOLOGY_MAX_BYTES + 1)  # bounded: --ontology /dev/zero ends
         except OSError as exc:
             raise InputError(f"ontology {self.ontology_path}: {exc.strerror}") from None
+        if len(raw) > ONTOLOGY_MAX_BYTES:
+            raise InputError(
+                f"ontology {self.ontology_path}: larger than {ONTOLOGY_MAX_BYTES} bytes"
+            )
+        try:
+            return Ontology.model_validate_json(raw)
         except ValidationError as exc:
             raise InputError(f"ontology {self.ontology_path}: {validation_message(exc)}") from None
 
@@ -94,7 +101,7 @@ class Settings:
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]kg: error:[/] {message}", highlight=False, soft_wrap=True)
+    render.error(err, message)
     return typer.Exit(code=1)
 
 
@@ -137,8 +144,10 @@ def _times(**values: str | None) -> list[datetime | None]:
 def main_options(
     ctx: typer.Context,
     home: Annotated[
-        Path | None,
-        typer.Option(envvar="KG_HOME", help="Embedded data directory (default: ~/.kg)."),
+        str | None,
+        typer.Option(
+            envvar="KG_HOME", metavar="PATH", help="Embedded data directory (default: ~/.kg)."
+        ),
     ] = None,
     uri: Annotated[
         str | None,
@@ -161,7 +170,15 @@ def main_options(
         ),
     ] = "auto",
 ) -> None:
-    ctx.obj = Settings(home=home, uri=uri, group=group, ontology_path=ontology, embedder=embedder)
+    if home == "":  # Path("") is the current directory: never a data directory by accident
+        raise _fail("--home / KG_HOME is empty; unset it for the default ~/.kg")
+    ctx.obj = Settings(
+        home=None if home is None else Path(home),
+        uri=uri,
+        group=group,
+        ontology_path=ontology,
+        embedder=embedder,
+    )
 
 
 # -- ingest ---------------------------------------------------------------------------------
@@ -171,7 +188,9 @@ def read_episodes(path: Path | None, text: str, group: str) -> list[tuple[str, E
     """Parse every line (as `file:line` and its episode) before anything is written."""
     name = str(path) if path else "<stdin>"
     episodes: list[tuple[str, Episode]] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # Records end at "\n" only: U+2028, U+2029 and U+0085 are ordinary characters inside JSON
+    # strings, and str.splitlines() would cut a record at them.
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{name}:{lineno}"
@@ -435,7 +454,7 @@ def export_(
     async def work(kg: KG) -> int:
         n = 0
         async for line in kg.export_lines(settings.group, embeddings=not no_embeddings):
-            sink.write(line + "\n")
+            sink.write(render.escape_json(line) + "\n")
             n += 1
         return n
 
