@@ -575,3 +575,18 @@ def test_malformed_ontology_files(tmp_path: Path, content: bytes) -> None:
     path.write_bytes(content)
     code, _, err = cli("--home", str(tmp_path / "h"), "--ontology", str(path), "stats")
     one_line_error(code, err, "ontology")
+
+
+def test_stores_refuse_surrogates_as_one_line_errors() -> None:
+    """The stores' own net, under the facade's checks: never a UnicodeEncodeError."""
+    from kg.errors import StoreError
+    from kg.store.falkordb.store import check_params
+    from kg.store.neo4j.store import Neo4jStore
+
+    with pytest.raises(StoreError, match="surrogate"):
+        check_params({"rows": [{"name": "a" + SURROGATE}]})
+    try:
+        SURROGATE.encode()
+    except UnicodeEncodeError as exc:
+        translated = Neo4jStore._translate(exc)
+    assert isinstance(translated, StoreError) and "surrogate" in str(translated)
