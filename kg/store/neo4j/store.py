@@ -127,7 +127,7 @@ class Neo4jStore(CypherStore):
             return StoreUnavailableError(f"lost the Neo4j server: {exc}")
         if isinstance(exc, Neo4jError):
             return StoreError(f"Neo4j refused the query (nothing written): {exc}")
-        if isinstance(exc, UnicodeError):  # a lone surrogate: not encodable as UTF-8
+        if isinstance(exc, UnicodeEncodeError):  # a lone surrogate: not encodable as UTF-8
             return StoreError(f"Neo4j cannot be sent this text (nothing written): {exc.reason}")
         return exc
 
