@@ -590,3 +590,70 @@ def test_stores_refuse_surrogates_as_one_line_errors() -> None:
     except UnicodeEncodeError as exc:
         translated = Neo4jStore._translate(exc)
     assert isinstance(translated, StoreError) and "surrogate" in str(translated)
+
+
+def test_a_byte_order_mark_starts_utf8_files(tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + line().encode() + b"\r\n")  # as Windows tools save it
+    code, out, err = cli("--home", str(tmp_path / "h"), "ingest", str(path))
+    assert code == 0 and "ingested 1 episodes" in out, err
+    code, out, err = cli("--home", str(tmp_path / "h"), "ingest", "-",
+                         input="\ufeff" + line(row("C", "D")))  # fmt: skip
+    assert code == 0 and "ingested 1 episodes" in out, err
+
+
+def test_erase_with_no_answer_is_an_error_not_an_abort(tmp_path: Path) -> None:
+    code, _, err = cli("--home", str(tmp_path / "h"), "erase", "--entity", "A", input="")
+    one_line_error(code, err, "not confirmed; nothing erased")
+
+
+def test_a_zero_terminal_width_still_prints(tmp_path: Path) -> None:
+    """COLUMNS=0 (some CI runners and editors set it) made Rich print nothing at all."""
+    path = tmp_path / "e.jsonl"
+    path.write_text(line() + "\n")
+    env = {"COLUMNS": "0", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    home = str(tmp_path / "h")
+    outputs = [subprocess.run([sys.executable, "-m", "kg.cli", "--home", home, *args],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+               for args in (["ingest", str(path)], ["facts"], ["facts", "--json"])]  # fmt: skip
+    assert "ingested 1 episodes" in outputs[0].stdout, outputs[0].stderr
+    assert "KNOWS" in outputs[1].stdout
+    assert json.loads(outputs[2].stdout)[0]["subject"] == "A"
+
+
+def test_a_terminal_that_cannot_encode_unicode(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    path.write_text(line(row("김민지", "Café")) + "\n", encoding="utf-8")
+    home = str(tmp_path / "h")
+    env = {"PYTHONIOENCODING": "ascii", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "kg.cli", "--home", home, *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+
+    assert run("ingest", str(path)).returncode == 0
+    table = run("facts")
+    assert table.returncode == 0 and "Traceback" not in table.stderr, table.stderr
+    assert "\\uae40" in table.stdout  # shown as escapes
+    as_json = run("facts", "--json")
+    assert json.loads(as_json.stdout)[0]["subject"] == "김민지"  # still JSON, still exact
+    exported = run("export")
+    assert exported.returncode == 0 and exported.stdout.isascii(), exported.stderr
+    records = [json.dumps(json.loads(x), ensure_ascii=False) for x in exported.stdout.split("\n")
+               if x]  # fmt: skip
+    assert any("Café" in r for r in records) and any("김민지" in r for r in records)
+
+
+def test_a_home_directory_given_with_a_tilde(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KG_HOME='~/kgdata' or KG_ONTOLOGY='~/onto.json' from a .env file reach kg unexpanded:
+    '~' is the home directory, as in a shell."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "onto.json").write_text('{"name": "mine"}')
+    code, _, err = cli("--home", "~/kgdata", "--ontology", "~/onto.json", "stats")
+    assert code == 0, err
+    assert (tmp_path / "user" / "kgdata" / "kg.lock").exists()
+    assert not (tmp_path / "~").exists()

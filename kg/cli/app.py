@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import shutil
 import sys
 import tempfile
@@ -173,10 +174,10 @@ def main_options(
     if home == "":  # Path("") is the current directory: never a data directory by accident
         raise _fail("--home / KG_HOME is empty; unset it for the default ~/.kg")
     ctx.obj = Settings(
-        home=None if home is None else Path(home),
+        home=None if home is None else Path(home).expanduser(),
         uri=uri,
         group=group,
-        ontology_path=ontology,
+        ontology_path=None if ontology is None else ontology.expanduser(),
         embedder=embedder,
     )
 
@@ -273,10 +274,10 @@ def ingest(
         raise _fail("give --llm-model or --no-extract, not both")
     try:
         if file == "-":
-            path, text = None, sys.stdin.read()
+            path, text = None, sys.stdin.read().removeprefix("\ufeff")
         else:
             path = Path(file)
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a leading BOM marks UTF-8
         episodes = read_episodes(path, text, settings.group)
     except OSError as exc:
         raise _fail(f"cannot read {file}: {exc.strerror}") from None
@@ -454,12 +455,13 @@ def export_(
     async def work(kg: KG) -> int:
         n = 0
         async for line in kg.export_lines(settings.group, embeddings=not no_embeddings):
-            sink.write(render.escape_json(line) + "\n")
+            sink.write(render.escape_json(line, ascii_only=ascii_only) + "\n")
             n += 1
         return n
 
     try:
         sink = tmp.open("w", encoding="utf-8") if tmp else sys.stdout
+        ascii_only = not render.writes_unicode(sink)
         try:
             with contextlib.nullcontext() if tmp is None else sink:
                 n = _run(_with_kg(settings, work))
@@ -490,7 +492,7 @@ def import_(
     settings: Settings = ctx.obj
 
     try:
-        fh = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115
+        fh = sys.stdin if file == "-" else open(file, encoding="utf-8-sig")  # noqa: SIM115
         with fh:
             source = "<stdin>" if file == "-" else file
             r = _run(_with_kg(settings, lambda kg: kg.import_lines(fh, into=into, source=source)))
@@ -663,7 +665,12 @@ def erase(
     if (entity is None) == (not whole_group):
         raise _fail("give --entity NAME or --whole-group, not both and not neither")
     target = f"entity {entity!r}" if entity else f"the whole group {settings.group!r}"
-    if not yes and not typer.confirm(f"Permanently erase {target} from group {settings.group!r}?"):
+    question = f"Permanently erase {target} from group {settings.group!r}?"
+    try:
+        confirmed = yes or typer.confirm(question)
+    except typer.Abort:  # no answer: end of input, or interrupted
+        confirmed = False
+    if not confirmed:
         raise _fail("not confirmed; nothing erased")
 
     async def work(kg: KG) -> ErasureReceipt:
@@ -761,4 +768,9 @@ def demo() -> None:
 
 
 def main() -> None:
+    # A terminal that cannot encode everything (PYTHONIOENCODING=ascii, a latin-1 locale)
+    # shows what it cannot encode as escapes instead of failing mid-table.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and not render.writes_unicode(stream):
+            stream.reconfigure(errors="backslashreplace")
     app()

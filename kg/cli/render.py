@@ -12,8 +12,9 @@ markup or emoji codes in strings; styling is given as `Text` styles instead.
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,6 +49,9 @@ _UNSAFE = re.compile(
 )
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
 def _escape(m: re.Match[str]) -> str:
     code = ord(m.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
@@ -58,15 +62,48 @@ def clean(text: str) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
-def escape_json(text: str) -> str:
-    """JSON text with every unsafe character as its \\u escape: the same values when parsed.
-    (Outside strings JSON is ASCII, so every such character is inside a string.)"""
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+def _u(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    if code > 0xFFFF:  # JSON spells a character beyond the BMP as its UTF-16 surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def escape_json(text: str, *, ascii_only: bool = False) -> str:
+    """JSON text with every unsafe character (every non-ASCII one too, with `ascii_only`) as
+    its \\u escape: the same values when parsed. Outside strings JSON is ASCII, so every such
+    character is inside a string."""
+    return (_NON_ASCII if ascii_only else _UNSAFE).sub(_u, text)
+
+
+def writes_unicode(stream: object) -> bool:
+    """Whether a text stream encodes all of Unicode (UTF-8 and kin), e.g. not LANG=C on an old
+    Python or PYTHONIOENCODING=latin-1."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return encoding.lower().replace("-", "").replace("_", "").startswith("utf")
 
 
 def one_line(text: str) -> str:
     """`clean`, with newlines and tabs escaped too: for messages that must stay one line."""
     return clean(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
+class _Environ(Mapping[str, str]):
+    """os.environ as Rich reads it, live, less a COLUMNS or LINES that is not a positive
+    number: COLUMNS=0 (set by some CI runners and editors) makes Rich print nothing at all."""
+
+    def __getitem__(self, key: str) -> str:
+        value = os.environ[key]
+        if key in ("COLUMNS", "LINES") and not (value.isdigit() and int(value) > 0):
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(os.environ)
+
+    def __len__(self) -> int:
+        return len(os.environ)
 
 
 class SafeConsole(Console):
@@ -75,7 +112,7 @@ class SafeConsole(Console):
     as \\u escapes, so it still parses to the very same values."""
 
     def __init__(self, **options: Any) -> None:
-        super().__init__(**{"markup": False, "emoji": False, **options})
+        super().__init__(**{"markup": False, "emoji": False, "_environ": _Environ(), **options})
 
     def render_str(self, text: str, **options: Any) -> Text:
         return super().render_str(clean(text), **options)
@@ -102,7 +139,7 @@ class SafeConsole(Console):
             sort_keys=sort_keys,
         )  # fmt: skip
         rendered = JSON(json, **options) if json is not None else JSON.from_data(data, **options)
-        escaped = escape_json(rendered.text.plain)
+        escaped = escape_json(rendered.text.plain, ascii_only=not writes_unicode(self.file))
         rendered.text = (JSONHighlighter() if highlight else NullHighlighter())(escaped)
         rendered.text.no_wrap = True
         rendered.text.overflow = None

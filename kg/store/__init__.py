@@ -53,7 +53,7 @@ def _data_dir(home: str | Path | None) -> Path:
     if (str(home) if home is not None else os.environ.get("KG_HOME")) == "":
         # Path("") is the current directory: never a data directory by accident.
         raise InputError("the data directory (KG_HOME) is empty; unset it for ~/.kg")
-    path = Path(home) if home is not None else default_home()
+    path = Path(home).expanduser() if home is not None else default_home()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
