@@ -657,3 +657,32 @@ def test_a_home_directory_given_with_a_tilde(
     assert code == 0, err
     assert (tmp_path / "user" / "kgdata" / "kg.lock").exists()
     assert not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize("url", ["notaurl", "http://[::1", "ftp://host/v1", "http://h:99999/v1"])
+def test_unusable_llm_base_urls_are_one_line_errors(tmp_path: Path, url: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(line(source="text", content="Minji lives in Busan.", facts=[]) + "\n")
+    code, _, err = cli("--home", str(tmp_path / "h"), "ingest", str(path), "--llm-model", "m",
+                       "--llm-base-url", url)  # fmt: skip
+    one_line_error(code, err, "base URL")
+
+
+def test_no_api_key_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    path = tmp_path / "t.jsonl"
+    path.write_text(line(source="text", content="Minji lives in Busan.", facts=[]) + "\n")
+    code, _, err = cli("--home", str(tmp_path / "h"), "ingest", str(path), "--llm-model", "m")
+    one_line_error(code, err, "api_key")
+
+
+def test_failed_extractions_are_counted_and_listed() -> None:
+    from kg.cli import render
+    from kg.facade import BulkResult
+
+    console = render.SafeConsole(width=200, force_terminal=False)
+    with console.capture() as captured:
+        render.ingest(console, BulkResult(results=[], failed=["episodes[0]: boom\nbang"]))
+    text = captured.get()
+    assert "; 1 failed extraction" in text and "['" not in text
+    assert "episodes[0]: boom\\nbang" in text

@@ -242,9 +242,14 @@ def _llm(
 ) -> StructuredLLM | None:
     if not model:
         return None
+    import openai
+
     from kg.ingest.llm import OpenAILLM
 
-    return OpenAILLM(model, base_url=base_url, api_key=api_key, max_concurrency=concurrency)
+    try:
+        return OpenAILLM(model, base_url=base_url, api_key=api_key, max_concurrency=concurrency)
+    except (ValueError, openai.OpenAIError) as exc:  # a bad URL; no API key
+        raise _fail(f"--llm-model {model}: {exc}") from None
 
 
 @app.command()

@@ -210,8 +210,10 @@ def ingest(console: Console, r: BulkResult) -> None:
     if r.llm_calls:
         parts.append(f"; {r.llm_calls} LLM calls, {r.tokens} tokens")
     if r.failed:
-        parts.append(f"; {r.failed} failed extraction (recorded; re-run to retry)")
+        parts.append(f"; {len(r.failed)} failed extraction (recorded; re-run to retry)")
     console.print("".join(parts), soft_wrap=True)
+    for failure in r.failed:
+        console.print(f"  {one_line(failure)}", soft_wrap=True)
 
 
 def stats(console: Console, s: StoreStats, m: Metrics, *, as_json: bool) -> None:
