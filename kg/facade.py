@@ -150,6 +150,12 @@ def _when(field: str, value: datetime | None) -> datetime | None:
     return None if value is None else utc(value, field=field)
 
 
+def _limit(limit: int, most: int) -> None:
+    # The store reads a limit as a 64-bit integer: 10**30 would come back as no rows at all.
+    if not 1 <= limit <= most:
+        raise InputError(f"limit must be in 1..{most}, got {limit}")
+
+
 def _record(node: EpisodicNode, s: PlanSummary) -> None:
     """Per-episode metrics travel on the episode itself: written in the same transaction."""
     s.facts_quarantined = sum(q.kind == "fact" for q in s.quarantined)
@@ -582,6 +588,7 @@ class KG:
     ) -> list[AuditEvent]:
         """Rollbacks, erasures and (derived from the versions themselves) closures, newest first."""
         self._check_group(group_id)
+        _limit(limit, 10_000)
         events = await self.store.audit_log(group_id, limit)
         if closures:
             for f in await self.store.closures(group_id, limit):
@@ -914,6 +921,7 @@ class KG:
     ) -> list[Fact]:
         """Every version of the matching facts, retired ones included, with provenance."""
         self._check_group(group_id)
+        _limit(limit, 100_000)
         return await self.store.history(
             group_id,
             name_key(_text("subject", subject)) if subject is not None else None,

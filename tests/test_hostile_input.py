@@ -686,3 +686,21 @@ def test_failed_extractions_are_counted_and_listed() -> None:
     text = captured.get()
     assert "; 1 failed extraction" in text and "['" not in text
     assert "episodes[0]: boom\\nbang" in text
+
+
+async def test_limits_out_of_range_are_refused_not_misread(kg: KG) -> None:
+    """FalkorDB reads a limit as a 64-bit integer: 10**30 came back as no rows, -1 as a
+    StoreError."""
+    await kg.add_episode(source="facts", reference_time=datetime(2024, 1, 1, tzinfo=UTC),
+                         facts=[row()])  # fmt: skip
+    for limit in (0, -1, 10**30):
+        with pytest.raises(InputError, match="limit"):
+            await kg.history(limit=limit)
+        with pytest.raises(InputError, match="limit"):
+            await kg.log(limit=limit)
+    assert len(await kg.history(limit=100_000)) == 1
+    from kg.errors import StoreError
+    from kg.store.falkordb.store import check_params
+
+    with pytest.raises(StoreError, match="64-bit"):
+        check_params({"n": 2**63})

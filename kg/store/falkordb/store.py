@@ -65,8 +65,11 @@ def check_params(value: Any, path: str = "$") -> None:
             raise StoreError(f"parameter {path} contains a NUL character")
         if _SURROGATE.search(value):  # the client would fail to encode the query as UTF-8
             raise StoreError(f"parameter {path} contains a lone surrogate (not valid Unicode)")
-    elif isinstance(value, bool) or value is None or isinstance(value, int):
+    elif isinstance(value, bool) or value is None:
         return
+    elif isinstance(value, int):
+        if not -(2**63) <= value < 2**63:  # FalkorDB would read it as another number
+            raise StoreError(f"parameter {path} is outside the 64-bit integer range")
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise StoreError(f"parameter {path} is {value!r}; only finite numbers can be stored")
