@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from kg.ingest.guard import RULES, Rule, fact_text, fold, instruction_reason
 from kg.ingest.llm import LLMCall, Message, StructuredLLM
@@ -28,6 +28,7 @@ from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact
 from kg.schemas.extraction import ExtractedFact, Extraction
 from kg.schemas.graph import EpisodicNode, Quarantined
 from kg.schemas.ontology import Ontology
+from kg.schemas.validation import check_name
 
 LLM_EXTRACTOR = "kg.llm-extract/1"
 ASSISTANT_SPEAKERS = frozenset({"assistant", "ai", "bot", "agent", "system"})
@@ -123,6 +124,9 @@ class Drops(BaseModel):
     secret: int = 0
     assistant_claim: int = 0
     unknown_predicate: int = 0
+    invalid_name: int = Field(
+        default=0, description="A subject or object kg refuses as a name (see check_name)."
+    )
     malformed: int = 0
 
     @property
@@ -252,10 +256,22 @@ def vet(
             drops.unknown_predicate += 1
             continue
         if fact is None:
-            drops.malformed += 1
+            speaker = named[0] if named else None
+            if any(_bad_name(_who(n, speaker)) for n in (f.subject, f.object)):
+                drops.invalid_name += 1
+            else:
+                drops.malformed += 1
             continue
         kept.append(fact)
     return kept, drops, held
+
+
+def _bad_name(name: str) -> bool:
+    try:
+        check_name(name)
+    except ValueError:
+        return True
+    return False
 
 
 def _who(name: str, speaker: str | None) -> str:

@@ -21,6 +21,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlparse
 
 from pydantic import BaseModel, ValidationError
 
@@ -79,6 +80,18 @@ def _correction(raw: str, error: str) -> list[Message]:
             f"{error}\nReply again with only the corrected JSON object.",
         },
     ]
+
+
+def _check_base_url(url: str) -> None:
+    """An http(s) URL with a host and a usable port, or a ValueError naming it (instead of the
+    client's failure later, or a 'Connection error' after every retry)."""
+    try:
+        parsed = urlparse(url)
+        parsed.port  # noqa: B018 - parsing the port is the check
+    except ValueError as exc:
+        raise ValueError(f"base URL {url!r}: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"base URL {url!r} is not an http:// or https:// URL with a host")
 
 
 class StructuredLLM(abc.ABC):
@@ -214,6 +227,8 @@ class OpenAILLM(StructuredLLM):
 
         if json_mode is not None and json_mode not in JSON_MODES:
             raise ValueError(f"json_mode must be one of {', '.join(JSON_MODES)}, got {json_mode!r}")
+        if base_url is not None:
+            _check_base_url(base_url)
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens

@@ -32,9 +32,17 @@ def _shift_months(d: datetime, months: int) -> datetime:
 
 
 def resolve_time(text: str | None, reference: datetime) -> datetime | None:
+    """The time the words name, or None: unrecognised words, and times outside years 1-9999
+    ('in 9999 years', '99999999999 days ago', an ISO time in year 0 once in UTC) alike."""
     if text is None or not text.strip():
         return None
-    raw = text.strip()
+    try:
+        return _resolve(text.strip(), reference)
+    except (ValueError, OverflowError):  # out of datetime's range, or a 5000-digit count
+        return None
+
+
+def _resolve(raw: str, reference: datetime) -> datetime | None:
     try:  # ISO first: '2024-03-01', '2024-03-01T09:00:00+09:00'
         value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
         return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)

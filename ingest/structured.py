@@ -19,6 +19,7 @@ from kg.schemas.graph import EntityNode, EpisodicNode
 from kg.schemas.ontology import Ontology, Predicate
 from kg.schemas.plan import PlanSummary, WritePlan
 from kg.schemas.store import Timelines
+from kg.schemas.validation import STORED
 
 STRUCTURED_EXTRACTOR = "kg.structured/1"
 
@@ -80,7 +81,7 @@ def stored_facts(episode: EpisodicNode) -> list[StructuredFact]:
             "extraction; only structured 'facts' episodes and LLM episodes that kept their "
             "extraction can be replayed"
         )
-    return [StructuredFact.model_validate(row) for row in json.loads(record)]
+    return [StructuredFact.model_validate(row, context=STORED) for row in json.loads(record)]
 
 
 def check_structured(episode: Episode, ontology: Ontology) -> list[Predicate]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from kg.schemas.validation import validation_message
@@ -53,12 +54,27 @@ class StoreError(KGError):
     """The graph server refused a query; the write plan was not applied."""
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (numbers must be finite)")
+
+
 def json_object(line: str, where: str) -> dict[str, Any]:
-    """One JSON Lines record, or an InputError naming the file, line and column."""
+    """One JSON Lines record, or an InputError naming the file, line and column.
+
+    Never another exception: nesting too deep for the parser, integers longer than Python
+    converts (4300 digits) and the non-JSON constants NaN and Infinity are errors too."""
     try:
-        data = json.loads(line)
+        data = json.loads(line, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: malformed JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply to read") from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):
+            raise InputError(
+                f"{where}: a number with more than {sys.get_int_max_str_digits()} digits"
+            ) from None
+        raise InputError(f"{where}: {exc}") from None
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
     return data

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
@@ -80,10 +81,10 @@ from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.plan import PlanSummary, WritePlan
 from kg.schemas.search import SearchView
 from kg.schemas.store import Community, FactQuery, GraphStore, StoreStats
-from kg.schemas.validation import check_group_id
+from kg.schemas.validation import check_group_id, check_text
 from kg.store import open_store
 from kg.store.falkordb.embedded import Durability
-from kg.times import TransactionClock
+from kg.times import TransactionClock, utc
 from kg.transfer import TransferReport, export_lines, import_lines
 
 log = logging.getLogger("kg")
@@ -148,6 +149,25 @@ def _validate_episode(fields: dict[str, Any], where: str) -> Episode:
         return Episode.model_validate(fields)
     except ValidationError as exc:
         raise InputError(f"{where}: {validation_message(exc)}") from None
+
+
+def _text(field: str, value: str) -> str:
+    """A string argument the store can carry (no NUL, no lone surrogate), or an InputError."""
+    try:
+        return check_text(value)
+    except ValueError as exc:
+        raise InputError(f"{field}: {exc}") from None
+
+
+def _when(field: str, value: datetime | None) -> datetime | None:
+    """A time argument in UTC: aware, and within years 1-9999 once converted."""
+    return None if value is None else utc(value, field=field)
+
+
+def _limit(limit: int, most: int) -> None:
+    # The store reads a limit as a 64-bit integer: 10**30 would come back as no rows at all.
+    if not 1 <= limit <= most:
+        raise InputError(f"limit must be in 1..{most}, got {limit}")
 
 
 def _record(node: EpisodicNode, s: PlanSummary) -> None:
@@ -521,6 +541,7 @@ class KG:
     ) -> RollbackReport:
         """Plan (and with `apply=True` carry out, atomically) undoing episodes; see kg.rollback."""
         ids = [episode_ids] if isinstance(episode_ids, str) else list(episode_ids)
+        ids = [_text("episode id", i) for i in ids]
         if not ids:
             raise InputError("rollback needs at least one episode id")
         self._check_group(group_id)
@@ -545,8 +566,8 @@ class KG:
     ) -> RollbackReport:
         """Undo every ingested episode from one source (e.g. a web page), optionally since T."""
         self._check_group(group_id)
-        if since is not None and since.tzinfo is None:
-            raise InputError("since: naive datetime; give it a timezone")
+        source_description = _text("source_description", source_description)
+        since = _when("since", since)
         episodes = await self.store.find_episodes(group_id, source_description, since)
         if not episodes:
             return RollbackReport(group_id=group_id, episodes=[])
@@ -568,7 +589,7 @@ class KG:
     async def why(self, fact_id: str, *, group_id: str = "default") -> Explanation:
         """Every version of a fact and the episodes that created, reinforced and closed it."""
         self._check_group(group_id)
-        versions = await self.store.fact_versions(group_id, fact_id)
+        versions = await self.store.fact_versions(group_id, _text("fact id", fact_id))
         if not versions:
             raise NotFoundError(f"no fact or fact version {fact_id!r} in group {group_id!r}")
         ids = {ep for v in versions for ep in v.edge.episodes}
@@ -581,6 +602,7 @@ class KG:
     ) -> list[AuditEvent]:
         """Rollbacks, erasures and (derived from the versions themselves) closures, newest first."""
         self._check_group(group_id)
+        _limit(limit, 10_000)
         events = await self.store.audit_log(group_id, limit)
         if closures:
             for f in await self.store.closures(group_id, limit):
@@ -597,6 +619,7 @@ class KG:
     async def erase_entity(self, name: str, *, group_id: str = "default") -> ErasureReceipt:
         """Physically delete a subject: its episodes, facts, entity, and their traces on disk."""
         self._check_group(group_id)
+        name = _text("entity name", name)
         async with self._writer(group_id):
             receipt = await erase_entity(
                 self.store,
@@ -884,15 +907,16 @@ class KG:
         limit: int = 1000,
     ) -> list[Fact]:
         """What was true at `valid_at` (default now), as kg knew it at `known_at` (default now)."""
+        valid_at, known_at = _when("valid_at", valid_at), _when("known_at", known_at)
         now = self.clock.now()
         try:
             query = FactQuery(
                 group_id=group_id,
                 valid_at=valid_at or now,
                 known_at=known_at or now,
-                subject_key=name_key(subject) if subject is not None else None,
+                subject_key=name_key(_text("subject", subject)) if subject is not None else None,
                 predicate=self._predicate(predicate),
-                object_key=name_key(object) if object is not None else None,
+                object_key=name_key(_text("object", object)) if object is not None else None,
                 include_contested=include_contested,
                 limit=limit,
             )
@@ -911,11 +935,12 @@ class KG:
     ) -> list[Fact]:
         """Every version of the matching facts, retired ones included, with provenance."""
         self._check_group(group_id)
+        _limit(limit, 100_000)
         return await self.store.history(
             group_id,
-            name_key(subject) if subject is not None else None,
+            name_key(_text("subject", subject)) if subject is not None else None,
             self._predicate(predicate),
-            name_key(object) if object is not None else None,
+            name_key(_text("object", object)) if object is not None else None,
             limit,
         )
 
@@ -969,12 +994,10 @@ class KG:
         when its best cosine similarity is below it (see `SearchConfig.abstain_below`).
         """
         self._check_group(group_id)
-        if not query.strip():
+        if not _text("query", query).strip():
             raise InputError("search needs a non-empty query")
         cfg = self._search_config(recipe, config, limit, min_score, abstain_below)
-        for name, when in (("valid_at", valid_at), ("known_at", known_at)):
-            if when is not None and when.tzinfo is None:
-                raise InputError(f"{name}: naive datetime; give it a timezone")
+        valid_at, known_at = _when("valid_at", valid_at), _when("known_at", known_at)
         now = self.clock.now()
         view = SearchView(valid_at=valid_at or now, known_at=known_at or now,
                           include_history=include_history,
@@ -1055,6 +1078,8 @@ class KG:
             config = RECIPES[name]
         update: dict[str, Any] = {}
         if min_score is not None:
+            if not math.isfinite(min_score):
+                raise InputError(f"min_score must be a finite number, got {min_score!r}")
             update["min_score"] = min_score
         if abstain_below is not None:
             if not -1.0 <= abstain_below <= 1.0:
@@ -1072,6 +1097,7 @@ class KG:
     async def _entity_uuids(self, group_id: str, names: list[str]) -> list[str]:
         if not names:
             return []
+        names = [_text("entity name", n) for n in names]
         found = {e.name_key: e.uuid for e in await self.store.entities_by_key(
             group_id, [name_key(n) for n in names])}  # fmt: skip
         missing = [n for n in names if name_key(n) not in found]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kg.schemas.episode import Channel, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.metrics import EpisodeMetrics
-from kg.schemas.validation import UtcDatetime, name_key
+from kg.schemas.validation import STORED, UtcDatetime, name_key
 
 
 class EpisodeStatus(StrEnum):
@@ -111,7 +111,7 @@ class EpisodicNode(EpisodeMetrics):
     def quarantined(self) -> list[Quarantined]:
         if not self.quarantine:
             return []
-        return [Quarantined.model_validate(q) for q in json.loads(self.quarantine)]
+        return [Quarantined.model_validate(q, context=STORED) for q in json.loads(self.quarantine)]
 
 
 class EntityNode(BaseModel):

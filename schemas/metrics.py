@@ -7,7 +7,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-_KEY = re.compile(r"^[a-z]+_[a-z0-9_]+$")
+_KEY = re.compile(r"[a-z]+_[a-z0-9_]+")
 
 
 class GraphCounters(BaseModel):
@@ -106,7 +106,7 @@ class QueryMetrics(BaseModel):
 
 
 def valid_branch_key(key: str) -> bool:
-    return _KEY.match(key) is not None
+    return _KEY.fullmatch(key) is not None
 
 
 class Metrics(BaseModel):

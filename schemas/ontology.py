@@ -32,7 +32,7 @@ class EntityType(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not TYPE_NAME_RE.match(v):
+        if not TYPE_NAME_RE.fullmatch(v):
             raise ValueError(
                 f"entity type {v!r} must be PascalCase letters and digits (e.g. Person)"
             )
@@ -50,7 +50,7 @@ class Predicate(BaseModel):
     @classmethod
     def _name(cls, v: str) -> str:
         v = normalize_predicate(v)
-        if not PREDICATE_RE.match(v):
+        if not PREDICATE_RE.fullmatch(v):
             raise ValueError(f"predicate {v!r} must be UPPER_SNAKE_CASE, starting with a letter")
         return v
 
@@ -95,7 +95,7 @@ class Ontology(BaseModel):
                 f"unknown predicate {raw!r} "
                 f"(ontology {self.name!r} is strict; it declares: {known})"
             )
-        if not PREDICATE_RE.match(name):
+        if not PREDICATE_RE.fullmatch(name):
             raise UnknownPredicateError(
                 f"predicate {raw!r} has no usable name (normalised to {name!r}); "
                 "use letters, digits and underscores, starting with a letter"
@@ -108,7 +108,7 @@ class Ontology(BaseModel):
         for t in self.entity_types:
             if t.name == raw:
                 return t.name
-        if self.strict or not TYPE_NAME_RE.match(raw):
+        if self.strict or not TYPE_NAME_RE.fullmatch(raw):
             known = ", ".join(t.name for t in self.entity_types) or "none"
             raise ValueError(
                 f"unknown entity type {raw!r} (ontology {self.name!r} declares: {known})"

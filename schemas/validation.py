@@ -7,17 +7,30 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, AwareDatetime, ValidationError
+from pydantic import AfterValidator, AwareDatetime, ValidationError, ValidationInfo
 
-GROUP_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Anchored with \A and \Z, never ^ and $: '$' also matches before a trailing newline, so
+# 'default\n' would pass. Every caller uses fullmatch as well.
+GROUP_ID_RE = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
 # Labels and predicates end up as Cypher identifiers or indexed names, so they are kept to a
 # conservative alphabet instead of being quoted.
-TYPE_NAME_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}$")
-PREDICATE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+TYPE_NAME_RE = re.compile(r"\A[A-Z][A-Za-z0-9]{0,63}\Z")
+PREDICATE_RE = re.compile(r"\A[A-Z][A-Z0-9_]{0,63}\Z")
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+# Format characters a name may hold: the joiners Persian, Indic scripts and emoji sequences
+# need, emoji tag sequences (subdivision flags) and the visible prepended concatenation marks.
+_NAME_FORMAT_OK = frozenset(
+    "\u200c\u200d\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2"
+    "\U000110bd\U000110cd"
+) | frozenset(map(chr, range(0xE0020, 0xE0080)))
+# Letters and symbols that draw nothing: Hangul fillers, the braille blank.
+_BLANK = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+_VISIBLE = frozenset({"L", "N", "P", "S"})  # categories by first letter: not marks, not C, not Z
 
 
 def check_group_id(value: str) -> str:
-    if not GROUP_ID_RE.match(value):
+    if not GROUP_ID_RE.fullmatch(value):
         raise ValueError(
             f"invalid group_id {value!r}: use 1-64 characters from A-Z, a-z, 0-9, '_' and '-'"
         )
@@ -28,10 +41,17 @@ def check_text(value: str) -> str:
     # A NUL byte truncates FalkorDB's query text; refuse it here rather than store half a string.
     if "\x00" in value:
         raise ValueError("text must not contain NUL (\\x00) characters")
+    # A lone surrogate is not Unicode text (Python makes them of undecodable bytes, e.g. in
+    # argv, and of JSON escapes such as "\udc80"); no store can encode it as UTF-8.
+    if bad := _SURROGATE.search(value):
+        raise ValueError(
+            f"text contains a lone surrogate (U+{ord(bad.group()):04X}), which is not valid "
+            "Unicode: was it decoded from invalid UTF-8?"
+        )
     return value
 
 
-def check_name(value: str) -> str:
+def _trimmed(value: str) -> str:
     value = check_text(value).strip()
     if not value:
         raise ValueError("must not be empty or only whitespace")
@@ -40,13 +60,49 @@ def check_name(value: str) -> str:
     return value
 
 
+def check_name(value: str) -> str:
+    """A name is what an entity is known by, so it must be seen to be told apart: surrounding
+    whitespace is trimmed; control characters (other than whitespace), invisible format
+    characters (zero-width spaces, bidi controls, the BOM, soft hyphens) and names with no
+    visible character are refused. Inner whitespace is kept as given (the entity key folds
+    it); the joiners ZWNJ and ZWJ are kept, since scripts and emoji need them."""
+    value = _trimmed(value)
+    for ch in value:
+        category = unicodedata.category(ch)
+        if category == "Cc" and not ch.isspace():
+            raise ValueError(f"contains the control character U+{ord(ch):04X}")
+        if category == "Cf" and ch not in _NAME_FORMAT_OK:
+            raise ValueError(
+                f"contains the invisible format character U+{ord(ch):04X} "
+                f"({unicodedata.name(ch, 'unnamed')}); names must be seen to be told apart"
+            )
+    if not any(unicodedata.category(ch)[0] in _VISIBLE and ch not in _BLANK for ch in value):
+        raise ValueError(f"{value!r} has no visible character")
+    return value
+
+
 def to_utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00+01:00 is in year 0 in UTC
+        raise ValueError(
+            f"{value.isoformat()} is outside years 1 to 9999 once converted to UTC"
+        ) from None
 
 
 GroupId = Annotated[str, AfterValidator(check_group_id)]
 Text = Annotated[str, AfterValidator(check_text)]
-Name = Annotated[str, AfterValidator(check_name)]
+# Read back from the store (validation context STORED), a name is held to the rules it was
+# written under, so that data stored before a rule was added still replays and rolls back.
+STORED = {"stored": True}
+
+
+def _name(value: str, info: ValidationInfo) -> str:
+    stored = isinstance(info.context, dict) and info.context.get("stored")
+    return _trimmed(value) if stored else check_name(value)
+
+
+Name = Annotated[str, AfterValidator(_name)]
 # Naive datetimes are rejected (AwareDatetime) and everything is normalised to UTC, so that
 # lexical order of the stored strings equals time order.
 UtcDatetime = Annotated[AwareDatetime, AfterValidator(to_utc)]

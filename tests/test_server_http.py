@@ -235,6 +235,12 @@ def test_errors_are_one_line_problems(served: Served) -> None:
         assert "timezone" in problem(
             w.get("/v1/facts", params={"valid_at": "2020-01-01T00:00:00"}), 422
         )
+        # Found by the fuzz: a time in year 1 that is year 0 once converted to UTC was a 500.
+        for when in ("0001-01-01T00:00:01+00:01", "9999-12-31T23:59:59-01:00"):
+            assert "outside years 1" in problem(w.get("/v1/facts", params={"valid_at": when}), 422)
+            assert "outside years 1" in problem(
+                w.post("/v1/search", json={"query": "x", "known_at": when}), 422
+            )
         assert "unknown recipe 'nope'" in problem(
             w.post("/v1/search", json={"query": "x", "recipe": "nope"}), 422
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import shutil
 import signal
@@ -20,7 +21,6 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 
 from kg.cli import render
 from kg.cli.demo import run_demo
@@ -38,6 +38,7 @@ from kg.schemas.validation import check_group_id
 from kg.times import parse_time
 
 T = TypeVar("T")
+ONTOLOGY_MAX_BYTES = 10_000_000
 
 app = typer.Typer(
     name="kg",
@@ -46,8 +47,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+out = render.SafeConsole()
+err = render.SafeConsole(stderr=True)
 
 
 @dataclass
@@ -62,9 +63,16 @@ class Settings:
         if self.ontology_path is None:
             return DEFAULT_ONTOLOGY
         try:
-            return Ontology.model_validate_json(self.ontology_path.read_text())
+            with self.ontology_path.open("rb") as fh:
+                raw = fh.read(ONTOLOGY_MAX_BYTES + 1)  # bounded: --ontology /dev/zero ends
         except OSError as exc:
             raise InputError(f"ontology {self.ontology_path}: {exc.strerror}") from None
+        if len(raw) > ONTOLOGY_MAX_BYTES:
+            raise InputError(
+                f"ontology {self.ontology_path}: larger than {ONTOLOGY_MAX_BYTES} bytes"
+            )
+        try:
+            return Ontology.model_validate_json(raw)
         except ValidationError as exc:
             raise InputError(f"ontology {self.ontology_path}: {validation_message(exc)}") from None
 
@@ -97,7 +105,7 @@ class Settings:
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]kg: error:[/] {message}", highlight=False, soft_wrap=True)
+    render.error(err, message)
     return typer.Exit(code=1)
 
 
@@ -140,8 +148,10 @@ def _times(**values: str | None) -> list[datetime | None]:
 def main_options(
     ctx: typer.Context,
     home: Annotated[
-        Path | None,
-        typer.Option(envvar="KG_HOME", help="Embedded data directory (default: ~/.kg)."),
+        str | None,
+        typer.Option(
+            envvar="KG_HOME", metavar="PATH", help="Embedded data directory (default: ~/.kg)."
+        ),
     ] = None,
     uri: Annotated[
         str | None,
@@ -164,7 +174,15 @@ def main_options(
         ),
     ] = "auto",
 ) -> None:
-    ctx.obj = Settings(home=home, uri=uri, group=group, ontology_path=ontology, embedder=embedder)
+    if home == "":  # Path("") is the current directory: never a data directory by accident
+        raise _fail("--home / KG_HOME is empty; unset it for the default ~/.kg")
+    ctx.obj = Settings(
+        home=None if home is None else Path(home).expanduser(),
+        uri=uri,
+        group=group,
+        ontology_path=None if ontology is None else ontology.expanduser(),
+        embedder=embedder,
+    )
 
 
 # -- ingest ---------------------------------------------------------------------------------
@@ -174,7 +192,9 @@ def read_episodes(path: Path | None, text: str, group: str) -> list[tuple[str, E
     """Parse every line (as `file:line` and its episode) before anything is written."""
     name = str(path) if path else "<stdin>"
     episodes: list[tuple[str, Episode]] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # Records end at "\n" only: U+2028, U+2029 and U+0085 are ordinary characters inside JSON
+    # strings, and str.splitlines() would cut a record at them.
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{name}:{lineno}"
@@ -225,9 +245,14 @@ def _llm(
 ) -> StructuredLLM | None:
     if not model:
         return None
+    import openai
+
     from kg.ingest.llm import OpenAILLM
 
-    return OpenAILLM(model, base_url=base_url, api_key=api_key, max_concurrency=concurrency)
+    try:
+        return OpenAILLM(model, base_url=base_url, api_key=api_key, max_concurrency=concurrency)
+    except (ValueError, openai.OpenAIError) as exc:  # a bad URL; no API key
+        raise _fail(f"--llm-model {model}: {exc}") from None
 
 
 @app.command()
@@ -257,10 +282,10 @@ def ingest(
         raise _fail("give --llm-model or --no-extract, not both")
     try:
         if file == "-":
-            path, text = None, sys.stdin.read()
+            path, text = None, sys.stdin.read().removeprefix("\ufeff")
         else:
             path = Path(file)
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a leading BOM marks UTF-8
         episodes = read_episodes(path, text, settings.group)
     except OSError as exc:
         raise _fail(f"cannot read {file}: {exc.strerror}") from None
@@ -438,12 +463,13 @@ def export_(
     async def work(kg: KG) -> int:
         n = 0
         async for line in kg.export_lines(settings.group, embeddings=not no_embeddings):
-            sink.write(line + "\n")
+            sink.write(render.escape_json(line, ascii_only=ascii_only) + "\n")
             n += 1
         return n
 
     try:
         sink = tmp.open("w", encoding="utf-8") if tmp else sys.stdout
+        ascii_only = not render.writes_unicode(sink)
         try:
             with contextlib.nullcontext() if tmp is None else sink:
                 n = _run(_with_kg(settings, work))
@@ -474,7 +500,7 @@ def import_(
     settings: Settings = ctx.obj
 
     try:
-        fh = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115
+        fh = sys.stdin if file == "-" else open(file, encoding="utf-8-sig")  # noqa: SIM115
         with fh:
             source = "<stdin>" if file == "-" else file
             r = _run(_with_kg(settings, lambda kg: kg.import_lines(fh, into=into, source=source)))
@@ -647,7 +673,12 @@ def erase(
     if (entity is None) == (not whole_group):
         raise _fail("give --entity NAME or --whole-group, not both and not neither")
     target = f"entity {entity!r}" if entity else f"the whole group {settings.group!r}"
-    if not yes and not typer.confirm(f"Permanently erase {target} from group {settings.group!r}?"):
+    question = f"Permanently erase {target} from group {settings.group!r}?"
+    try:
+        confirmed = yes or typer.confirm(question)
+    except typer.Abort:  # no answer: end of input, or interrupted
+        confirmed = False
+    if not confirmed:
         raise _fail("not confirmed; nothing erased")
 
     async def work(kg: KG) -> ErasureReceipt:
@@ -954,4 +985,9 @@ def demo() -> None:
 
 
 def main() -> None:
+    # A terminal that cannot encode everything (PYTHONIOENCODING=ascii, a latin-1 locale)
+    # shows what it cannot encode as escapes instead of failing mid-table.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and not render.writes_unicode(stream):
+            stream.reconfigure(errors="backslashreplace")
     app()

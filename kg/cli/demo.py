@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from kg.cli import render
 from kg.facade import KG, ChannelName
@@ -52,7 +53,7 @@ async def run_demo(home: Path, console: Console) -> None:
     def show(facts: list[Fact], title: str, transaction: bool = False) -> None:
         render.facts(console, facts, as_json=False, title=title, transaction=transaction)
 
-    console.print(f"[bold]kg demo[/] — embedded FalkorDB in {home}\n")
+    console.print(f"[bold]kg demo[/] — embedded FalkorDB in {escape(str(home))}\n", markup=True)
     async with await KG.open(home=home) as kg:
         learned_move_at = None
         for text, when, facts, channel in STORY:
@@ -83,7 +84,9 @@ async def run_demo(home: Path, console: Console) -> None:
         before = await kg.facts(subject="Minji", predicate="LIVES_IN", known_at=learned_move_at)
         show(before, "Where does Minji live, as kg believed before it heard of the move?")
 
-        console.print("\n[bold]Rollback[/]: a poisoned chat message gets through as a user fact.")
+        console.print(
+            "\n[bold]Rollback[/]: a poisoned chat message gets through as a user fact.", markup=True
+        )
         poison = await kg.add_episode(
             source="facts",
             reference_time=_t(2024, 10, 1),

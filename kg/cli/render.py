@@ -2,16 +2,24 @@
 
 Commands (kg.cli.app) decide what to fetch; this module decides how it looks. It imports
 models only, never the app, so the demo and the commands share one look.
+
+What is printed is mostly data, and data is hostile: a stored name may read `[/x]` (Rich
+markup, which would crash the table) or carry terminal escape sequences. `SafeConsole` is the
+one place that handles it: every string it renders passes through `clean`, and it never reads
+markup or emoji codes in strings; styling is given as `Text` styles instead.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.highlighter import JSONHighlighter, NullHighlighter
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -30,6 +38,119 @@ from kg.schemas.timefmt import interval
 from kg.transfer import TransferReport
 
 TIME = "%Y-%m-%d %H:%M:%S"
+
+# What must not reach a terminal as it is: C0 controls other than tab and newline (ESC starts
+# colour, cursor and OSC 8 hyperlink sequences, BEL ends them), DEL and the C1 controls (0x9b
+# is a one-byte CSI), bidi controls (they reorder what follows them), zero-width spaces and
+# word joiners (they hide a difference), line and paragraph separators, and lone surrogates
+# (no encoding can write them). Each is shown as its escape, e.g. \x1b or \u202e.
+_UNSAFE = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060-\u2069"
+    r"\ufeff\ud800-\udfff]"
+)
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def clean(text: str) -> str:
+    """`text` with every character a terminal would act on, or hide, shown as its escape."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def _u(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    if code > 0xFFFF:  # JSON spells a character beyond the BMP as its UTF-16 surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def escape_json(text: str, *, ascii_only: bool = False) -> str:
+    """JSON text with every unsafe character (every non-ASCII one too, with `ascii_only`) as
+    its \\u escape: the same values when parsed. Outside strings JSON is ASCII, so every such
+    character is inside a string."""
+    return (_NON_ASCII if ascii_only else _UNSAFE).sub(_u, text)
+
+
+def writes_unicode(stream: object) -> bool:
+    """Whether a text stream encodes all of Unicode (UTF-8 and kin), e.g. not LANG=C on an old
+    Python or PYTHONIOENCODING=latin-1."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return encoding.lower().replace("-", "").replace("_", "").startswith("utf")
+
+
+def one_line(text: str) -> str:
+    """`clean`, with newlines and tabs escaped too: for messages that must stay one line."""
+    return clean(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
+class _Environ(Mapping[str, str]):
+    """os.environ as Rich reads it, live, less a COLUMNS or LINES that is not a positive
+    number: COLUMNS=0 (set by some CI runners and editors) makes Rich print nothing at all."""
+
+    def __getitem__(self, key: str) -> str:
+        value = os.environ[key]
+        if key in ("COLUMNS", "LINES") and not (value.isdigit() and int(value) > 0):
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(os.environ)
+
+    def __len__(self) -> int:
+        return len(os.environ)
+
+
+class SafeConsole(Console):
+    """A Rich console for data: strings (printed, table cells, titles) are `clean`ed and never
+    read as markup or emoji codes, unless a call asks for markup; JSON is escaped the same way,
+    as \\u escapes, so it still parses to the very same values."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**{"markup": False, "emoji": False, "_environ": _Environ(), **options})
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(clean(text), **options)
+
+    def print_json(
+        self,
+        json: str | None = None,
+        *,
+        data: Any = None,
+        indent: int | str | None = 2,
+        highlight: bool = True,
+        skip_keys: bool = False,
+        ensure_ascii: bool = False,
+        check_circular: bool = True,
+        allow_nan: bool = True,
+        default: Callable[[Any], Any] | None = None,
+        sort_keys: bool = False,
+    ) -> None:
+        from rich.json import JSON
+
+        options: dict[str, Any] = dict(
+            indent=indent, highlight=False, skip_keys=skip_keys, ensure_ascii=ensure_ascii,
+            check_circular=check_circular, allow_nan=allow_nan, default=default,
+            sort_keys=sort_keys,
+        )  # fmt: skip
+        rendered = JSON(json, **options) if json is not None else JSON.from_data(data, **options)
+        escaped = escape_json(rendered.text.plain, ascii_only=not writes_unicode(self.file))
+        rendered.text = (JSONHighlighter() if highlight else NullHighlighter())(escaped)
+        rendered.text.no_wrap = True
+        rendered.text.overflow = None
+        self.print(rendered, soft_wrap=True)
+
+
+def error(console: Console, message: str) -> None:
+    """A kg error: one line, the message shown as written."""
+    console.print(Text.assemble(("kg: error:", "bold red"), " ", one_line(message)),
+                  soft_wrap=True)  # fmt: skip
 
 
 def _table(title: str, columns: Sequence[str], **options: Any) -> Table:
@@ -90,8 +211,10 @@ def ingest(console: Console, r: BulkResult) -> None:
     if r.llm_calls:
         parts.append(f"; {r.llm_calls} LLM calls, {r.tokens} tokens")
     if r.failed:
-        parts.append(f"; {r.failed} failed extraction (recorded; re-run to retry)")
+        parts.append(f"; {len(r.failed)} failed extraction (recorded; re-run to retry)")
     console.print("".join(parts), soft_wrap=True)
+    for failure in r.failed:
+        console.print(f"  {one_line(failure)}", soft_wrap=True)
 
 
 def stats(console: Console, s: StoreStats, m: Metrics, *, as_json: bool) -> None:

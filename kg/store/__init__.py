@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -26,11 +27,16 @@ async def open_store(
     embedding_dim: int | None = None,
 ) -> FalkorDBStore | Neo4jStore:
     if uri in (None, "", "embedded"):
-        path = Path(home) if home is not None else default_home()
+        path = _data_dir(home)
         return await FalkorDBStore.embedded(
             path, durability=durability, embedding_dim=embedding_dim
         )
-    scheme = urlparse(uri).scheme
+    try:
+        parsed = urlparse(uri)
+        parsed.port  # noqa: B018 - parsing the port is the check ('host:notaport', 99999)
+    except ValueError as exc:
+        raise InputError(f"store URI {uri!r}: {exc}") from None
+    scheme = parsed.scheme
     if scheme in NEO4J_SCHEMES:
         return await Neo4jStore.connect(uri, embedding_dim=embedding_dim)
     if scheme in ("falkordb", "falkor", "redis"):
@@ -39,3 +45,21 @@ async def open_store(
         f"unsupported store URI {uri!r}: use 'embedded', falkordb://host:port, "
         f"or one of {', '.join(s + '://' for s in NEO4J_SCHEMES)}"
     )
+
+
+def _data_dir(home: str | Path | None) -> Path:
+    """The embedded store's directory, created if missing; an InputError if it cannot be one
+    (a file, under a file, not writable), before any server is started."""
+    if (str(home) if home is not None else os.environ.get("KG_HOME")) == "":
+        # Path("") is the current directory: never a data directory by accident.
+        raise InputError("the data directory (KG_HOME) is empty; unset it for ~/.kg")
+    path = Path(home).expanduser() if home is not None else default_home()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError(f"data directory {path} exists and is not a directory") from None
+    except OSError as exc:
+        raise InputError(f"data directory {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"data directory {path} is not writable")
+    return path

@@ -20,7 +20,7 @@ _QUERY_COUNTERS = ("queries", "zero_result_queries", "branch_errors", "latency_m
 
 def label_suffix(labels: list[str]) -> str:
     for label in labels:
-        if not TYPE_NAME_RE.match(label):
+        if not TYPE_NAME_RE.fullmatch(label):
             raise ValueError(f"refusing to use {label!r} as a Cypher label")
     return "".join(f":{label}" for label in sorted(set(labels)))
 

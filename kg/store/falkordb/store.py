@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import re
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
@@ -54,14 +55,22 @@ def _line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
 def check_params(value: Any, path: str = "$") -> None:
     """The falkordb client splices parameters into the query header as text; refuse what that
     text cannot carry faithfully instead of letting it corrupt the query."""
     if isinstance(value, str):
         if "\x00" in value:
             raise StoreError(f"parameter {path} contains a NUL character")
-    elif isinstance(value, bool) or value is None or isinstance(value, int):
+        if _SURROGATE.search(value):  # the client would fail to encode the query as UTF-8
+            raise StoreError(f"parameter {path} contains a lone surrogate (not valid Unicode)")
+    elif isinstance(value, bool) or value is None:
         return
+    elif isinstance(value, int):
+        if not -(2**63) <= value < 2**63:  # FalkorDB would read it as another number
+            raise StoreError(f"parameter {path} is outside the 64-bit integer range")
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise StoreError(f"parameter {path} is {value!r}; only finite numbers can be stored")

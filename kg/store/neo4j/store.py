@@ -127,6 +127,8 @@ class Neo4jStore(CypherStore):
             return StoreUnavailableError(f"lost the Neo4j server: {exc}")
         if isinstance(exc, Neo4jError):
             return StoreError(f"Neo4j refused the query (nothing written): {exc}")
+        if isinstance(exc, UnicodeEncodeError):  # a lone surrogate: not encodable as UTF-8
+            return StoreError(f"Neo4j cannot be sent this text (nothing written): {exc.reason}")
         return exc
 
     async def _search_ready(self, group_id: str) -> None:
