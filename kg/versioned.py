@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -32,11 +33,12 @@ from kg.times import TransactionClock, utcnow
 
 T = TypeVar("T")
 
-ATTEMPTS = 20
+ATTEMPTS = 10  # plans; a writer holds the lease from its fourth, so more are rare
 FIRST_PAUSE = 0.005  # seconds; doubled after each conflict, the pause drawn uniformly below it
 MAX_PAUSE = 0.5
 LEASE_AFTER = 3  # conflicts after which a writer takes the group's lease (see `retrying`)
 LEASE_SECONDS = 60
+HOLD_WAIT_SECONDS = 120.0  # a lease lapses by then; an import may still be running
 _LEASE = "lease "
 
 
@@ -62,53 +64,63 @@ async def retrying(
     attempt: Callable[[GroupVersion], Awaitable[T]],
     *,
     attempts: int = ATTEMPTS,
-    holder: str | None = None,
 ) -> tuple[T, int]:
-    """Run `attempt(base)` until its write lands at `base`: (its result, attempts used).
+    """Run `attempt(base)` until its write lands at `base`: (its result, plans it took).
 
-    `attempt` must do all of its reads after it is called and pass `base` to its write. A
-    group held by a multi-step operation (an import, or another writer's lease) counts as a
-    conflict, unless `holder` names that operation.
+    `attempt` must do all of its reads after it is called and pass `base` to its write.
 
-    Fairness: optimism alone lets quick writers overtake a slow one forever. So a writer
+    Fairness: optimism alone lets quick writers overtake a slow one for ever. So a writer
     overtaken LEASE_AFTER times takes the group's lease (a hold written at the version it
     just read, so it is itself fenced); others then wait, and its next attempt cannot be
     overtaken. The lease is released after that attempt, or lapses after LEASE_SECONDS if the
-    writer dies; the version check, not the lease, is what keeps a stale write out.
+    writer dies; the version check, not the lease, is what keeps a stale write out. Waiting
+    for a held group (a lease, or an import) is bounded by HOLD_WAIT_SECONDS, not by
+    `attempts`, which counts plans.
     """
     lease: str | None = None
-    last = WriteConflictError(f"group {group_id!r}: no attempt was made")
+    plans = waits = 0
+    deadline = time.monotonic() + HOLD_WAIT_SECONDS
     try:
-        for n in range(1, attempts + 1):
+        while True:
             base = await store.version(group_id)
-            mine = lease if lease is not None and base.hold == lease else holder
-            if _blocking(base.hold, mine):
-                last = WriteConflictError(
-                    f"group {group_id!r} is held by another operation ({base.hold}); if "
-                    "none is running, it was interrupted: erase the group and run it again"
-                )
-            elif LEASE_AFTER < n < attempts and lease is None:
+            if _blocking(base.hold, lease):
+                if time.monotonic() > deadline:
+                    raise WriteConflictError(
+                        f"group {group_id!r} stayed held by another operation ({base.hold}) "
+                        f"for {HOLD_WAIT_SECONDS:.0f}s; nothing was written by this call. If "
+                        "no import is running, one was interrupted: erase the group, import again"
+                    )
+                waits += 1
+                await _pause(waits)
+                continue
+            if plans >= LEASE_AFTER and lease is None:
+                lease = _lease(uuid.uuid4().hex)
                 try:
-                    lease = _lease(uuid.uuid4().hex)
                     await store.set_hold(group_id, base, lease)
-                    continue  # no pause: the next attempt is this writer's alone
-                except WriteConflictError as exc:
-                    lease, last = None, exc
-            else:
-                clock.advance_past(base.last_tx)
-                try:
-                    return await attempt(base), n
-                except WriteConflictError as exc:
-                    last = exc
-            if n < attempts:
-                await asyncio.sleep(random.uniform(0, min(MAX_PAUSE, FIRST_PAUSE * 2**n)))
+                except WriteConflictError:
+                    lease = None
+                    await _pause(plans)
+                continue  # with the lease, its version is the next attempt's base
+            clock.advance_past(base.last_tx)
+            plans += 1
+            try:
+                return await attempt(base), plans
+            except WriteConflictError as exc:
+                if plans >= attempts:
+                    raise WriteConflictError(
+                        f"gave up after {attempts} plans for group {group_id!r}, each "
+                        "overtaken by another writer; nothing was written by this call, so it "
+                        f"can be retried. Last: {exc}"
+                    ) from None
+            await _pause(plans)
     finally:
         if lease is not None:
             await _release(store, group_id, lease)
-    raise WriteConflictError(
-        f"gave up after {attempts} attempts to write group {group_id!r} while other writers "
-        f"kept changing it; nothing was written by this call, so it can be retried. Last: {last}"
-    )
+
+
+async def _pause(n: int) -> None:
+    """Full jitter: uniform below FIRST_PAUSE * 2**n, capped at MAX_PAUSE."""
+    await asyncio.sleep(random.uniform(0, min(MAX_PAUSE, FIRST_PAUSE * 2**n)))
 
 
 async def _release(store: PlanWriter, group_id: str, lease: str) -> None:

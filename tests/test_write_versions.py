@@ -152,16 +152,35 @@ async def test_an_overtaken_writer_takes_the_lease_then_releases_it(
         return "done"
 
     result, n = await retrying(store, kg.clock, "default", attempt)
-    assert result == "done" and n == versioned_module.LEASE_AFTER + 2
+    assert result == "done" and n == versioned_module.LEASE_AFTER + 1  # plans made
     assert holds[:-1] == [None] * versioned_module.LEASE_AFTER
     assert (holds[-1] or "").startswith("lease ")  # its last attempt could not be overtaken
     assert (await store.version("default")).hold is None  # released
 
 
-async def test_a_held_group_makes_writers_wait_then_say_why(
+async def test_retries_are_bounded_and_the_error_says_nothing_was_written(
     kg: KG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(versioned_module, "MAX_PAUSE", 0.0)
+    await add(kg, t(2000), ("Alice", "LIVES_IN", "Seoul"))
+    calls = 0
+
+    async def always_overtaken(base: GroupVersion) -> None:
+        nonlocal calls
+        calls += 1
+        raise WriteConflictError("overtaken")
+
+    with pytest.raises(WriteConflictError, match=r"gave up after 10 plans .* nothing was written"):
+        await retrying(kg.store, kg.clock, "default", always_overtaken)
+    assert calls == versioned_module.ATTEMPTS == 10
+    assert (await kg.store.version("default")).hold is None  # the lease it took is released
+
+
+async def test_a_held_group_makes_writers_wait_then_say_why(
+    kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(versioned_module, "MAX_PAUSE", 0.01)
+    monkeypatch.setattr(versioned_module, "HOLD_WAIT_SECONDS", 0.3)
     await add(kg, t(2000), ("Alice", "LIVES_IN", "Seoul"))
     v = await kg.store.set_hold("default", await kg.store.version("default"), "import")
     with pytest.raises(WriteConflictError, match=r"held by another operation \(import\)"):

@@ -297,7 +297,8 @@ class FalkorDBStore(CypherStore):
                         await conn.execute_command(command)
                         break
                     except ResponseError as exc:  # another rewrite or save is running
-                        if "in progress" not in str(exc) and "already" not in str(exc):
+                        busy = ("in progress", "already", "child process is active")
+                        if not any(b in str(exc) for b in busy):
                             raise StoreError(f"FalkorDB refused {command}: {exc}") from exc
                     await asyncio.sleep(0.05)
                 while True:
