@@ -176,7 +176,7 @@ async def _write(uri: str, group: str, episodes: list[dict[str, Any]], objects: 
             try:
                 r = await kg.add_episode(**ep, group_id=group)
             except KGError as exc:
-                failed[f"{type(exc).__name__}: {str(exc)[:80]}"] += 1
+                failed[f"{type(exc).__name__}: {str(exc)[:240]}"] += 1
                 continue
             if r.status == "added":
                 added.append((r.episode_uuid, ep["name"]))
@@ -210,7 +210,7 @@ async def _roll(uri: str, group: str, count: int, seed: int, start_at: float) ->
                     report = await kg.rollback(target, group_id=group, apply=True)
                     done += report.episodes if report.applied else []
                 except KGError as exc:
-                    failed[f"{type(exc).__name__}: {str(exc)[:80]}"] += 1
+                    failed[f"{type(exc).__name__}: {str(exc)[:240]}"] += 1
             await asyncio.sleep(rng.uniform(0.05, 0.3))
     return {"rolled_back": done, "failed": dict(failed)}
 
@@ -225,7 +225,7 @@ async def _erase(uri: str, group: str, name: str, start_at: float) -> dict[str, 
                 return {"erased": 1, "failed": dict(failed)}
             except KGError as exc:
                 if "no entity named" not in str(exc):
-                    failed[f"{type(exc).__name__}: {str(exc)[:80]}"] += 1
+                    failed[f"{type(exc).__name__}: {str(exc)[:240]}"] += 1
                     break
             await asyncio.sleep(0.1)
     return {"erased": 0, "failed": dict(failed)}

@@ -62,13 +62,14 @@ def parse(query: str) -> None:
 
 class FakeTx:
     def __init__(
-        self, log: list[tuple[str, dict[str, Any]]], fail_on: str | None, stored: str | None
-    ) -> None:
-        self.log, self.fail_on, self.stored = log, fail_on, stored
+        self, log: list[tuple[str, dict[str, Any]]], fail_on: str | None, stored: str | None,
+        error: str,
+    ) -> None:  # fmt: skip
+        self.log, self.fail_on, self.stored, self.error = log, fail_on, stored, error
 
     async def run(self, query: str, params: dict[str, Any]) -> Any:
         if self.fail_on and self.fail_on in query:
-            raise ClientError("Neo.ClientError.Statement.SyntaxError: boom")
+            raise ClientError(self.error)
         self.log.append((query, params))
         # The version statement's row, as the server would give it for the stored version.
         row = {"was": self.stored, "token": params.get("kg_token"), "writes": 1,
@@ -92,6 +93,7 @@ class FakeDriver:
         self.reads: list[tuple[str, dict[str, Any]]] = []
         self.fail_on, self.down = fail_on, down
         self.stored_version: str | None = None  # the group's version "on the server"
+        self.error = "Neo.ClientError.Statement.SyntaxError: boom"  # what fail_on raises
         self.execute_query_bookmark_manager = object()
         self.session_bookmarks: list[object] = []
 
@@ -110,7 +112,9 @@ class FakeDriver:
                 if driver.down:
                     raise ServiceUnavailable("connection refused")
                 log: list[tuple[str, dict[str, Any]]] = []
-                result = await work(FakeTx(log, driver.fail_on, driver.stored_version))
+                result = await work(
+                    FakeTx(log, driver.fail_on, driver.stored_version, driver.error)
+                )
                 driver.transactions.append(log)  # committed: work() returned
                 return result
 
@@ -340,6 +344,19 @@ async def test_a_write_checks_the_group_version_first_and_rolls_back_when_stale(
     assert "KGGroup" in lock[0] and "kg_lock" in lock[0] and "DETACH DELETE" in delete[0]
     for q in (lock[0], delete[0]):
         parse(q)
+
+
+async def test_a_schema_rule_another_process_just_created_is_no_error() -> None:
+    """Two kg processes' first writes race to create the same constraint: the loser's
+    `IF NOT EXISTS` transaction fails at commit with EquivalentSchemaRuleAlreadyExists."""
+    driver = FakeDriver(fail_on="kg_group_id")
+    driver.error = "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists: an equivalent"
+    store = Neo4jStore(driver, "neo4j", embedding_dim=None)
+    await store.ensure_schema("g")
+    assert len(driver.transactions) == len(NEO4J_SCHEMA) - 1  # every other rule ran
+    driver = FakeDriver(fail_on="kg_group_id")  # any other refusal is still an error
+    with pytest.raises(StoreError, match="SyntaxError"):
+        await Neo4jStore(driver, "neo4j", embedding_dim=None).ensure_schema("g")
 
 
 def test_dialect_round_trips_neo4j_datetimes() -> None:

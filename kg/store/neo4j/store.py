@@ -76,7 +76,13 @@ class Neo4jStore(CypherStore):
         if self.embedding_dim:
             ddl += neo4j_vector_indexes(self.embedding_dim)
         for stmt in ddl:
-            await self._run_write([Statement(stmt, {})])
+            try:
+                await self._run_write([Statement(stmt, {})])
+            except StoreError as exc:
+                # Another process created the same index or constraint at the same moment:
+                # `IF NOT EXISTS` does not cover two schema transactions racing to commit.
+                if "AlreadyExists" not in str(exc):
+                    raise
         self._schema_ready = True
 
     async def _read(
