@@ -1,6 +1,7 @@
-"""Many writers, one server: kg processes racing on one group of an external FalkorDB server
-must leave the timelines one writer would (see benchmarks/many_writers.py for the harness
-and the larger runs the design decision quotes)."""
+"""Many writers, one server: kg processes racing on one group of an external FalkorDB server,
+or of the session's Neo4j 5.26, must leave the timelines one writer would (see
+benchmarks/many_writers.py for the harness and the larger runs the design decision quotes).
+Each trial writes groups of its own, so the Neo4j database needs no wiping."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import many_writers
 
+from tests.neo4j_server import Neo4jServer
+
 
 @pytest.fixture(scope="module")
 def falkordb_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -21,15 +24,23 @@ def falkordb_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield uri
 
 
+@pytest.fixture(params=["falkordb", "neo4j"])
+def server_uri(request: pytest.FixtureRequest) -> str:
+    if request.param == "neo4j":
+        server: Neo4jServer = request.getfixturevalue("neo4j_server")
+        return server.kg_uri
+    return str(request.getfixturevalue("falkordb_uri"))
+
+
 @pytest.mark.parametrize(
     ("scenario", "writers", "episodes", "objects"),
     [("ingest", 3, 60, 2), ("rollback", 2, 40, 1), ("erase", 2, 40, 1)],
 )
 def test_racing_writers_leave_the_timelines_one_writer_would(
-    falkordb_uri: str, tmp_path: Path, scenario: str, writers: int, episodes: int, objects: int
+    server_uri: str, tmp_path: Path, scenario: str, writers: int, episodes: int, objects: int
 ) -> None:
     trial = many_writers.run_trial(
-        falkordb_uri, scenario, writers, episodes, objects, seed=7, workdir=tmp_path
+        server_uri, scenario, writers, episodes, objects, seed=7, workdir=tmp_path
     )
     print(many_writers.row(trial))
     assert trial.asof_probes > 100  # the probes ran
