@@ -197,12 +197,15 @@ async def _write(uri: str, group: str, episodes: list[dict[str, Any]], objects: 
 
 
 async def _roll(uri: str, group: str, count: int, seed: int, start_at: float) -> dict[str, Any]:
+    """Roll back `count` random ingested episodes while the writers write (waiting, on a slow
+    server, for the first ones to land)."""
     rng = random.Random(seed)
     done: list[str] = []
     failed: collections.Counter[str] = collections.Counter()
     async with await KG.open(uri) as kg:
         await asyncio.sleep(max(0.0, start_at - time.time()) + 0.3)
-        for _ in range(count):
+        deadline = time.monotonic() + 300
+        while len(done) < count and time.monotonic() < deadline:
             episodes = await kg.store.find_episodes(group, None, None)
             if episodes:
                 target = rng.choice(episodes).uuid
@@ -216,10 +219,12 @@ async def _roll(uri: str, group: str, count: int, seed: int, start_at: float) ->
 
 
 async def _erase(uri: str, group: str, name: str, start_at: float) -> dict[str, Any]:
+    """Erase `name` once the writers have written it (mid-race on any server's speed)."""
     failed: collections.Counter[str] = collections.Counter()
     async with await KG.open(uri) as kg:
         await asyncio.sleep(max(0.0, start_at - time.time()) + 1.0)
-        for _ in range(100):
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
             try:
                 await kg.erase_entity(name, group_id=group)
                 return {"erased": 1, "failed": dict(failed)}
