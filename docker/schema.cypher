@@ -8,6 +8,7 @@
 CREATE CONSTRAINT kg_entity_group_uuid IF NOT EXISTS FOR (n:Entity) REQUIRE (n.group_id, n.uuid) IS UNIQUE;
 CREATE CONSTRAINT kg_episodic_group_uuid IF NOT EXISTS FOR (n:Episodic) REQUIRE (n.group_id, n.uuid) IS UNIQUE;
 CREATE CONSTRAINT kg_community_group_uuid IF NOT EXISTS FOR (n:Community) REQUIRE (n.group_id, n.uuid) IS UNIQUE;
+CREATE CONSTRAINT kg_group_id IF NOT EXISTS FOR (n:KGGroup) REQUIRE n.group_id IS UNIQUE;
 CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id);
 CREATE INDEX kg_entity_key IF NOT EXISTS FOR (n:Entity) ON (n.group_id, n.name_key);
 CREATE INDEX kg_episodic_hash IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.content_hash);

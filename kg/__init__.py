@@ -15,6 +15,7 @@ from kg.errors import (
     NotFoundError,
     StoreError,
     StoreUnavailableError,
+    WriteConflictError,
 )
 from kg.facade import KG, BulkResult, CommunityReport, EpisodeResult, Explanation, QuarantineEntry
 from kg.ingest.embeddings import OpenAIEmbedder, SentenceTransformerEmbedder, local_minilm
@@ -113,5 +114,6 @@ __all__ = [
     "StructuredLLM",
     "TransferReport",
     "TrustTier",
+    "WriteConflictError",
     "local_minilm",
 ]

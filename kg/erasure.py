@@ -23,6 +23,7 @@ from kg.ingest.names import name_key
 from kg.rollback import plan_rollback
 from kg.schemas.graph import EpisodeStatus, FactEdge
 from kg.schemas.ontology import Ontology
+from kg.schemas.plan import GroupVersion
 from kg.schemas.store import EpisodeLog, FactReader, PlanWriter, StoreAdmin, Timelines
 
 
@@ -76,7 +77,9 @@ async def erase_entity(
     now: datetime,
     *,
     embed: Callable[[list[FactEdge]], Awaitable[None]] | None = None,
+    base: GroupVersion | None = None,
 ) -> ErasureReceipt:
+    """`base`: the group version the reads began at (kg.versioned); the rewrite checks it."""
     found = await store.entities_by_key(group_id, [name_key(name)])
     if not found:
         raise NotFoundError(f"no entity named {name!r} in group {group_id!r}")
@@ -111,6 +114,7 @@ async def erase_entity(
         )
     if embed is not None:
         await embed(plan.new_edges)
+    plan.base = base
     await store.rewrite(plan)
     after = await store.stats(group_id, now)
     await store.compact()

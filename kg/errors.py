@@ -17,6 +17,7 @@ __all__ = [
     "NotFoundError",
     "StoreError",
     "StoreUnavailableError",
+    "WriteConflictError",
     "json_object",
     "validation_message",
 ]
@@ -52,6 +53,11 @@ class ExtractionError(KGError):
 
 class StoreError(KGError):
     """The graph server refused a query; the write plan was not applied."""
+
+
+class WriteConflictError(StoreError):
+    """Another writer changed the group after this write was planned; nothing was written.
+    The facade re-reads and re-plans; it raises this only once its attempts are spent."""
 
 
 def _no_constant(name: str) -> Any:

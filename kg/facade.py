@@ -78,7 +78,7 @@ from kg.schemas.graph import (
 )
 from kg.schemas.metrics import IngestMetrics, Metrics, QueryMetrics
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
-from kg.schemas.plan import PlanSummary, WritePlan
+from kg.schemas.plan import GroupVersion, PlanSummary, WritePlan
 from kg.schemas.search import SearchView
 from kg.schemas.store import Community, FactQuery, GraphStore, StoreStats
 from kg.schemas.validation import check_group_id, check_text
@@ -86,6 +86,7 @@ from kg.store import open_store
 from kg.store.falkordb.embedded import Durability
 from kg.times import TransactionClock, utc
 from kg.transfer import TransferReport, export_lines, import_lines
+from kg.versioned import retrying
 
 log = logging.getLogger("kg")
 RAW_EXTRACTOR = "kg.raw/1"
@@ -103,6 +104,11 @@ class EpisodeResult(BaseModel):
     group_id: str
     status: Literal["added", "duplicate"]
     summary: PlanSummary
+    attempts: int = Field(
+        default=1,
+        description="Plans it took: more than one when another writer changed the group "
+        "between this one's reads and its write (see kg.versioned).",
+    )
 
 
 class BulkResult(BaseModel):
@@ -494,47 +500,62 @@ class KG:
         )
 
     async def _add(self, episode: Episode, *, extract: bool) -> EpisodeResult:
-        """Plan and write one checked episode (see `check_episode`)."""
+        """Plan and write one checked episode (see `check_episode`), again if another writer
+        changed the group between this one's reads and its write (see kg.versioned)."""
         raw = not extract and episode.source is not EpisodeSource.facts
         group = episode.group_id
-        async with self._writer(group):  # plans are computed from what they read
-            existing = await self.store.episode_by_hash(group, content_hash(episode))
-            if existing is not None and existing.status != EpisodeStatus.failed:
-                return EpisodeResult(
-                    episode_uuid=existing.uuid,
-                    group_id=group,
-                    status="duplicate",
-                    summary=PlanSummary(),
-                )
-            failed = existing.uuid if existing is not None else None
-            untrusted = episode.channel in UNTRUSTED
-            if episode.source is EpisodeSource.facts:
-                kept, held = (
-                    self.guards.split_facts(episode.facts)
-                    if untrusted
-                    else (list(episode.facts), [])
-                )
-                plan, summary = await plan_structured_episode(
-                    episode, self.store, self.ontology, self.clock.now(), facts=kept
-                )
-                summary.quarantined = held
-            elif raw:
-                node = episodic_node(
-                    episode, uuid=new_uuid(), now=self.clock.now(), extractor=RAW_EXTRACTOR
-                )
-                node.extraction = extraction_record([])
-                plan, summary = WritePlan(group_id=group, episode=node), PlanSummary()
-                summary.quarantined = self.guards.passages(episode.content) if untrusted else []
-            else:
-                plan, summary = await self._plan_with_llm(episode, failed)
-            plan.replaces_failed = failed
-            _record(plan.episode, summary)
-            await self._embed(group, plan.new_edges, plan.new_entities, plan.episode)
-            await self.store.apply(plan)
-            await self._join_communities(plan)
-        return EpisodeResult(
+        memo: dict[str, Any] = {}  # what the LLM said: kept when a conflict means re-planning
+        async with self._writer(group):  # one writer per group in this process, then versions
+            (result, plan), attempts = await retrying(
+                self.store, self.clock, group, lambda base: self._attempt(episode, raw, base, memo)
+            )
+            if plan is not None:
+                await self._join_communities(plan)
+        result.attempts = attempts
+        return result
+
+    async def _attempt(
+        self, episode: Episode, raw: bool, base: GroupVersion, memo: dict[str, Any]
+    ) -> tuple[EpisodeResult, WritePlan | None]:
+        """One attempt: read, plan and write at `base`."""
+        group = episode.group_id
+        existing = await self.store.episode_by_hash(group, content_hash(episode))
+        if existing is not None and existing.status != EpisodeStatus.failed:
+            duplicate = EpisodeResult(
+                episode_uuid=existing.uuid,
+                group_id=group,
+                status="duplicate",
+                summary=PlanSummary(),
+            )
+            return duplicate, None
+        failed = existing.uuid if existing is not None else None
+        untrusted = episode.channel in UNTRUSTED
+        if episode.source is EpisodeSource.facts:
+            kept, held = (
+                self.guards.split_facts(episode.facts) if untrusted else (list(episode.facts), [])
+            )
+            plan, summary = await plan_structured_episode(
+                episode, self.store, self.ontology, self.clock.now(), facts=kept
+            )
+            summary.quarantined = held
+        elif raw:
+            node = episodic_node(
+                episode, uuid=new_uuid(), now=self.clock.now(), extractor=RAW_EXTRACTOR
+            )
+            node.extraction = extraction_record([])
+            plan, summary = WritePlan(group_id=group, episode=node), PlanSummary()
+            summary.quarantined = self.guards.passages(episode.content) if untrusted else []
+        else:
+            plan, summary = await self._plan_with_llm(episode, failed, base, memo)
+        plan.replaces_failed = failed
+        plan.base = base
+        _record(plan.episode, summary)
+        await self._embed(group, plan.new_edges, plan.new_entities, plan.episode)
+        await self.store.apply(plan)
+        added = EpisodeResult(
             episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
         )
+        return added, plan
 
     async def rollback(
         self, episode_ids: str | list[str], *, group_id: str = "default", apply: bool = False
@@ -545,14 +566,21 @@ class KG:
         if not ids:
             raise InputError("rollback needs at least one episode id")
         self._check_group(group_id)
-        async with self._writer(group_id):
+
+        async def attempt(base: GroupVersion) -> RollbackReport:
             plan, report = await plan_rollback(
                 self.store, self.ontology, group_id, ids, self.clock.now()
             )
             if apply and not report.noop:
+                plan.base = base
                 await self._embed(group_id, plan.new_edges)
                 await self.store.rewrite(plan)
                 report.applied = True
+            return report
+
+        async with self._writer(group_id):
+            report, _ = await retrying(self.store, self.clock, group_id, attempt)
+            if report.applied:
                 await self._refresh_communities(group_id, removed=report.episodes)
         return report
 
@@ -577,12 +605,19 @@ class KG:
         """Rebuild the group from its episode log (e.g. after an ontology change) and compare;
         with `apply=True`, replace the live timelines with the rebuilt ones, atomically."""
         self._check_group(group_id)
-        async with self._writer(group_id):
+
+        async def attempt(base: GroupVersion) -> ReplayReport:
             plan, report = await plan_replay(self.store, self.ontology, group_id)
             if apply and not report.identical:
+                plan.base = base
                 await self._embed(group_id, plan.new_edges)
                 await self.store.rewrite(plan)
                 report.applied = True
+            return report
+
+        async with self._writer(group_id):
+            report, _ = await retrying(self.store, self.clock, group_id, attempt)
+            if report.applied:
                 await self._refresh_communities(group_id)
         return report
 
@@ -621,13 +656,19 @@ class KG:
         self._check_group(group_id)
         name = _text("entity name", name)
         async with self._writer(group_id):
-            receipt = await erase_entity(
+            receipt, _ = await retrying(
                 self.store,
-                self.ontology,
+                self.clock,
                 group_id,
-                name,
-                self.clock.now(),
-                embed=partial(self._embed, group_id),
+                lambda base: erase_entity(
+                    self.store,
+                    self.ontology,
+                    group_id,
+                    name,
+                    self.clock.now(),
+                    embed=partial(self._embed, group_id),
+                    base=base,
+                ),
             )
             if receipt.communities_deleted:
                 await self._build_communities(group_id)
@@ -648,7 +689,10 @@ class KG:
         self._check_group(group_id)
         if not await self.store.has_group(group_id):
             raise InputError(f"no group {group_id!r} to adopt")
-        async with self._writer(group_id):
+
+        async def attempt(base: GroupVersion) -> AdoptReport:
+            # Patches and the replay chain their versions: a writer that cuts in restarts the
+            # whole adoption, which is idempotent.
             entities, episodes, edges, report = await plan_adoption(
                 self.store, self.ontology, group_id
             )
@@ -656,13 +700,18 @@ class KG:
                 return report
             for items in (entities, episodes, edges):
                 for i in range(0, len(items), 500):
-                    await self.store.patch(group_id, items[i : i + 500])
+                    base = await self.store.patch(group_id, items[i : i + 500], base=base)
             plan, replay = await plan_replay(self.store, self.ontology, group_id)
             if not replay.identical:
+                plan.base = base
                 await self._embed(group_id, plan.new_edges)
                 await self.store.rewrite(plan)
             report.versions_created = replay.versions_created
             report.versions_deleted = replay.versions_deleted
+            return report
+
+        async with self._writer(group_id):
+            report, _ = await retrying(self.store, self.clock, group_id, attempt)
         return report
 
     # -- export and import ----------------------------------------------------------------
@@ -699,47 +748,58 @@ class KG:
         return await self.store.communities(group_id)
 
     async def _build_communities(
-        self,
-        group_id: str,
-        *,
-        removed: Sequence[str] = (),
-        max_iterations: int = MAX_ITERATIONS,
-        existing: list[Community] | None = None,
+        self, group_id: str, *, removed: Sequence[str] = (), max_iterations: int = MAX_ITERATIONS
     ) -> CommunityReport:
-        now = self.clock.now()
-        if existing is None:
+        # Summaries by cluster fingerprint, kept across attempts: a conflict re-plans the
+        # clusters but asks the LLM again only about clusters it has not summarised yet.
+        done: dict[str, tuple[Any, str]] = {}
+        calls: list[Any] = []
+        errors: list[str] = []
+
+        async def attempt(base: GroupVersion) -> CommunityReport:
+            now = self.clock.now()
             existing = await self.store.communities(group_id)
-        current = await self.store.facts(
-            FactQuery(group_id=group_id, valid_at=now, known_at=now, limit=COMMUNITY_MAX_FACTS)
-        )
-        if len(current) >= COMMUNITY_MAX_FACTS:  # a full page: clustering it would cut a part
-            raise InputError(
-                f"group {group_id!r} has {COMMUNITY_MAX_FACTS} or more facts true now: too many "
-                "to cluster in one pass; communities left as they were"
+            current = await self.store.facts(
+                FactQuery(group_id=group_id, valid_at=now, known_at=now, limit=COMMUNITY_MAX_FACTS)
             )
-        names = {f.edge.source_node_uuid: f.subject for f in current}
-        names |= {f.edge.target_node_uuid: f.object for f in current}
-        found = community_clusters(current, max_iterations)
-        plan, todo = plan_rebuild(group_id, found, existing, removed_episodes=removed)
-        summaries, calls, errors = await summarize(todo, names, self.llm)
-        plan.create, plan.members = community_nodes(group_id, todo, summaries, now, new_uuid)
-        texts = [f"{c.name}: {c.summary}"[:EPISODE_EMBED_CHARS] for c in plan.create]
-        vectors = await self._vectors(group_id, texts)
-        for c, v in zip(plan.create, vectors or [], strict=bool(vectors)):
-            c.name_embedding = v
-        if await self.store.has_group(group_id):
-            await self.store.write_communities(plan)
-        return CommunityReport(
-            group_id=group_id, communities=len(found), kept=len(found) - len(todo),
-            summarized=len(todo), deleted=len(plan.delete), llm_calls=len(calls),
-            prompt_tokens=sum(c.prompt_tokens for c in calls),
-            completion_tokens=sum(c.completion_tokens for c in calls), errors=errors,
-        )  # fmt: skip
+            if len(current) >= COMMUNITY_MAX_FACTS:  # a full page: clustering it would cut a part
+                raise InputError(
+                    f"group {group_id!r} has {COMMUNITY_MAX_FACTS} or more facts true now: too "
+                    "many to cluster in one pass; communities left as they were"
+                )
+            names = {f.edge.source_node_uuid: f.subject for f in current}
+            names |= {f.edge.target_node_uuid: f.object for f in current}
+            found = community_clusters(current, max_iterations)
+            plan, todo = plan_rebuild(group_id, found, existing, removed_episodes=removed)
+            fresh = [c for c in todo if c.fingerprint not in done]
+            summaries, more, errs = await summarize(fresh, names, self.llm)
+            done.update(zip((c.fingerprint for c in fresh), summaries, strict=True))
+            calls.extend(more)
+            errors.extend(errs)
+            plan.create, plan.members = community_nodes(
+                group_id, todo, [done[c.fingerprint] for c in todo], now, new_uuid
+            )
+            texts = [f"{c.name}: {c.summary}"[:EPISODE_EMBED_CHARS] for c in plan.create]
+            vectors = await self._vectors(group_id, texts)
+            for c, v in zip(plan.create, vectors or [], strict=bool(vectors)):
+                c.name_embedding = v
+            if await self.store.has_group(group_id):
+                plan.base = base
+                await self.store.write_communities(plan)
+            return CommunityReport(
+                group_id=group_id, communities=len(found), kept=len(found) - len(todo),
+                summarized=len(todo), deleted=len(plan.delete), llm_calls=len(calls),
+                prompt_tokens=sum(c.prompt_tokens for c in calls),
+                completion_tokens=sum(c.completion_tokens for c in calls), errors=errors,
+            )  # fmt: skip
+
+        report, _ = await retrying(self.store, self.clock, group_id, attempt)
+        return report
 
     async def _refresh_communities(self, group_id: str, removed: Sequence[str] = ()) -> None:
         """After a rollback, replay or erasure: rebuild if the group has communities."""
-        if existing := await self.store.communities(group_id):
-            await self._build_communities(group_id, removed=list(removed), existing=existing)
+        if await self.store.communities(group_id):
+            await self._build_communities(group_id, removed=list(removed))
 
     async def _join_communities(self, plan: WritePlan) -> None:
         """Entities an episode adds join their neighbours' community (marked stale)."""
@@ -757,6 +817,8 @@ class KG:
             return
         joins = plan_joins(plan.group_id, sorted(new), neighbours, existing)
         if joins.members:
+            # Unversioned: joins only add memberships and stale marks, which a concurrent
+            # rebuild replaces anyway (it re-plans, since the episode's write moved the version).
             await self.store.write_communities(joins)
 
     async def _embedder_for(self, group_id: str) -> Embedder | None:
@@ -836,39 +898,51 @@ class KG:
             raise InputError(str(exc)) from None
 
     async def _plan_with_llm(
-        self, episode: Episode, failed: str | None
+        self, episode: Episode, failed: str | None, base: GroupVersion, memo: dict[str, Any]
     ) -> tuple[WritePlan, PlanSummary]:
+        """Extract and resolve once (`memo` keeps the outcome across attempts: a conflict
+        re-plans the resolved facts on fresh reads, it never asks the LLM again)."""
         assert self.llm is not None
-        context = await self.store.recent_episodes(episode.group_id, self.context_episodes)
-        try:
-            extraction, calls = await extract(self.llm, episode, self.ontology, context)
-        except LLMError as exc:
+        if "resolved" not in memo and "error" not in memo:
+            context = await self.store.recent_episodes(episode.group_id, self.context_episodes)
+            try:
+                extraction, calls = await extract(self.llm, episode, self.ontology, context)
+            except LLMError as exc:
+                memo["error"] = exc
+            else:
+                facts, drops, held = vet(extraction, episode, self.ontology, self.guards)
+                extracted = len(facts)
+                facts, resolution, more = await resolve(
+                    facts,
+                    group_id=episode.group_id,
+                    store=self.store,
+                    ontology=self.ontology,
+                    llm=self.llm,
+                    now=self.clock.now(),
+                    reference_time=episode.reference_time,
+                    embedder=await self._embedder_for(episode.group_id),
+                    max_attempts=min(2, LLM_CALLS_PER_EPISODE - len(calls)),
+                )
+                memo["resolved"] = (facts, drops, held, extracted, resolution, calls + more)
+        if (error := memo.get("error")) is not None:
             # Record the attempt (retryable: re-adding the episode tries again), write no facts.
-            node = episodic_node(episode, uuid=new_uuid(), now=self.clock.now(),
-                                 extractor=LLM_EXTRACTOR)  # fmt: skip
-            node.status, node.error = EpisodeStatus.failed, str(exc)
-            spent = list(getattr(exc, "calls", []))
+            node = episodic_node(
+                episode, uuid=new_uuid(), now=self.clock.now(), extractor=LLM_EXTRACTOR
+            )
+            node.status, node.error = EpisodeStatus.failed, str(error)
+            spent = list(getattr(error, "calls", []))
             node.llm_calls = len(spent)
             node.llm_tokens = sum(c.prompt_tokens + c.completion_tokens for c in spent)
             await self.store.apply(
-                WritePlan(group_id=episode.group_id, episode=node, replaces_failed=failed)
+                WritePlan(
+                    group_id=episode.group_id, episode=node, replaces_failed=failed, base=base
+                )
             )
-            raise ExtractionError(f"extraction failed, episode recorded as failed: {exc}") from exc
-        facts, drops, held = vet(extraction, episode, self.ontology, self.guards)
-        extracted = len(facts)
+            raise ExtractionError(
+                f"extraction failed, episode recorded as failed: {error}"
+            ) from error
+        facts, drops, held, extracted, resolution, calls = memo["resolved"]
         now = self.clock.now()
-        facts, resolution, more = await resolve(
-            facts,
-            group_id=episode.group_id,
-            store=self.store,
-            ontology=self.ontology,
-            llm=self.llm,
-            now=now,
-            reference_time=episode.reference_time,
-            embedder=await self._embedder_for(episode.group_id),
-            max_attempts=min(2, LLM_CALLS_PER_EPISODE - len(calls)),
-        )
-        calls += more
         node = episodic_node(episode, uuid=new_uuid(), now=now, extractor=LLM_EXTRACTOR)
         node.extraction = extraction_record(facts)  # resolved: replay needs no LLM
         node.facts_extracted = extracted

@@ -24,6 +24,12 @@ class TransactionClock:
     def __init__(self) -> None:
         self._last: datetime | None = None
 
+    def advance_past(self, t: datetime | None) -> None:
+        """Make every later `now()` come after `t`: another process's latest write to the
+        group, so transaction time stays a total order across writers (kg.versioned)."""
+        if t is not None and (self._last is None or t > self._last):
+            self._last = t
+
     def now(self) -> datetime:
         t = utcnow()
         if self._last is not None and t <= self._last:

@@ -19,13 +19,15 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from kg.errors import InputError, json_object
+from kg.errors import InputError, WriteConflictError, json_object
 from kg.schemas.embedder import EmbeddingModel
 from kg.schemas.graph import VECTOR_FIELDS
+from kg.schemas.plan import GroupVersion
 from kg.schemas.store import (
     RECORD_MODELS,
     EmbeddingModels,
     Mention,
+    PlanWriter,
     Record,
     RecordKind,
     RecordTransfer,
@@ -44,9 +46,9 @@ __all__ = ["MODELS", "Mention", "TransferReport", "dump_all", "export_lines", "i
 MODELS = RECORD_MODELS
 
 
-class TransferStore(RecordTransfer, StoreAdmin, EmbeddingModels, Protocol):
+class TransferStore(RecordTransfer, StoreAdmin, EmbeddingModels, PlanWriter, Protocol):
     """Records in and out, and the store-wide calls around them (groups, drop, dimension,
-    the model that embedded the group)."""
+    the model that embedded the group, the hold an import keeps on its group)."""
 
 
 class Header(BaseModel):
@@ -129,9 +131,18 @@ async def import_lines(
             f"group {group!r} already exists; import into a new group (--into NAME), or erase "
             "it first: an import never merges into or overwrites stored data"
         )
+    # The group is taken with a hold written only if nobody has written it yet; other writers
+    # wait while the import's pages go in (kg.versioned), and each page checks the last one's
+    # version, so nothing can land in between.
+    try:
+        base = await store.set_hold(group, GroupVersion(), "import")
+    except WriteConflictError:
+        raise InputError(f"group {group!r} was created by another writer meanwhile; import "
+                         "into a new group") from None  # fmt: skip
     report = TransferReport(group_id=group, counts=dict.fromkeys(map(str, MODELS), 0))
     try:
-        await _load(store, it, source, header, group, report)
+        base = await _load(store, it, source, header, group, report, base)
+        await store.set_hold(group, base, None)
     except BaseException:
         await store.drop_group(group)  # it did not exist before: nothing of the user's is lost
         raise
@@ -159,7 +170,8 @@ async def _load(
     header: Header,
     group: str,
     report: TransferReport,
-) -> None:
+    base: GroupVersion,
+) -> GroupVersion:
     batch: list[Record] = []
     kind: RecordKind | None = None
     order = list(MODELS)
@@ -182,7 +194,7 @@ async def _load(
             raise InputError(f"{where}: {k.value!r} records after {kind and kind.value!r} ones; "
                              "the file is out of order (was it edited?)")  # fmt: skip
         if k != kind and batch:
-            await store.load(group, batch)
+            base = await store.load(group, batch, base=base)
             batch = []
         kind = k
         if header.group_id != group and "group_id" in row:
@@ -192,10 +204,10 @@ async def _load(
         batch.append(item)
         report.counts[k] += 1
         if len(batch) >= BATCH:
-            await store.load(group, batch)
+            base = await store.load(group, batch, base=base)
             batch = []
     if batch:
-        await store.load(group, batch)
+        base = await store.load(group, batch, base=base)
     if trailer is None:
         raise InputError(f"{source}: truncated: no end record; nothing was imported")
     if trailer.counts != report.counts:
@@ -209,6 +221,7 @@ async def _load(
                 f"{report.embedding_dim}; nothing was imported"
             )
         await store.record_embedding_model(group, model)  # auto finds the model again
+    return base
 
 
 def _parse(model: type[Any], row: dict[str, Any], where: str) -> Any:

@@ -5,7 +5,7 @@ The store applies a plan atomically, so an episode is either fully in the graph 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from kg.schemas.graph import (
     AuditEvent,
@@ -17,6 +17,38 @@ from kg.schemas.graph import (
 )
 from kg.schemas.metrics import Counters, GraphCounters
 from kg.schemas.validation import UtcDatetime
+
+
+class GroupVersion(BaseModel):
+    """Where a group's write history stood when a plan's reads began.
+
+    Every write to a group replaces `token` inside its own atomic write, so a plan computed
+    from reads made at one token is written only if the token is still current; otherwise
+    nothing is written and the planner reads again (see docs/design-decisions.md, "Many
+    writers, one server").
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    token: str | None = Field(
+        default=None, description="None: nothing written yet (a new or erased group)."
+    )
+    writes: int = Field(default=0, description="Writes to the group so far (informative).")
+    last_tx: UtcDatetime | None = Field(
+        default=None, description="The latest transaction time written: the next plan's "
+        "transaction time must come after it, whichever process writes it.",
+    )  # fmt: skip
+    hold: str | None = Field(
+        default=None, description="Set while one operation writes the group in several "
+        "steps (an import): other writers wait for it to finish.",
+    )  # fmt: skip
+
+
+BASE_FIELD = Field(
+    default=None,
+    description="The group version the plan was computed at: the write is refused, with "
+    "nothing written, if the group has changed since. None writes unconditionally.",
+)
 
 
 class EdgeRetirement(BaseModel):
@@ -36,6 +68,7 @@ class EdgeReinforcement(BaseModel):
 
 class WritePlan(BaseModel):
     group_id: str
+    base: GroupVersion | None = BASE_FIELD
     episode: EpisodicNode
     replaces_failed: str | None = Field(
         default=None, description="A failed attempt at the same episode, deleted by this plan."
@@ -55,6 +88,7 @@ class RewritePlan(BaseModel):
     """
 
     group_id: str
+    base: GroupVersion | None = BASE_FIELD
     delete_edges: list[str] = Field(default_factory=list)
     new_edges: list[FactEdge] = Field(default_factory=list)
     drop_mentions_from: list[str] = Field(default_factory=list)
@@ -114,6 +148,7 @@ class CommunityPlan(BaseModel):
     """A (re)build or an incremental update of a group's communities, applied atomically."""
 
     group_id: str
+    base: GroupVersion | None = BASE_FIELD
     delete: list[str] = Field(default_factory=list, description="Community uuids.")
     create: list[CommunityNode] = Field(default_factory=list)
     members: list[CommunityMembership] = Field(

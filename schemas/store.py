@@ -20,7 +20,13 @@ from kg.schemas.embedder import EmbeddingModel
 from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from kg.schemas.keys import ApiKeyRecord
 from kg.schemas.metrics import IngestMetrics, QueryMetrics
-from kg.schemas.plan import CommunityMembership, CommunityPlan, RewritePlan, WritePlan
+from kg.schemas.plan import (
+    CommunityMembership,
+    CommunityPlan,
+    GroupVersion,
+    RewritePlan,
+    WritePlan,
+)
 from kg.schemas.search import Scope, Scored, SearchView
 from kg.schemas.validation import GroupId, UtcDatetime
 
@@ -187,18 +193,33 @@ class FactReader(Protocol):
 
 
 class PlanWriter(Protocol):
-    """The only ways kg changes a group: each plan is written atomically or not at all."""
+    """The only ways kg changes a group: each plan is written atomically or not at all.
 
-    async def apply(self, plan: WritePlan) -> None:
+    Every write moves the group's version and returns the new one. A plan whose `base` is
+    no longer the group's version raises WriteConflictError with nothing written: it was
+    computed from reads another writer has since made stale.
+    """
+
+    async def version(self, group_id: str) -> GroupVersion:
+        """The group's version now: read it before the reads a plan is computed from."""
+        ...
+
+    async def apply(self, plan: WritePlan) -> GroupVersion:
         """Write the whole plan atomically or raise with nothing written."""
         ...
 
-    async def rewrite(self, plan: RewritePlan) -> None:
+    async def rewrite(self, plan: RewritePlan) -> GroupVersion:
         """Apply a rollback or erasure atomically or raise with nothing written."""
         ...
 
-    async def write_communities(self, plan: CommunityPlan) -> None:
+    async def write_communities(self, plan: CommunityPlan) -> GroupVersion:
         """Apply a community plan atomically or raise with nothing written."""
+        ...
+
+    async def set_hold(
+        self, group_id: str, base: GroupVersion | None, hold: str | None
+    ) -> GroupVersion:
+        """Mark the group as being written in several steps (`hold`), or unmark it (None)."""
         ...
 
 
@@ -310,14 +331,19 @@ class RecordTransfer(Protocol):
         included, as stored property maps (graphs other tools wrote have extra properties)."""
         ...
 
-    async def patch(self, group_id: str, items: Sequence[Patchable]) -> None:
+    async def patch(
+        self, group_id: str, items: Sequence[Patchable], *, base: GroupVersion | None = None
+    ) -> GroupVersion:
         """Overwrite kg's properties of stored entities, episodes or edges, matched by uuid
-        (properties kg does not model are kept); used to adopt graphs other tools wrote."""
+        (properties kg does not model are kept); used to adopt graphs other tools wrote.
+        Versioned like a plan (see PlanWriter)."""
         ...
 
-    async def load(self, group_id: str, items: Sequence[Record]) -> None:
+    async def load(
+        self, group_id: str, items: Sequence[Record], *, base: GroupVersion | None = None
+    ) -> GroupVersion:
         """Recreate exported records exactly (uuids, times, vectors), atomically; each
-        record's kind is its model."""
+        record's kind is its model. Versioned like a plan (see PlanWriter)."""
         ...
 
 

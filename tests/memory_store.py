@@ -5,7 +5,8 @@ live versions, episodes and entities, and hands back a WritePlan or RewritePlan.
 answers those reads (`kg.schemas.store.ReplayStore`: the episode log and the timelines), the
 as-of reads (`FactReader.facts`, `history`) and `Groups`, and applies those plans
 (`PlanWriter.apply`, `rewrite`) in plain Python, with the same semantics as the Cypher in
-`kg.store.cypher` (as-of filter, retirement only of unretired versions, orphan deletion, ...),
+`kg.store.cypher` (as-of filter, retirement only of unretired versions, orphan deletion, the
+version check every write makes, ...),
 so the property tests can run hundreds of examples with no server.
 `tests/test_memory_store.py` checks it against the live store on sampled sequences, so it
 cannot drift. Communities, search, metrics and transfer are not implemented: a call to them
@@ -18,6 +19,7 @@ the vectors out, as the Cypher store's row decoding does.
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +27,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from kg.errors import WriteConflictError
 from kg.schemas.graph import (
     AuditEvent,
     EdgeStatus,
@@ -34,7 +37,7 @@ from kg.schemas.graph import (
     Fact,
     FactEdge,
 )
-from kg.schemas.plan import RewritePlan, WritePlan
+from kg.schemas.plan import GroupVersion, RewritePlan, WritePlan
 from kg.schemas.store import Community, FactQuery, TimelineKey
 
 M = TypeVar("M", bound=BaseModel)
@@ -82,6 +85,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._groups: dict[str, _Group] = {}
+        self._versions: dict[str, GroupVersion] = {}
 
     def _g(self, group_id: str) -> _Group:
         return self._groups.get(group_id) or _Group()
@@ -216,7 +220,30 @@ class MemoryStore:
 
     # -- writes: all checks first, then the changes, so a refused plan writes nothing ------
 
-    async def apply(self, plan: WritePlan) -> None:
+    async def version(self, group_id: str) -> GroupVersion:
+        return self._versions.get(group_id, GroupVersion())
+
+    def _fence(
+        self, group_id: str, base: GroupVersion | None, tx: datetime | None, **hold: str | None
+    ) -> GroupVersion:
+        """The check and the new version every write of the Cypher store makes (Fence)."""
+        current = self._versions.get(group_id, GroupVersion())
+        if base is not None and base.token != current.token:
+            raise WriteConflictError(f"group {group_id!r} changed; nothing written")
+        times = [t for t in (current.last_tx, tx) if t is not None]
+        return GroupVersion(
+            token=uuid.uuid4().hex, writes=current.writes + 1,
+            last_tx=max(times) if times else None, hold=hold.get("hold", current.hold),
+        )  # fmt: skip
+
+    async def set_hold(
+        self, group_id: str, base: GroupVersion | None, hold: str | None
+    ) -> GroupVersion:
+        self._versions[group_id] = version = self._fence(group_id, base, None, hold=hold)
+        return version
+
+    async def apply(self, plan: WritePlan) -> GroupVersion:
+        version = self._fence(plan.group_id, plan.base, plan.episode.created_at)
         g = self._groups.setdefault(plan.group_id, _Group())
         entities = set(g.entities) | {n.uuid for n in plan.new_entities}
         for e in plan.new_edges:
@@ -243,10 +270,14 @@ class MemoryStore:
             stored.episode_valid_at.append(r.valid_at)
         for e in plan.new_edges:
             g.edges[e.uuid] = _copy(e)
+        self._versions[plan.group_id] = version
+        return version
 
-    async def rewrite(self, plan: RewritePlan) -> None:
+    async def rewrite(self, plan: RewritePlan) -> GroupVersion:
         if plan.rolled_back and plan.audit is None:
             raise ValueError("a rewrite that rolls episodes back needs its audit event")
+        tx = plan.audit.created_at if plan.audit is not None else None
+        version = self._fence(plan.group_id, plan.base, tx)
         g = self._groups.setdefault(plan.group_id, _Group())
         for u in plan.delete_edges:
             g.edges.pop(u, None)
@@ -268,6 +299,8 @@ class MemoryStore:
                 g.episodes[u].status = EpisodeStatus.rolled_back
         if plan.audit is not None:
             g.audit.append(_copy(plan.audit))
+        self._versions[plan.group_id] = version
+        return version
 
     @staticmethod
     def _delete_episode(g: _Group, uuid: str) -> None:

@@ -137,9 +137,9 @@ async def test_a_rollback_killed_mid_write_is_all_or_nothing(home: Path) -> None
     sent = asyncio.Event()
     real_write = store.execute
 
-    async def write_and_signal(group_id: str, statements: list[Any]) -> None:
+    async def write_and_signal(group_id: str, statements: list[Any], *fence: Any) -> Any:
         sent.set()
-        await real_write(group_id, statements)
+        return await real_write(group_id, statements, *fence)
 
     store.execute = write_and_signal  # type: ignore[method-assign]
     rollback = asyncio.create_task(kg.rollback(poison.episode_uuid, apply=True))

@@ -22,7 +22,7 @@ from antlr4.error.ErrorListener import ErrorListener
 from antlr4_cypher import CypherLexer, CypherParser
 from neo4j.exceptions import ClientError, ServiceUnavailable
 
-from kg.errors import StoreError, StoreUnavailableError
+from kg.errors import StoreError, StoreUnavailableError, WriteConflictError
 from kg.ingest.structured import plan_structured_episode
 from kg.schemas import DEFAULT_ONTOLOGY, Episode, FactQuery, TimelineKey, WritePlan
 from kg.schemas.graph import AuditEvent, CommunityNode
@@ -32,6 +32,7 @@ from kg.schemas.plan import (
     CommunityPlan,
     EdgeReinforcement,
     EdgeRetirement,
+    GroupVersion,
     RewritePlan,
 )
 from kg.schemas.search import Scope, SearchView
@@ -60,17 +61,26 @@ def parse(query: str) -> None:
 
 
 class FakeTx:
-    def __init__(self, log: list[tuple[str, dict[str, Any]]], fail_on: str | None) -> None:
-        self.log, self.fail_on = log, fail_on
+    def __init__(
+        self, log: list[tuple[str, dict[str, Any]]], fail_on: str | None, stored: str | None,
+        error: str,
+    ) -> None:  # fmt: skip
+        self.log, self.fail_on, self.stored, self.error = log, fail_on, stored, error
 
     async def run(self, query: str, params: dict[str, Any]) -> Any:
         if self.fail_on and self.fail_on in query:
-            raise ClientError("Neo.ClientError.Statement.SyntaxError: boom")
+            raise ClientError(self.error)
         self.log.append((query, params))
+        # The version statement's row, as the server would give it for the stored version.
+        row = {"was": self.stored, "token": params.get("kg_token"), "writes": 1,
+               "tx": params.get("kg_tx"), "hold": None}  # fmt: skip
 
         class Result:
             async def consume(self) -> None:
                 return None
+
+            async def single(self) -> dict[str, Any]:
+                return row
 
         return Result()
 
@@ -82,6 +92,8 @@ class FakeDriver:
         self.transactions: list[list[tuple[str, dict[str, Any]]]] = []
         self.reads: list[tuple[str, dict[str, Any]]] = []
         self.fail_on, self.down = fail_on, down
+        self.stored_version: str | None = None  # the group's version "on the server"
+        self.error = "Neo.ClientError.Statement.SyntaxError: boom"  # what fail_on raises
         self.execute_query_bookmark_manager = object()
         self.session_bookmarks: list[object] = []
 
@@ -96,12 +108,15 @@ class FakeDriver:
             async def __aexit__(self, *exc: object) -> None:
                 return None
 
-            async def execute_write(self, work: Any) -> None:
+            async def execute_write(self, work: Any) -> Any:
                 if driver.down:
                     raise ServiceUnavailable("connection refused")
                 log: list[tuple[str, dict[str, Any]]] = []
-                await work(FakeTx(log, driver.fail_on))
-                driver.transactions.append(log)
+                result = await work(
+                    FakeTx(log, driver.fail_on, driver.stored_version, driver.error)
+                )
+                driver.transactions.append(log)  # committed: work() returned
+                return result
 
         return Session()
 
@@ -241,8 +256,9 @@ def test_the_parser_rejects_broken_cypher() -> None:
 def test_ddl_has_the_documented_neo4j5_shape(ddl: str) -> None:
     pattern = (
         r"^CREATE (CONSTRAINT|(FULLTEXT |VECTOR )?INDEX) kg_[a-z_]+ IF NOT EXISTS "
-        r"FOR (\(n:[A-Z][a-z]+\)|\(\)-\[e:RELATES_TO\]-\(\)) "
-        r"(REQUIRE \(n\.group_id, n\.uuid\) IS UNIQUE|ON \(.+\)|ON EACH \[.+\])"
+        r"FOR (\(n:[A-Z][A-Za-z]+\)|\(\)-\[e:RELATES_TO\]-\(\)) "
+        r"(REQUIRE \(n\.group_id, n\.uuid\) IS UNIQUE|REQUIRE n\.group_id IS UNIQUE|ON \(.+\)"
+        r"|ON EACH \[.+\])"
         r"( OPTIONS \{indexConfig: .+\}\})?$"
     )
     assert re.match(pattern, ddl), ddl
@@ -287,6 +303,60 @@ async def test_neo4j_errors_become_kg_errors() -> None:
     driver.down = True
     with pytest.raises(StoreUnavailableError, match="lost the Neo4j server"):
         await down.execute("g", [Statement("RETURN 1", {})])
+
+
+async def test_a_write_checks_the_group_version_first_and_rolls_back_when_stale() -> None:
+    """Many writers on one server: the plan's version is checked under the group node's
+    write lock, inside the plan's own transaction, before any plan statement runs."""
+    driver = FakeDriver()
+    store = Neo4jStore(driver, "neo4j", embedding_dim=None)
+    await store.ensure_schema("g")
+    committed = len(driver.transactions)
+    plan = await _plan(store)
+    plan.group_id = "g"
+    driver.stored_version = "v1"
+    plan.base = GroupVersion(token="v1")
+    version = await store.apply(plan)
+    fence, *rest = driver.transactions[-1]
+    assert fence[0].startswith("MERGE (g:KGGroup {group_id: $group_id}) SET g.kg_lock = true ")
+    assert fence[0].index("g.kg_lock = true") < fence[0].index("g.version AS was")
+    assert fence[1]["group_id"] == "g" and fence[1]["kg_token"] == version.token
+    assert [q for q, _ in rest] == [s.query for s in store.compile_plan(plan)]
+    assert isinstance(fence[1]["kg_tx"], datetime)  # the plan's transaction time, native
+    parse(fence[0])
+    committed += 1
+    for stored, base in (("v2", GroupVersion(token="v1")), ("v1", GroupVersion()),
+                         (None, GroupVersion(token="v1"))):  # fmt: skip
+        driver.stored_version = stored
+        plan.base = base
+        with pytest.raises(WriteConflictError, match="changed after this write was planned"):
+            await store.apply(plan)
+        assert len(driver.transactions) == committed  # raised inside: rolled back
+    driver.stored_version = "anything"
+    plan.base = None  # unconditional: still moves the version
+    assert (await store.apply(plan)).token == driver.transactions[-1][0][1]["kg_token"]
+    driver.stored_version = None
+    plan.base = GroupVersion()  # the group's first write
+    await store.apply(plan)
+    # Dropping a group locks its version node first, so writers wait for it to commit.
+    await store.drop_group("g")
+    lock, delete = driver.transactions[-1]
+    assert "KGGroup" in lock[0] and "kg_lock" in lock[0] and "DETACH DELETE" in delete[0]
+    for q in (lock[0], delete[0]):
+        parse(q)
+
+
+async def test_a_schema_rule_another_process_just_created_is_no_error() -> None:
+    """Two kg processes' first writes race to create the same constraint: the loser's
+    `IF NOT EXISTS` transaction fails at commit with EquivalentSchemaRuleAlreadyExists."""
+    driver = FakeDriver(fail_on="kg_group_id")
+    driver.error = "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists: an equivalent"
+    store = Neo4jStore(driver, "neo4j", embedding_dim=None)
+    await store.ensure_schema("g")
+    assert len(driver.transactions) == len(NEO4J_SCHEMA) - 1  # every other rule ran
+    driver = FakeDriver(fail_on="kg_group_id")  # any other refusal is still an error
+    with pytest.raises(StoreError, match="SyntaxError"):
+        await Neo4jStore(driver, "neo4j", embedding_dim=None).ensure_schema("g")
 
 
 def test_dialect_round_trips_neo4j_datetimes() -> None:

@@ -9,10 +9,14 @@ identifiers spliced in are entity type labels that passed the ontology's validat
 from __future__ import annotations
 
 import abc
+import uuid
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from kg.errors import WriteConflictError
 from kg.schemas.graph import VECTOR_FIELDS, EpisodicNode, Fact, FactEdge
+from kg.schemas.plan import GroupVersion
 from kg.store.cypher.analyzer import grams
 from kg.store.cypher.dialect import Dialect, Statement
 
@@ -20,6 +24,55 @@ TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
 TIME_LIST_FIELDS = ("episode_valid_at",)
 # Derived from the endpoints when read; never stored on the edge.
 ENDPOINT_FIELDS = ("source_node_uuid", "target_node_uuid")
+
+
+# The per-group node that versions its writes (see `Fence`). Not a record kind: it is never
+# exported, searched or counted, and it carries no user data.
+GROUP_LABEL = "KGGroup"
+VERSION_QUERY = (
+    f"MATCH (g:{GROUP_LABEL} {{group_id: $group_id}}) "
+    "RETURN g.version AS token, g.writes AS writes, g.tx AS tx, g.hold AS hold"
+)
+
+
+@dataclass(frozen=True)
+class Fence:
+    """What every write of a group carries, checked and applied inside its atomic unit: the
+    version it was planned at (`base`; None writes unconditionally), and the new version it
+    makes current. A write whose base is no longer current writes nothing."""
+
+    base: GroupVersion | None
+    tx: Any = None  # the write's transaction time, already encoded by the dialect
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    set_hold: bool = False
+    hold: str | None = None
+
+    @property
+    def checked(self) -> bool:
+        return self.base is not None
+
+    def params(self) -> dict[str, Any]:
+        p: dict[str, Any] = {"kg_token": self.token, "kg_tx": self.tx}
+        if self.base is not None and self.base.token is not None:
+            p["kg_expected"] = self.base.token
+        if self.set_hold:
+            p["kg_hold"] = self.hold
+        return p
+
+    def assignments(self, var: str) -> str:
+        """The SET list that makes this write's version current on node `var`."""
+        sets = (
+            f"{var}.version = $kg_token, {var}.writes = coalesce({var}.writes, 0) + 1, "
+            f"{var}.tx = CASE WHEN $kg_tx IS NOT NULL AND ({var}.tx IS NULL OR $kg_tx > "
+            f"{var}.tx) THEN $kg_tx ELSE {var}.tx END"
+        )
+        return sets + (f", {var}.hold = $kg_hold" if self.set_hold else "")
+
+    def conflict(self, group_id: str) -> WriteConflictError:
+        return WriteConflictError(
+            f"group {group_id!r} changed after this write was planned (another writer); "
+            "nothing written"
+        )
 
 
 def with_grams(row: dict[str, Any], *fields: str) -> dict[str, Any]:
@@ -44,8 +97,25 @@ class CypherBase(abc.ABC):
         """Run a read query; rows as {column: value}."""
 
     @abc.abstractmethod
-    async def execute(self, group_id: str, statements: list[Statement]) -> None:
-        """Run statements as one atomic unit, in order, each seeing the previous ones' writes."""
+    async def execute(
+        self, group_id: str, statements: list[Statement], fence: Fence | None = None
+    ) -> GroupVersion | None:
+        """Run statements as one atomic unit, in order, each seeing the previous ones' writes.
+        With a `fence`, the unit first checks and moves the group's version (raising
+        WriteConflictError, nothing written, if its base is stale) and returns the new one."""
+
+    def _group_version(self, row: dict[str, Any] | None) -> GroupVersion:
+        if row is None or row.get("token") is None:
+            return GroupVersion()
+        tx = row.get("tx")
+        return GroupVersion(
+            token=row["token"], writes=int(row.get("writes") or 0), hold=row.get("hold"),
+            last_tx=self.dialect.decode_time(tx) if tx is not None else None,
+        )  # fmt: skip
+
+    async def version(self, group_id: str) -> GroupVersion:
+        rows = await self._read(group_id, VERSION_QUERY, {"group_id": group_id})
+        return self._group_version(rows[0] if rows else None)
 
     # -- row mapping ----------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from kg.schemas.graph import (
     EpisodicNode,
     FactEdge,
 )
-from kg.schemas.plan import CommunityMembership, CommunityPlan
+from kg.schemas.plan import CommunityMembership, CommunityPlan, GroupVersion
 from kg.schemas.store import Mention, Patchable, Record, RecordKind
 from kg.store.cypher.base import ENDPOINT_FIELDS, with_grams
 from kg.store.cypher.dialect import Statement, unindexed
@@ -109,10 +109,10 @@ class CypherTransfer(CypherWrites):
                                  [(x.uuid, getattr(x, prop)) for x in batch])  # fmt: skip
         return out
 
-    async def patch(self, group_id: str, items: Sequence[Patchable]) -> None:
-        statements = self.compile_patch(group_id, items)
-        if statements:
-            await self.execute(group_id, statements)
+    async def patch(
+        self, group_id: str, items: Sequence[Patchable], *, base: GroupVersion | None = None
+    ) -> GroupVersion:
+        return await self._write(group_id, self.compile_patch(group_id, items), base)
 
     def compile_load(self, group_id: str, items: Sequence[Record]) -> list[Statement]:
         """Statements that recreate dumped records as they were (uuids, times, vectors), in
@@ -152,7 +152,7 @@ class CypherTransfer(CypherWrites):
                                  {"load_audit": [self._encode(a) for a in audit]}))  # fmt: skip
         return out
 
-    async def load(self, group_id: str, items: Sequence[Record]) -> None:
-        statements = self.compile_load(group_id, items)
-        if statements:
-            await self.execute(group_id, statements)
+    async def load(
+        self, group_id: str, items: Sequence[Record], *, base: GroupVersion | None = None
+    ) -> GroupVersion:
+        return await self._write(group_id, self.compile_load(group_id, items), base)

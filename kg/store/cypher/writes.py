@@ -5,13 +5,14 @@ Embeddings go in statements of their own (`_vectors`): each backend stores vecto
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from kg.schemas.graph import EntityNode, FactEdge
 from kg.schemas.metrics import QueryMetrics, valid_branch_key
-from kg.schemas.plan import CommunityPlan, RewritePlan, WritePlan
+from kg.schemas.plan import CommunityPlan, GroupVersion, RewritePlan, WritePlan
 from kg.schemas.validation import TYPE_NAME_RE
-from kg.store.cypher.base import ENDPOINT_FIELDS, CypherBase, with_grams
+from kg.store.cypher.base import ENDPOINT_FIELDS, CypherBase, Fence, with_grams
 from kg.store.cypher.dialect import Statement
 
 _QUERY_COUNTERS = ("queries", "zero_result_queries", "branch_errors", "latency_ms_total",
@@ -26,6 +27,27 @@ def label_suffix(labels: list[str]) -> str:
 
 
 class CypherWrites(CypherBase):
+    async def _write(
+        self,
+        group_id: str,
+        statements: list[Statement],
+        base: GroupVersion | None,
+        tx: datetime | None = None,
+        **hold: Any,
+    ) -> GroupVersion:
+        """Every write of a group goes through here: one atomic unit that checks the version
+        the plan was made at (if any) and makes a new one current."""
+        fence = Fence(base, tx=self.dialect.encode_time(tx) if tx is not None else None, **hold)
+        version = await self.execute(group_id, statements, fence)
+        assert version is not None
+        return version
+
+    async def set_hold(
+        self, group_id: str, base: GroupVersion | None, hold: str | None
+    ) -> GroupVersion:
+        """Mark (or, with None, unmark) the group as being written in several steps."""
+        return await self._write(group_id, [], base, set_hold=True, hold=hold)
+
     def compile_plan(self, plan: WritePlan) -> list[Statement]:
         g = plan.group_id
         now = self.dialect.encode_time(plan.episode.created_at)
@@ -189,10 +211,9 @@ class CypherWrites(CypherBase):
             add("CREATE (a:AuditEvent) SET a += $audit", audit=self._encode(plan.audit))
         return out  # fmt: skip
 
-    async def rewrite(self, plan: RewritePlan) -> None:
-        statements = self.compile_rewrite(plan)
-        if statements:
-            await self.execute(plan.group_id, statements)
+    async def rewrite(self, plan: RewritePlan) -> GroupVersion:
+        tx = plan.audit.created_at if plan.audit is not None else None
+        return await self._write(plan.group_id, self.compile_rewrite(plan), plan.base, tx)
 
     def _vectors(
         self,
@@ -215,8 +236,10 @@ class CypherWrites(CypherBase):
             )
         ]  # fmt: skip
 
-    async def apply(self, plan: WritePlan) -> None:
-        await self.execute(plan.group_id, self.compile_plan(plan))
+    async def apply(self, plan: WritePlan) -> GroupVersion:
+        return await self._write(
+            plan.group_id, self.compile_plan(plan), plan.base, plan.episode.created_at
+        )
 
     def compile_communities(self, plan: CommunityPlan) -> list[Statement]:
         g = plan.group_id
@@ -252,10 +275,8 @@ class CypherWrites(CypherBase):
             ))  # fmt: skip
         return out
 
-    async def write_communities(self, plan: CommunityPlan) -> None:
-        statements = self.compile_communities(plan)
-        if statements:
-            await self.execute(plan.group_id, statements)
+    async def write_communities(self, plan: CommunityPlan) -> GroupVersion:
+        return await self._write(plan.group_id, self.compile_communities(plan), plan.base)
 
     def compile_query_metrics(self, group_id: str, m: QueryMetrics) -> Statement:
         counters = {k: getattr(m, k) for k in _QUERY_COUNTERS}
@@ -267,4 +288,5 @@ class CypherWrites(CypherBase):
         )
 
     async def record_query_metrics(self, group_id: str, metrics: QueryMetrics) -> None:
+        # Counters only add up: no plan reads them, so this write moves no version.
         await self.execute(group_id, [self.compile_query_metrics(group_id, metrics)])

@@ -15,6 +15,7 @@ FALKORDB_INDEXES: tuple[str, ...] = (
     "CREATE INDEX FOR (n:Episodic) ON (n.uuid)",
     "CREATE INDEX FOR (n:Episodic) ON (n.content_hash)",
     "CREATE INDEX FOR (n:Community) ON (n.uuid)",
+    "CREATE INDEX FOR (n:KGGroup) ON (n.group_id)",
     "CREATE INDEX FOR ()-[e:RELATES_TO]-() ON (e.uuid)",
     "CREATE INDEX FOR ()-[e:RELATES_TO]-() ON (e.fact_uuid)",
     "CREATE INDEX FOR ()-[e:RELATES_TO]-() ON (e.name)",
@@ -31,6 +32,7 @@ FALKORDB_UNIQUE: tuple[tuple[str, str], ...] = (
     ("Entity", "uuid"),
     ("Episodic", "uuid"),
     ("Community", "uuid"),
+    ("KGGroup", "group_id"),  # the version node: one per group (kg.store.cypher.base.Fence)
 )
 
 

@@ -4,6 +4,8 @@ One graph per group: the group is a structural boundary (indexes, vector search 
 are per graph), not only a filter. Nodes and edges still carry `group_id`, as Graphiti's do.
 Times are stored as fixed-width UTC ISO-8601 strings, whose lexical order is time order.
 A write plan runs as one query of CALL {} subqueries; FalkorDB executes a query atomically.
+Its first clause checks and moves the group's version (kg.store.cypher.base.Fence): when the
+version has moved on, that clause yields no row, so no subquery runs and nothing is written.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from kg.errors import StoreError, StoreUnavailableError
 from kg.schemas.keys import KEYS_NAMESPACE
+from kg.schemas.plan import GroupVersion
 from kg.schemas.validation import GROUP_ID_RE, check_group_id
+from kg.store.cypher.base import GROUP_LABEL, Fence
 from kg.store.cypher.dialect import Statement
 from kg.store.cypher.store import CypherStore
 from kg.store.falkordb.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
@@ -193,25 +197,47 @@ class FalkorDBStore(CypherStore):
                 raise StoreError(f"FalkorDB refused a read: {_line(exc)}") from exc
         return _rows(result)
 
-    async def execute(self, group_id: str, statements: list[Statement]) -> None:
-        params: dict[str, Any] = {}
-        for s in statements:
+    async def execute(
+        self, group_id: str, statements: list[Statement], fence: Fence | None = None
+    ) -> GroupVersion | None:
+        params: dict[str, Any] = {"group_id": group_id} if fence is not None else {}
+        for s in [*statements, Statement("", fence.params() if fence else {})]:
             for k, v in s.params.items():
                 if k in params and params[k] != v:
                     raise StoreError(f"plan statements disagree on parameter ${k}")
                 params[k] = v
         check_params(params)
-        query = " ".join(f"CALL {{ {s.query} }}" for s in statements) + " RETURN 1"
+        calls = " ".join(f"CALL {{ {s.query} }}" for s in statements)
+        if fence is None:
+            query, ret = calls, " RETURN 1"
+        else:
+            query, ret = (
+                f"{_fenced(fence)} WITH kg_g {calls}",
+                (
+                    " RETURN kg_g.version AS token, kg_g.writes AS writes, kg_g.tx AS tx, "
+                    "kg_g.hold AS hold"
+                ),
+            )
+            if fence.base is not None and fence.base.token is None:
+                # Planned against a group with no writes yet: it may have been erased, by
+                # another process too, since this one created its indexes. Create them again.
+                self._ready.discard(group_id)
         # The schema comes first and inside the same translation: a server lost while the
         # indexes are created is the same one-line error as one lost during the write.
         with translated("the write plan (nothing written)"):
             await self.ensure_schema(group_id)
             try:
-                await self._graph(group_id).query(query, params)
+                result = await self._graph(group_id).query(query + ret, params)
             except ResponseError as exc:
                 raise StoreError(
                     f"FalkorDB refused the write plan (nothing written): {_line(exc)}"
                 ) from exc
+        if fence is None:
+            return None
+        rows = _rows(result)
+        if not rows:
+            raise fence.conflict(group_id)
+        return self._group_version(rows[0])
 
     async def raw_query(
         self, group_id: str, query: str, params: dict[str, Any] | None = None, *,
@@ -280,7 +306,8 @@ class FalkorDBStore(CypherStore):
                         await conn.execute_command(command)
                         break
                     except ResponseError as exc:  # another rewrite or save is running
-                        if "in progress" not in str(exc) and "already" not in str(exc):
+                        busy = ("in progress", "already", "child process is active")
+                        if not any(b in str(exc) for b in busy):
                             raise StoreError(f"FalkorDB refused {command}: {exc}") from exc
                     await asyncio.sleep(0.05)
                 while True:
@@ -308,6 +335,19 @@ class FalkorDBStore(CypherStore):
             await self._db.connection.aclose()
         if self.server is not None:
             await self.server.stop()
+
+
+def _fenced(fence: Fence) -> str:
+    """The query's first clause: one row, carrying the group node, only if the version is
+    the one the plan was made at; every CALL {} after it runs once per row of it."""
+    if fence.base is not None and fence.base.token is not None:
+        head = (f"MATCH (kg_g:{GROUP_LABEL} {{group_id: $group_id}}) "
+                "WHERE kg_g.version = $kg_expected")  # fmt: skip
+    else:
+        head = f"MERGE (kg_g:{GROUP_LABEL} {{group_id: $group_id}})"
+        if fence.base is not None:  # planned against a group nobody has written yet
+            head += " WITH kg_g WHERE kg_g.version IS NULL"
+    return f"{head} SET {fence.assignments('kg_g')}"
 
 
 def _rows(result: Any) -> list[dict[str, Any]]:

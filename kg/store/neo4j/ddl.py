@@ -17,6 +17,8 @@ NEO4J_SCHEMA: tuple[str, ...] = (
     "REQUIRE (n.group_id, n.uuid) IS UNIQUE",
     "CREATE CONSTRAINT kg_community_group_uuid IF NOT EXISTS FOR (n:Community) "
     "REQUIRE (n.group_id, n.uuid) IS UNIQUE",
+    # One version node per group (kg.store.cypher.base.Fence), even when two first writes race.
+    "CREATE CONSTRAINT kg_group_id IF NOT EXISTS FOR (n:KGGroup) REQUIRE n.group_id IS UNIQUE",
     "CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id)",
     "CREATE INDEX kg_entity_key IF NOT EXISTS FOR (n:Entity) ON (n.group_id, n.name_key)",
     "CREATE INDEX kg_episodic_hash IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.content_hash)",

@@ -2,16 +2,22 @@
 
 One database for all groups, each node and edge filtered by `group_id` (indexed together with
 the property that anchors each query). Times are native DateTime; a write plan runs as one
-explicit transaction. Tested against a live Neo4j 5.26 server (tests/test_neo4j_live.py).
+explicit transaction, whose first statement write-locks the group's version node and checks
+the version the plan was made at (kg.store.cypher.base.Fence): a stale plan raises inside the
+transaction, so it rolls back with nothing written. Tested against a live Neo4j 5.26 server
+(tests/test_neo4j_live.py).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 from kg.errors import StoreError, StoreUnavailableError
+from kg.schemas.plan import GroupVersion
+from kg.store.cypher.base import GROUP_LABEL, Fence
 from kg.store.cypher.dialect import Statement
 from kg.store.cypher.store import CypherStore
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
@@ -70,7 +76,13 @@ class Neo4jStore(CypherStore):
         if self.embedding_dim:
             ddl += neo4j_vector_indexes(self.embedding_dim)
         for stmt in ddl:
-            await self._run_write([Statement(stmt, {})])
+            try:
+                await self._run_write([Statement(stmt, {})])
+            except StoreError as exc:
+                # Another process created the same index or constraint at the same moment:
+                # `IF NOT EXISTS` does not cover two schema transactions racing to commit.
+                if "AlreadyExists" not in str(exc):
+                    raise
         self._schema_ready = True
 
     async def _read(
@@ -92,9 +104,21 @@ class Neo4jStore(CypherStore):
             raise self._translate(exc) from exc
         return [dict(r) for r in records]
 
-    async def execute(self, group_id: str, statements: list[Statement]) -> None:
+    async def execute(
+        self, group_id: str, statements: list[Statement], fence: Fence | None = None
+    ) -> GroupVersion | None:
         await self.ensure_schema(group_id)
-        await self._run_write(statements)
+        if fence is None:
+            await self._run_write(statements)
+            return None
+        return await self._run_write(statements, fence_statement(group_id, fence),
+                                     lambda row: self._checked(group_id, fence, row))  # fmt: skip
+
+    def _checked(self, group_id: str, fence: Fence, row: dict[str, Any]) -> GroupVersion:
+        expected = fence.base.token if fence.base is not None else None
+        if fence.checked and row["was"] != expected:
+            raise fence.conflict(group_id)  # inside the transaction: it rolls back
+        return self._group_version(row)
 
     async def raw_query(
         self, group_id: str, query: str, params: dict[str, Any] | None = None, *,
@@ -102,11 +126,25 @@ class Neo4jStore(CypherStore):
     ) -> list[dict[str, Any]]:  # fmt: skip
         return await self._query(query, params or {}, write=write)
 
-    async def _run_write(self, statements: list[Statement]) -> None:
-        async def work(tx: Any) -> None:
+    async def _run_write(
+        self,
+        statements: list[Statement],
+        first: Statement | None = None,
+        check: Callable[[dict[str, Any]], GroupVersion] | None = None,
+    ) -> GroupVersion | None:
+        """Statements in one transaction; `first`, if given, runs before them and `check`
+        sees its single row, raising to roll the whole transaction back."""
+
+        async def work(tx: Any) -> GroupVersion | None:
+            version = None
+            if first is not None and check is not None:
+                result = await tx.run(first.query, first.params)
+                record = await result.single()
+                version = check(dict(record) if record is not None else {"was": None})
             for s in statements:
                 result = await tx.run(s.query, s.params)
                 await result.consume()
+            return version
 
         try:
             # Writes share the bookmarks of execute_query's reads: on a cluster, the next read
@@ -115,9 +153,10 @@ class Neo4jStore(CypherStore):
                 database=self._database,
                 bookmark_manager=self._driver.execute_query_bookmark_manager,
             ) as session:
-                await session.execute_write(work)
+                version: GroupVersion | None = await session.execute_write(work)
         except Exception as exc:
             raise self._translate(exc) from exc
+        return version
 
     @staticmethod
     def _translate(exc: Exception) -> Exception:
@@ -139,10 +178,14 @@ class Neo4jStore(CypherStore):
         self._indexes_online = True
 
     async def drop_group(self, group_id: str) -> None:
-        await self._run_write(
-            [Statement("MATCH (n) WHERE n.group_id = $group_id DETACH DELETE n",
-                       {"group_id": group_id})]
-        )  # fmt: skip
+        # The version node is locked first, so a writer of the group waits for the drop to
+        # commit, then finds its version gone and plans again.
+        await self._run_write([
+            Statement(f"OPTIONAL MATCH (g:{GROUP_LABEL} {{group_id: $group_id}}) "
+                      "SET g.kg_lock = true", {"group_id": group_id}),
+            Statement("MATCH (n) WHERE n.group_id = $group_id DETACH DELETE n",
+                      {"group_id": group_id}),
+        ])  # fmt: skip
 
     async def compact(self) -> None:
         """Neo4j reuses the space of deleted records; it offers no online way to scrub them
@@ -169,3 +212,15 @@ class Neo4jStore(CypherStore):
 
     async def close(self) -> None:
         await self._driver.close()
+
+
+def fence_statement(group_id: str, fence: Fence) -> Statement:
+    """Lock the group's version node (setting a property takes its write lock, held to
+    commit), read the version under that lock, and move it on. Reading before locking would
+    let two transactions read the same version (Neo4j isolates at read-committed)."""
+    return Statement(
+        f"MERGE (g:{GROUP_LABEL} {{group_id: $group_id}}) SET g.kg_lock = true "
+        f"WITH g, g.version AS was SET {fence.assignments('g')} REMOVE g.kg_lock "
+        "RETURN was, g.version AS token, g.writes AS writes, g.tx AS tx, g.hold AS hold",
+        {"group_id": group_id, **fence.params()},
+    )

@@ -1,0 +1,219 @@
+"""Writes are checked against the group version their plan read (kg.versioned): a writer that
+cuts in between another's reads and its write makes that write re-plan, never corrupt.
+
+These run in one process on the embedded store, with the cut-in placed exactly; the race of
+real processes on an external server is tests/test_many_writers.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kg import KG
+from kg import versioned as versioned_module
+from kg.errors import InputError, WriteConflictError
+from kg.ingest.llm import ScriptedLLM
+from kg.ingest.structured import plan_structured_episode
+from kg.schemas import DEFAULT_ONTOLOGY, Episode
+from kg.schemas.plan import GroupVersion
+from kg.times import utcnow
+from kg.versioned import retrying
+from tests.conftest import add, fact, objects, t
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import many_writers
+
+
+class CutIn:
+    """The store, except that just after a plan first reads live edges (after its version was
+    read, before its write), `other` runs to completion: another writer cutting in, which
+    makes what the plan read stale."""
+
+    def __init__(self, store: Any, other: Callable[[], Awaitable[Any]]) -> None:
+        self._store, self._other, self.cut = store, other, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def live_edges(self, group_id: str, keys: Any) -> Any:
+        edges = await self._store.live_edges(group_id, keys)
+        if not self.cut:
+            self.cut += 1
+            await self._other()
+        return edges
+
+
+async def test_a_writer_that_cuts_in_makes_the_other_replan(kg: KG) -> None:
+    await add(kg, t(2000), ("Alice", "LIVES_IN", "Seoul"))
+    other = KG(kg.store)  # a second KG object on the same server: its own in-process lock
+    cutter = CutIn(kg.store, lambda: add(other, t(2010), ("Alice", "LIVES_IN", "Busan")))
+    late = await add(KG(cutter), t(2020), ("Alice", "LIVES_IN", "Daegu"))  # type: ignore[arg-type]
+    assert objects(await kg.facts(subject="Alice")) == ["Daegu"]  # one current value
+    assert cutter.cut == 1 and late.attempts == 2
+    for year, city in ((2005, "Seoul"), (2015, "Busan"), (2025, "Daegu")):
+        assert objects(await kg.facts(subject="Alice", valid_at=t(year))) == [city]
+    assert (await kg.replay()).identical  # the graph is what its own log gives
+    entities = await kg.store.raw_query(
+        "default", "MATCH (n:Entity) RETURN n.name_key AS k, count(n) AS c"
+    )
+    assert all(r["c"] == 1 for r in entities)
+
+
+async def test_a_conflict_replans_without_asking_the_llm_again(home: Path) -> None:
+    answer = json.dumps({"entities": [], "facts": [
+        {"subject": "Minji", "predicate": "LIVES_IN", "object": "Busan", "fact": "moved",
+         "quote": "I moved to Busan"}]})  # fmt: skip
+    llm = ScriptedLLM([answer])  # one reply: a second extraction would fail the episode
+    async with await KG.open(home=home, llm=llm) as kg:
+        await add(kg, t(2020), ("Minji", "LIVES_IN", "Seoul"))
+        other = KG(kg.store)
+        cutter = CutIn(kg.store, lambda: add(other, t(2022), ("Minji", "LIVES_IN", "Daegu")))
+        talker = KG(cutter, llm=llm)  # type: ignore[arg-type]
+        r = await talker.add_episode(
+            source="message", content="Minji: I moved to Busan.", reference_time=t(2024)
+        )
+        assert cutter.cut == 1 and r.attempts == 2 and r.summary.llm_calls == 1
+        assert objects(await kg.facts(subject="Minji")) == ["Busan"]
+        assert objects(await kg.facts(subject="Minji", valid_at=t(2023))) == ["Daegu"]
+
+
+async def test_a_stale_plan_writes_nothing(kg: KG) -> None:
+    store = kg.store
+    await add(kg, t(2000), ("Alice", "LIVES_IN", "Seoul"))
+    base = await store.version("default")
+    plans = []
+    for city in ("Busan", "Daegu"):
+        episode = Episode(source="facts", reference_time=t(2010),
+                          facts=[fact("Alice", "LIVES_IN", city)])  # fmt: skip
+        plan, _ = await plan_structured_episode(episode, store, DEFAULT_ONTOLOGY, utcnow())
+        plan.base = base
+        plans.append(plan)
+    after = await store.apply(plans[0])
+    assert after.token != base.token and after.writes == base.writes + 1
+    before = await kg.stats()
+    with pytest.raises(WriteConflictError, match="nothing written"):
+        await store.apply(plans[1])
+    assert await kg.stats() == before
+    assert await store.episodes("default", [plans[1].episode.uuid]) == []
+    assert await store.version("default") == after
+
+
+async def test_many_kg_objects_racing_in_one_process_match_one_writer(kg: KG) -> None:
+    episodes = many_writers.scenario_episodes(48, seed=3)
+    writers = [KG(kg.store) for _ in range(4)]
+
+    async def run(w: KG, mine: list[dict[str, Any]]) -> list[int]:
+        return [(await w.add_episode(**ep, group_id="raced")).attempts for ep in mine]
+
+    attempts = await asyncio.gather(*(run(w, episodes[i::4]) for i, w in enumerate(writers)))
+    stored = sorted(await kg.store.find_episodes("raced", None, None),
+                    key=lambda e: e.created_at)  # fmt: skip
+    by_name = {ep["name"]: ep for ep in episodes}
+    for e in stored:  # one writer, in the raced group's commit order
+        await kg.add_episode(**{**by_name[e.name], "group_id": "one"})
+    trial = many_writers.Trial(scenario="ingest", writers=4, episodes=48)
+    await many_writers.audit(kg, "raced", "one", trial)
+    assert trial.asof_probes > 100 and trial.anomalies == 0, many_writers.row(trial)
+    assert max(a for per in attempts for a in per) > 1  # they did race
+
+
+async def test_transaction_time_follows_the_group_not_a_lagging_clock(kg: KG) -> None:
+    ahead = KG(kg.store)
+    ahead.clock.advance_past(utcnow() + timedelta(hours=1))  # another machine, clock ahead
+    first = await add(ahead, t(2000), ("Alice", "LIVES_IN", "Seoul"))
+    second = await add(kg, t(2010), ("Alice", "LIVES_IN", "Busan"))
+    times = {e.uuid: e.created_at for e in await kg.store.find_episodes("default", None, None)}
+    assert times[second.episode_uuid] > times[first.episode_uuid] > utcnow()
+    assert (await kg.replay()).identical
+
+
+async def test_an_overtaken_writer_takes_the_lease_then_releases_it(
+    kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(versioned_module, "MAX_PAUSE", 0.0)
+    store = kg.store
+    await add(kg, t(2000), ("Alice", "LIVES_IN", "Seoul"))
+    holds: list[str | None] = []
+
+    async def attempt(base: GroupVersion) -> str:
+        holds.append(base.hold)
+        if base.hold is None:  # not yet holding the lease: someone else's write lands first
+            await store.set_hold("default", None, None)
+        await store.set_hold("default", base, base.hold)  # this attempt's own (fenced) write
+        return "done"
+
+    result, n = await retrying(store, kg.clock, "default", attempt)
+    assert result == "done" and n == versioned_module.LEASE_AFTER + 1  # plans made
+    assert holds[:-1] == [None] * versioned_module.LEASE_AFTER
+    assert (holds[-1] or "").startswith("lease ")  # its last attempt could not be overtaken
+    assert (await store.version("default")).hold is None  # released
+
+
+async def test_retries_are_bounded_and_the_error_says_nothing_was_written(
+    kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(versioned_module, "MAX_PAUSE", 0.0)
+    await add(kg, t(2000), ("Alice", "LIVES_IN", "Seoul"))
+    calls = 0
+
+    async def always_overtaken(base: GroupVersion) -> None:
+        nonlocal calls
+        calls += 1
+        raise WriteConflictError("overtaken")
+
+    with pytest.raises(WriteConflictError, match=r"gave up after 10 plans .* nothing was written"):
+        await retrying(kg.store, kg.clock, "default", always_overtaken)
+    assert calls == versioned_module.ATTEMPTS == 10
+    assert (await kg.store.version("default")).hold is None  # the lease it took is released
+
+
+async def test_a_held_group_makes_writers_wait_then_say_why(
+    kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(versioned_module, "MAX_PAUSE", 0.01)
+    monkeypatch.setattr(versioned_module, "HOLD_WAIT_SECONDS", 0.3)
+    await add(kg, t(2000), ("Alice", "LIVES_IN", "Seoul"))
+    v = await kg.store.set_hold("default", await kg.store.version("default"), "import")
+    with pytest.raises(WriteConflictError, match=r"held by another operation \(import\)"):
+        await add(kg, t(2010), ("Alice", "LIVES_IN", "Busan"))
+    # A lease whose writer died lapses: it blocks nobody.
+    lapsed = f"lease dead until {(utcnow() - timedelta(seconds=1)).isoformat()}"
+    await kg.store.set_hold("default", v, lapsed)
+    assert (await add(kg, t(2010), ("Alice", "LIVES_IN", "Busan"))).attempts == 1
+
+
+async def test_an_import_never_lands_in_a_group_another_writer_created(
+    kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await add(kg, t(2000), ("Alice", "LIVES_IN", "Seoul"))
+    lines = [line async for line in kg.export_lines()]
+    await add(kg, t(2000), ("Bob", "LIVES_IN", "Busan"), group_id="taken")
+
+    async def no(group_id: str) -> bool:  # as if the other writer came just after the check
+        return False
+
+    monkeypatch.setattr(kg.store, "has_group", no)
+    with pytest.raises(InputError, match="created by another writer"):
+        await kg.import_lines(lines, into="taken")
+    monkeypatch.undo()
+    assert objects(await kg.facts(group_id="taken")) == ["Busan"]  # not dropped, not merged
+
+
+async def test_a_group_erased_elsewhere_gets_its_indexes_back(kg: KG) -> None:
+    """Another process erased the group: this one's cache still says its indexes exist."""
+    await add(kg, t(2000), ("Alice", "LIVES_IN", "Seoul"))
+    await kg.store.client.connection.execute_command("GRAPH.DELETE", "default")
+    await add(kg, t(2010), ("Alice", "LIVES_IN", "Busan"))
+    await add(kg, t(2010), ("Alice", "LIVES_IN", "Busan"), group_id="fresh")
+    store: Any = kg.store
+    assert await store.index_statuses("default") == await store.index_statuses("fresh")
+    assert [h.fact.object for h in (await kg.search("Busan")).facts] == ["Busan"]
