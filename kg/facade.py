@@ -80,7 +80,7 @@ from kg.schemas.metrics import IngestMetrics, Metrics, QueryMetrics
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.plan import GroupVersion, PlanSummary, WritePlan
 from kg.schemas.search import SearchView
-from kg.schemas.store import Community, FactQuery, GraphStore, StoreStats
+from kg.schemas.store import Community, EntitySummary, FactQuery, GraphStore, StoreStats
 from kg.schemas.validation import check_group_id, check_text
 from kg.store import open_store
 from kg.store.falkordb.embedded import Durability
@@ -1017,6 +1017,16 @@ class KG:
             name_key(_text("object", object)) if object is not None else None,
             limit,
         )
+
+    async def entities(
+        self, *, group_id: str = "default", contains: str = "", limit: int = 100
+    ) -> list[EntitySummary]:
+        """Entities whose normalised name contains `contains` (all for ''), the most-described
+        subjects first: what a person picks a subject from."""
+        self._check_group(group_id)
+        _limit(limit, 10_000)
+        key = name_key(_text("contains", contains)) if contains else ""
+        return await self.store.entities(group_id, key, limit)
 
     async def stats(self, group_id: str = "default") -> StoreStats:
         self._check_group(group_id)

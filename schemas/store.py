@@ -72,6 +72,15 @@ class StoreStats(BaseModel):
     communities: int = 0
 
 
+class EntitySummary(BaseModel):
+    """An entity and how many fact versions it is the subject or the object of: enough to
+    pick a subject to look at."""
+
+    entity: EntityNode
+    as_subject: int = Field(description="Fact versions (every version) with it as subject.")
+    as_object: int = Field(description="Fact versions with it as object.")
+
+
 class Mention(BaseModel):
     """An episode's MENTIONS edge to an entity, as exported and imported."""
 
@@ -174,6 +183,11 @@ class FactReader(Protocol):
         limit: int,
     ) -> list[Fact]:
         """Every version, retired ones included, ordered by valid time then transaction time."""
+        ...
+
+    async def entities(self, group_id: str, contains: str, limit: int) -> list[EntitySummary]:
+        """Entities whose `name_key` contains `contains` ('' for all), those with the most
+        fact versions as subject first, then by name; embeddings left out."""
         ...
 
     async def fact_versions(self, group_id: str, uuid: str) -> list[Fact]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from kg.schemas.metrics import Counters, IngestMetrics, QueryMetrics
-from kg.schemas.store import Community, FactQuery, StoreStats, TimelineKey
+from kg.schemas.store import Community, EntitySummary, FactQuery, StoreStats, TimelineKey
 from kg.store.cypher.base import CypherBase
 from kg.store.cypher.dialect import unindexed
 from kg.store.cypher.search import COMMUNITY_COLUMNS
@@ -129,6 +129,25 @@ class CypherReads(CypherBase):
             {"entity": entity_uuid, "group_id": group_id},
         )
         return self._episodes(rows)
+
+    async def entities(self, group_id: str, contains: str, limit: int) -> list[EntitySummary]:
+        rows = await self._read(
+            group_id,
+            "MATCH (n:Entity) WHERE n.group_id = $group_id AND n.name_key CONTAINS $contains "
+            "OPTIONAL MATCH (n)-[e:RELATES_TO]->() WITH n, count(e) AS out "
+            "OPTIONAL MATCH ()-[i:RELATES_TO]->(n) "
+            "RETURN properties(n) AS n, n.name AS name, n.uuid AS id, out, count(i) AS inc "
+            "ORDER BY out DESC, name, id LIMIT $max_rows",
+            {"group_id": group_id, "contains": contains, "max_rows": limit},
+        )
+        return [
+            EntitySummary(
+                entity=EntityNode.model_validate(self._decode(r["n"])),
+                as_subject=int(r["out"]),
+                as_object=int(r["inc"]),
+            )
+            for r in rows
+        ]
 
     async def fact_versions(self, group_id: str, uuid: str) -> list[Fact]:
         rows = await self._read(
