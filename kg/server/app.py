@@ -37,11 +37,12 @@ from kg.errors import (
     NotFoundError,
     StoreUnavailableError,
 )
-from kg.facade import KG, EpisodeResult, Explanation, QuarantineEntry
+from kg.facade import KG, EpisodeResult, QuarantineEntry
 from kg.retrieval import SearchResults
 from kg.rollback import RollbackReport
 from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
 from kg.schemas.metrics import Metrics
+from kg.schemas.store import EntitySummary
 from kg.server.keys import Principal, authenticate
 from kg.server.mcp import PRINCIPAL, build_mcp, mcp_http_app
 from kg.server.metrics import ServerMetrics, problem_kind
@@ -49,6 +50,7 @@ from kg.server.models import (
     AddEpisode,
     ContextRequest,
     ContextResponse,
+    Correction,
     EraseEntityRequest,
     EraseGroupRequest,
     FactsQuery,
@@ -59,6 +61,7 @@ from kg.server.models import (
     SearchRequest,
     StatsResponse,
     Whoami,
+    WhyResponse,
 )
 from kg.server.service import ForbiddenError, Memory, Scoped, ShuttingDownError
 
@@ -404,6 +407,14 @@ def create_app(
         """One episode of this group, with its content and metrics."""
         return await c.episode(episode_id)
 
+    @app.post("/v1/episodes/{episode_id}/retry", tags=["write"])
+    async def retry_episode(
+        c: Caller, episode_id: Annotated[str, Path(max_length=200)]
+    ) -> EpisodeResult:
+        """Extract a failed episode again (role write); 502 if it fails again (still
+        recorded as failed), 422 if the episode did not fail."""
+        return await c.retry(episode_id)
+
     @app.get("/v1/facts", tags=["read"])
     async def facts(c: Caller, q: Annotated[FactsQuery, Query()]) -> list[Fact]:
         """What was true at `valid_at`, as kg knew it at `known_at` (both default now)."""
@@ -415,9 +426,29 @@ def create_app(
         return await c.history(q)
 
     @app.get("/v1/facts/{fact_id}/why", tags=["read"])
-    async def why(c: Caller, fact_id: Annotated[str, Path(max_length=200)]) -> Explanation:
-        """A fact's versions and the episodes that created, reinforced and closed it."""
-        return await c.why(fact_id)
+    async def why(c: Caller, fact_id: Annotated[str, Path(max_length=200)]) -> WhyResponse:
+        """A fact's versions, the episodes that created, reinforced and closed it, and what
+        each supporting episode said about it."""
+        return await c.why_said(fact_id)
+
+    @app.post("/v1/facts/{fact_id}/correct", tags=["write"])
+    async def correct(
+        c: Caller, fact_id: Annotated[str, Path(max_length=200)], body: Correction
+    ) -> EpisodeResult:
+        """'That changed' (role write): the right value and since when, stored as a
+        user-channel structured episode that closes the old value through the timeline
+        rules (never an overwrite; rollback undoes it)."""
+        return await c.correct(fact_id, body)
+
+    @app.get("/v1/entities", tags=["read"])
+    async def entities(
+        c: Caller,
+        q: Annotated[str, Query(max_length=200, description="Part of the name; '' for all.")] = "",
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> list[EntitySummary]:
+        """Entities whose name contains `q`, those with the most fact versions first: what
+        to pick a subject from."""
+        return await c.entities(contains=q, limit=limit)
 
     @app.post("/v1/search", tags=["read"])
     async def search(c: Caller, body: SearchRequest) -> SearchResults:

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from kg.schemas.episode import Channel, EpisodeSource, StructuredFact, TrustTier
+from kg.schemas.graph import EpisodicNode, Fact
 from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import StoreStats
@@ -131,6 +132,36 @@ class EraseGroupRequest(Strict):
     confirm: Name = Field(description="The group id (see /v1/whoami): cannot be undone.")
 
 
+class Correction(Strict):
+    """'That's wrong / that changed': the right value, and since when it is true. Stored as a
+    user-channel structured episode, so the normal timeline rules close the old value (a
+    single-valued predicate by its new value; a multi-valued one by ending it then)."""
+
+    object: Name = Field(description="The right value, e.g. 'Lyon'.")
+    valid_at: Time = Field(description="When it became true (ISO 8601 with a timezone).")
+    source_description: Text = Field(
+        default="correction", max_length=2000, description="Recorded on the episode."
+    )
+
+
+class Statement(BaseModel):
+    """What one supporting episode said about the fact: its statement, and for a text,
+    message or JSON episode the line of its text that names it (the extractor's own quote
+    is checked at ingest but not kept)."""
+
+    episode_uuid: str
+    said: StructuredFact
+    passage: str | None = None
+
+
+class WhyResponse(BaseModel):
+    versions: list[Fact]
+    episodes: list[EpisodicNode]
+    statements: list[Statement] = Field(
+        default_factory=list, description="Per supporting episode, what it said."
+    )
+
+
 class Whoami(BaseModel):
     group_id: str
     role: Role
@@ -161,6 +192,7 @@ __all__ = [
     "AddEpisode",
     "ContextRequest",
     "ContextResponse",
+    "Correction",
     "EraseEntityRequest",
     "EraseGroupRequest",
     "FactsQuery",
@@ -169,6 +201,8 @@ __all__ = [
     "Problem",
     "RollbackRequest",
     "SearchRequest",
+    "Statement",
     "StatsResponse",
     "Whoami",
+    "WhyResponse",
 ]

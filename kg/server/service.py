@@ -12,23 +12,29 @@ from typing import Any, TypeVar
 from kg.erasure import ErasureReceipt
 from kg.errors import InputError, KGError, NotFoundError
 from kg.facade import KG, EpisodeResult, Explanation, QuarantineEntry
+from kg.ingest.structured import stored_facts
 from kg.retrieval import SearchResults
 from kg.rollback import RollbackReport
-from kg.schemas.episode import Episode
-from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
+from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact
+from kg.schemas.graph import AuditEvent, EpisodeStatus, EpisodicNode, Fact
 from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
+from kg.schemas.store import EntitySummary
+from kg.schemas.validation import name_key
 from kg.server.keys import Principal
 from kg.server.models import (
     AddEpisode,
     ContextRequest,
+    Correction,
     EraseEntityRequest,
     EraseGroupRequest,
     FactsQuery,
     HistoryQuery,
     RollbackRequest,
     SearchRequest,
+    Statement,
     StatsResponse,
+    WhyResponse,
 )
 
 T = TypeVar("T")
@@ -115,6 +121,73 @@ class Scoped:
         self.kg.check_episode(episode, extract=extract)
         return await self.memory.writes.run(self.kg.add_episode(episode, extract=extract))
 
+    async def retry(self, episode_id: str) -> EpisodeResult:
+        """Extract a failed episode again, from what was stored of it (same content, times,
+        source and trust: the same content hash, so the failed record is replaced)."""
+        self.need(Role.write, "retrying an episode")
+        node = await self.episode(episode_id)
+        if node.status is not EpisodeStatus.failed:
+            raise InputError(
+                f"episode {episode_id!r} is {node.status.value}, not failed; nothing to retry"
+            )
+        episode = Episode(
+            group_id=self.group,
+            source=node.source,
+            reference_time=node.valid_at,
+            name=node.name,
+            content=node.content,
+            source_description=node.source_description,
+            channel=node.channel,
+            trust=node.trust,
+        )
+        self.kg.check_episode(episode, extract=True)
+        return await self.memory.writes.run(self.kg.add_episode(episode, extract=True))
+
+    async def correct(self, fact_id: str, req: Correction) -> EpisodeResult:
+        """'That changed': a user-channel structured episode stating the right value from
+        `valid_at`; the timeline closes the old value (never an overwrite). For a
+        multi-valued predicate the old value is also restated as ending then."""
+        self.need(Role.write, "correcting a fact")
+        versions = (await self.kg.why(fact_id, group_id=self.group)).versions
+        believed = [v for v in versions if v.edge.expired_at is None]
+        if not believed:
+            raise InputError(f"fact {fact_id!r} is no longer believed; nothing to correct")
+        old = max(believed, key=lambda v: v.edge.created_at)
+        if name_key(req.object) == name_key(old.object):
+            raise InputError(f"{old.object!r} is already the value; nothing to correct")
+        said = [
+            StructuredFact(
+                subject=old.subject, predicate=old.predicate, object=req.object,
+                valid_at=req.valid_at,
+            )
+        ]  # fmt: skip
+        single = self.kg.ontology.resolve_predicate(old.predicate).single_valued
+        ends = old.edge.invalid_at
+        if not single and (ends is None or ends > req.valid_at):
+            if req.valid_at <= old.edge.valid_at:
+                raise InputError(
+                    f"{old.predicate} holds several values: a correction that ends "
+                    f"{old.object!r} must start after it began ({old.edge.valid_at.isoformat()}); "
+                    "to remove it as never true, roll back its episode"
+                )
+            said.append(
+                StructuredFact(
+                    subject=old.subject, predicate=old.predicate, object=old.object,
+                    valid_at=old.edge.valid_at, invalid_at=req.valid_at,
+                )
+            )  # fmt: skip
+        episode = Episode(
+            group_id=self.group,
+            source=EpisodeSource.facts,
+            reference_time=datetime.now(UTC),
+            name=f"correction: {old.subject} {old.predicate} {req.object}",
+            facts=said,
+            source_description=req.source_description,
+            channel=Channel.user,
+        )
+        self.kg.check_episode(episode, extract=False)
+        return await self.memory.writes.run(self.kg.add_episode(episode, extract=False))
+
     async def rollback(self, req: RollbackRequest) -> RollbackReport:
         if req.apply:
             self.need(Role.admin, "applying a rollback")
@@ -165,6 +238,46 @@ class Scoped:
     async def why(self, fact_id: str) -> Explanation:
         return await self.kg.why(fact_id, group_id=self.group)
 
+    async def why_said(self, fact_id: str) -> WhyResponse:
+        """`why`, plus what each supporting episode said about the fact."""
+        x = await self.why(fact_id)
+        by_id = {ep.uuid: ep for ep in x.episodes}
+        latest = x.versions[-1]
+        statements = []
+        for uuid in dict.fromkeys(ep for v in x.versions for ep in v.edge.episodes):
+            if uuid in by_id:
+                statements += self._said(by_id[uuid], latest)
+        return WhyResponse(versions=x.versions, episodes=x.episodes, statements=statements)
+
+    def _said(self, episode: EpisodicNode, fact: Fact) -> list[Statement]:
+        try:
+            said = stored_facts(episode)
+        except ValueError:  # unextracted text: it said nothing structured
+            return []
+        keys = {name_key(fact.subject), name_key(fact.object)}
+
+        def about(f: StructuredFact) -> bool:
+            try:
+                predicate = self.kg.ontology.resolve_predicate(f.predicate).name
+            except ValueError:
+                return False
+            return predicate == fact.predicate and bool(
+                {name_key(f.subject), name_key(f.object)} & keys
+            )
+
+        text = episode.source is not EpisodeSource.facts
+        return [
+            Statement(
+                episode_uuid=episode.uuid, said=f,
+                passage=_passage(episode.content, f.object, f.subject) if text else None,
+            )
+            for f in said
+            if about(f)
+        ]  # fmt: skip
+
+    async def entities(self, *, contains: str, limit: int) -> list[EntitySummary]:
+        return await self.kg.entities(group_id=self.group, contains=contains, limit=limit)
+
     async def log(self, *, limit: int, closures: bool) -> list[AuditEvent]:
         return await self.kg.log(group_id=self.group, limit=limit, closures=closures)
 
@@ -187,6 +300,16 @@ class Scoped:
 
     async def metrics(self) -> Metrics:
         return await self.kg.metrics(self.group)
+
+
+def _passage(content: str, *names: str) -> str | None:
+    """The first line of `content` that names the first of `names` found (case-insensitive)."""
+    lines = [line.strip() for line in content.splitlines() if line.strip()]
+    for name in names:
+        for line in lines:
+            if name.casefold() in line.casefold():
+                return line[:500]
+    return None
 
 
 def _one_line(exc: ValueError) -> str:
