@@ -43,6 +43,7 @@ from kg.rollback import RollbackReport
 from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import EntitySummary
+from kg.server.inspector import mount_inspector
 from kg.server.keys import Principal, authenticate
 from kg.server.mcp import PRINCIPAL, build_mcp, mcp_http_app
 from kg.server.metrics import ServerMetrics, problem_kind
@@ -520,6 +521,7 @@ def create_app(
 
         return StreamingResponse(body(), media_type="application/x-ndjson")
 
+    mount_inspector(app)
     app.router.routes.append(
         Route("/mcp", McpAuth(mcp_asgi, memory), methods=["GET", "POST", "DELETE"])
     )

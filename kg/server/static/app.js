@@ -1,0 +1,68 @@
+// The inspector's shell: sign-in, roles, tabs, and the state the views share.
+import { ApiError, get, session } from "./api.js";
+import { showOverview } from "./overview.js";
+import { showSearch } from "./search.js";
+import { initSubject, openSubject } from "./subject.js";
+
+import { can, state } from "./state.js";
+
+const $ = (id) => document.getElementById(id);
+
+function showView(name) {
+  for (const b of document.querySelectorAll("#tabs button")) {
+    if (b.dataset.view === name) b.setAttribute("aria-current", "page");
+    else b.removeAttribute("aria-current");
+  }
+  for (const v of ["subject", "search", "overview"]) $(`view-${v}`).hidden = v !== name;
+  if (name === "overview") showOverview();
+  if (name === "search") showSearch();
+}
+state.navigate = (view, subject) => {
+  showView(view);
+  if (subject) openSubject(subject);
+};
+
+async function signIn(key) {
+  const who = await get("/v1/whoami", undefined, key);
+  state.who = who;
+  session.key = key;
+  $("login").hidden = true;
+  $("tabs").hidden = false;
+  $("who").hidden = false;
+  $("who-text").textContent = `group ${who.group_id} · role ${who.role}`;
+  document.body.dataset.role = who.role;
+  for (const node of document.querySelectorAll("[data-role]")) {
+    if (!can(node.dataset.role)) node.remove();
+  }
+  initSubject();
+  showView("subject");
+}
+
+function signOut() {
+  session.key = null;
+  location.reload();
+}
+
+$("login-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const input = $("key");
+  const key = input.value.trim();
+  input.value = "";
+  try {
+    await signIn(key);
+  } catch (err) {
+    session.key = null;
+    $("login-error").textContent =
+      err instanceof ApiError ? `Not signed in: ${err.message}` : "Not signed in: the server did not answer.";
+  }
+});
+$("logout").addEventListener("click", signOut);
+for (const b of document.querySelectorAll("#tabs button")) {
+  b.addEventListener("click", () => showView(b.dataset.view));
+}
+
+if (session.key) {
+  signIn(session.key).catch(() => {
+    session.key = null;
+  });
+}

@@ -1,0 +1,99 @@
+// Search: the fused results in the subject view's time view, and on demand each branch's
+// hits and each result's rank in every branch that found it (the CLI's --explain).
+import { post } from "./api.js";
+import { state } from "./state.js";
+import { el, instant, interval, table } from "./util.js";
+
+const $ = (id) => document.getElementById(id);
+let wired = false;
+
+export function showSearch() {
+  if (!wired) {
+    wired = true;
+    $("search-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      run();
+    });
+    $("search-explain").addEventListener("change", () => { if ($("search-q").value) run(); });
+  }
+  describeView();
+  $("search-q").focus();
+}
+
+function view() {
+  if (!$("search-timeview").checked) return {};
+  return {
+    valid_at: state.valid === null ? undefined : instant(state.valid),
+    known_at: state.known === null ? undefined : state.known.iso,
+  };
+}
+
+function describeView() {
+  const v = view();
+  $("search-view").textContent = `Time view: true at ${v.valid_at || "now"}, as known at ${v.known_at || "now"}` +
+    ($("search-timeview").checked ? " (the subject view's cursors)." : ".");
+}
+
+function ranks(hit, explain) {
+  const score = el("td", { class: "num", text: hit.score.toFixed(3) });
+  if (!explain) return [score];
+  const r = Object.entries(hit.ranks).map(([b, n]) => `${b} #${n}`).join(", ");
+  const s = Object.entries(hit.branch_scores).map(([b, x]) => `${b} ${x.toFixed(3)}`).join(", ");
+  return [score, el("td", { class: "num", text: hit.fused_score.toFixed(3) }), el("td", { text: r }), el("td", { text: s })];
+}
+
+async function run() {
+  describeView();
+  const explain = $("search-explain").checked;
+  const out = $("search-results");
+  const body = {
+    query: $("search-q").value,
+    include_history: $("search-history").checked,
+    ...view(),
+  };
+  if ($("search-recipe").value) body.recipe = $("search-recipe").value;
+  let r;
+  try {
+    r = await post("/v1/search", body);
+  } catch (err) {
+    out.replaceChildren(el("p", { class: "error", role: "alert", text: err.message }));
+    return;
+  }
+  const extra = explain ? ["fused", "rank per branch", "branch scores"] : [];
+  const parts = [];
+  if (r.facts.length) {
+    parts.push(el("h3", { text: `Facts (${r.facts.length})` }), table(["fact", "subject", "valid", "", "score", ...extra],
+      r.facts.map((h) => el("tr", { dataset: { fact: h.fact.edge.uuid } },
+        el("td", { text: h.fact.edge.fact }),
+        el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.fact.subject) }, h.fact.subject)),
+        el("td", { text: interval(h.fact.edge.valid_at, h.fact.edge.invalid_at) }),
+        el("td", { text: h.closed ? "closed" : "" }),
+        ...ranks(h, explain))), { class: "results", "data-testid": "fact-hits" }));
+  }
+  if (r.entities.length) {
+    parts.push(el("h3", { text: `Entities (${r.entities.length})` }), table(["entity", "score", ...extra],
+      r.entities.map((h) => el("tr", { dataset: { entity: h.entity.name } },
+        el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.entity.name) }, h.entity.name)),
+        ...ranks(h, explain))), { class: "results", "data-testid": "entity-hits" }));
+  }
+  if (r.episodes.length) {
+    parts.push(el("h3", { text: `Episodes (${r.episodes.length})` }), table(["episode", "text", "score", ...extra],
+      r.episodes.map((h) => el("tr", { dataset: { episode: h.episode.uuid } },
+        el("td", { text: h.episode.name || h.episode.uuid.slice(0, 8) }),
+        el("td", { text: h.episode.content.slice(0, 200) }),
+        ...ranks(h, explain))), { class: "results", "data-testid": "episode-hits" }));
+  }
+  if (!parts.length) {
+    const why = Object.keys(r.abstained).length ? " (abstained: nothing close enough)" : "";
+    parts.push(el("p", { class: "hint", "data-testid": "no-results", text: `No results${why}.` }));
+  }
+  if (explain) {
+    parts.push(el("h3", { text: "Branches" }), table(["scope", "method", "hits", "ms", "error"],
+      r.branches.map((b) => el("tr", {},
+        el("td", { text: b.scope }), el("td", { text: b.method }), el("td", { class: "num", text: String(b.hits) }),
+        el("td", { class: "num", text: b.latency_ms.toFixed(1) }), el("td", { text: b.error || "" }))),
+      { class: "branches", "data-testid": "branches" }));
+  }
+  parts.push(el("p", { class: "hint", text: `${r.latency_ms.toFixed(1)} ms` }));
+  out.replaceChildren(...parts);
+}

@@ -1,0 +1,260 @@
+// The subject view: pick an entity, see each fact version as a bar, move the two cursors.
+import { get, post } from "./api.js";
+import { openDialog } from "./dialog.js";
+import { can, state } from "./state.js";
+import { describe, domain, drawTimeline, knownBy, statusAt } from "./timeline.js";
+import { DAY, day, el, instant, interval, say, short, table, us, when } from "./util.js";
+import { openWhy } from "./why.js";
+
+const $ = (id) => document.getElementById(id);
+let versions = [];
+let steps = []; // known-at steps: {iso, us}; the last is null (now)
+let span = { lo: 0, hi: 1 };
+let holds = new Set();
+let asked = 0; // the latest at-cursor request; older answers are dropped
+const episodeNames = new Map();
+
+export function initSubject() {
+  let timer = 0;
+  $("entity-q").addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(listEntities, 150);
+  });
+  $("valid-at").addEventListener("input", () => {
+    state.valid = Number($("valid-at").value) * DAY;
+    $("valid-date").value = day(state.valid);
+    redraw();
+  });
+  $("valid-date").addEventListener("change", () => {
+    const t = Date.parse(`${$("valid-date").value}T00:00:00Z`);
+    if (Number.isNaN(t)) return;
+    state.valid = t;
+    widen(t);
+    $("valid-at").value = String(Math.round(t / DAY));
+    redraw();
+  });
+  $("valid-now").addEventListener("click", () => {
+    state.valid = null;
+    $("valid-at").value = String(Math.floor(Date.now() / DAY));
+    $("valid-date").value = "";
+    redraw();
+  });
+  $("known-at").addEventListener("input", () => {
+    state.known = steps[Number($("known-at").value)];
+    redraw();
+  });
+  const erase = $("erase-open");
+  if (erase) erase.addEventListener("click", () => eraseDialog(state.subject));
+  listEntities();
+}
+
+export async function listEntities() {
+  const list = $("entity-list");
+  try {
+    const found = await get("/v1/entities", { q: $("entity-q").value.trim(), limit: 200 });
+    list.replaceChildren(
+      ...found.map((s) =>
+        el("li", {},
+          el("button", {
+            type: "button",
+            class: s.entity.name === state.subject ? "picked" : "",
+            "aria-pressed": s.entity.name === state.subject ? "true" : "false",
+            dataset: { entity: s.entity.name },
+            onclick: () => openSubject(s.entity.name),
+          }, el("span", { class: "name", text: s.entity.name }),
+          el("span", { class: "count", text: `${s.as_subject}`, title: "fact versions as subject" }))),
+      ),
+    );
+    if (!found.length) list.replaceChildren(el("li", { class: "hint", text: "No entity matches." }));
+  } catch (err) {
+    list.replaceChildren(el("li", { class: "error", text: err.message }));
+  }
+}
+
+// Load a subject's every version; the cursors reset to now.
+export async function openSubject(name, { keepTime = false } = {}) {
+  state.subject = name;
+  $("subject-h").textContent = name;
+  $("why").hidden = true;
+  say($("subject-status"), "");
+  try {
+    versions = await get("/v1/history", { subject: name, limit: 10000 });
+  } catch (err) {
+    say($("subject-status"), err.message, "error");
+    versions = [];
+  }
+  const times = new Map();
+  for (const v of versions) {
+    for (const iso of [v.edge.created_at, v.edge.expired_at]) if (iso) times.set(us(iso), iso);
+  }
+  steps = [...times.entries()].sort((a, b) => a[0] - b[0]).map(([u, iso]) => ({ iso, us: u }));
+  steps.push(null);
+  span = domain(versions);
+  const known = $("known-at");
+  known.max = String(steps.length - 1);
+  if (!keepTime || !steps.some((s) => s && state.known && s.us === state.known.us)) {
+    state.known = null;
+    known.value = known.max;
+  } else {
+    known.value = String(steps.findIndex((s) => s && s.us === state.known.us));
+  }
+  if (!keepTime) state.valid = null;
+  const valid = $("valid-at");
+  valid.min = String(Math.floor(span.lo / DAY));
+  valid.max = String(Math.floor(span.hi / DAY));
+  valid.value = String(Math.floor((state.valid ?? Date.now()) / DAY));
+  $("valid-date").value = state.valid === null ? "" : day(state.valid);
+  $("time-controls").hidden = false;
+  $("legend").hidden = false;
+  $("versions-box").hidden = false;
+  const erase = $("erase-open");
+  if (erase) erase.hidden = !can("admin") || !versions.length;
+  if (!versions.length) say($("subject-status"), `No fact has ${name} as its subject.`);
+  for (const b of document.querySelectorAll("#entity-list button")) {
+    const picked = b.dataset.entity === name;
+    b.classList.toggle("picked", picked);
+    b.setAttribute("aria-pressed", picked ? "true" : "false");
+  }
+  await redraw();
+}
+
+function widen(t) {
+  if (t >= span.lo && t <= span.hi) return;
+  span = { lo: Math.min(span.lo, t - 30 * DAY), hi: Math.max(span.hi, t + 30 * DAY) };
+  $("valid-at").min = String(Math.floor(span.lo / DAY));
+  $("valid-at").max = String(Math.floor(span.hi / DAY));
+}
+
+// Re-draw for the cursors: the set "true at V as known at T" comes from the API (/v1/facts,
+// the same filter as `kg as-of`); the bars are the versions kg had written by T.
+export async function redraw() {
+  const known = state.known;
+  const validText = state.valid === null ? "now" : day(state.valid);
+  const knownText = known === null ? "now" : known.iso;
+  $("valid-text").textContent = `true at ${validText}`;
+  $("valid-at").setAttribute("aria-valuetext", validText);
+  $("known-text").textContent = `as known at ${knownText}` +
+    (known === null ? "" : ` (step ${steps.indexOf(known) + 1} of ${steps.length})`);
+  $("known-at").setAttribute("aria-valuetext", knownText);
+  const box = $("at-cursor");
+  box.dataset.ready = "false";
+  const mine = ++asked;
+  let found = [];
+  try {
+    found = await get("/v1/facts", {
+      subject: state.subject,
+      valid_at: state.valid === null ? null : instant(state.valid),
+      known_at: known === null ? null : known.iso,
+      limit: 10000,
+    });
+  } catch (err) {
+    if (mine === asked) say($("subject-status"), err.message, "error");
+  }
+  if (mine !== asked) return;
+  holds = new Set(found.map((f) => f.edge.uuid));
+  const chart = drawTimeline({
+    versions, known: known && known.us, valid: state.valid, holds, span,
+    onOpen: (v) => openWhy(v, { onChange: refresh }),
+  });
+  $("timeline").replaceChildren(chart);
+  box.replaceChildren(
+    el("h3", { text: `True at ${validText}, as known at ${knownText}` }),
+    found.length
+      ? el("ul", { class: "facts" }, found.map((f) =>
+        el("li", { dataset: { version: f.edge.uuid } },
+          el("strong", { text: f.predicate }), ` ${f.object} `,
+          el("span", { class: "hint", text: interval(f.edge.valid_at, f.edge.invalid_at) }))))
+      : el("p", { class: "hint", text: "Nothing about this subject was true then, as known then." }),
+  );
+  box.dataset.valid = validText;
+  box.dataset.known = knownText;
+  box.dataset.ready = "true";
+  versionTable(known && known.us);
+}
+
+async function refresh() {
+  await openSubject(state.subject, { keepTime: false });
+  await listEntities();
+}
+
+function versionTable(known) {
+  const shown = knownBy(versions, known);
+  const rows = shown.map((v) => {
+    const e = v.edge;
+    const status = statusAt(v, known);
+    const closer = e.invalidated_by
+      ? el("span", { dataset: { episode: e.invalidated_by } },
+        `${episodeNames.get(e.invalidated_by) || `episode ${short(e.invalidated_by)}`}`,
+        e.invalidation_reason ? ` — ${e.invalidation_reason}` : "")
+      : "";
+    return el("tr", { dataset: { version: e.uuid } },
+      el("td", {}, v.predicate), el("td", {}, v.object),
+      el("td", {}, interval(e.valid_at, e.invalid_at)),
+      el("td", {}, `${when(e.created_at)} → ${e.expired_at ? when(e.expired_at) : "still believed"}`),
+      el("td", {}, el("span", { class: `badge ${status}`, text: status }), holds.has(e.uuid) ? " ✓ at cursor" : ""),
+      el("td", {}, closer));
+  });
+  $("versions-table").replaceChildren(
+    table(["predicate", "value", "valid", "known (written → retired)", "status", "closed by"], rows,
+      { "aria-label": `Versions of ${state.subject}'s facts`, class: "versions" }),
+  );
+  nameEpisodes(shown.map((v) => v.edge.invalidated_by).filter(Boolean));
+}
+
+// Which episode closed a version: its name, fetched once per episode.
+async function nameEpisodes(ids) {
+  for (const id of new Set(ids)) {
+    if (!episodeNames.has(id)) {
+      try {
+        const ep = await get(`/v1/episodes/${encodeURIComponent(id)}`);
+        episodeNames.set(id, `${ep.name || `episode ${short(id)}`} (${ep.channel})`);
+      } catch {
+        episodeNames.set(id, `episode ${short(id)}`);
+      }
+    }
+    for (const node of document.querySelectorAll(`#versions-table [data-episode="${id}"]`)) {
+      node.firstChild.textContent = episodeNames.get(id);
+    }
+  }
+}
+
+
+function eraseDialog(name) {
+  const input = el("input", { id: "erase-confirm", autocomplete: "off", spellcheck: "false" });
+  const go = el("button", { type: "button", class: "danger", disabled: true, text: "Erase for good" });
+  const out = el("div", { "aria-live": "polite" });
+  input.addEventListener("input", () => { go.disabled = input.value !== name; });
+  go.addEventListener("click", async () => {
+    go.disabled = true;
+    try {
+      const r = await post("/v1/erase/entity", { name, confirm: input.value });
+      out.replaceChildren(el("h3", { text: "Receipt" }), table(["what", "count"], [
+        ["episodes deleted", r.episodes_deleted], ["entities deleted", r.entities_deleted],
+        ["fact versions deleted", r.fact_versions_deleted],
+        ["other facts recomputed", r.other_facts_recomputed],
+        ["communities deleted", r.communities_deleted],
+        ["data files compacted", r.files_compacted ? "yes" : "no"],
+      ].map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, String(v)))),
+      { class: "receipt", "data-testid": "receipt" }));
+      input.disabled = true;
+      state.subject = null;
+      versions = [];
+      $("subject-h").textContent = `${name} was erased`;
+      $("timeline").replaceChildren();
+      $("at-cursor").replaceChildren();
+      $("versions-table").replaceChildren();
+      $("time-controls").hidden = true;
+      $("erase-open").hidden = true;
+      listEntities();
+    } catch (err) {
+      go.disabled = false;
+      out.replaceChildren(el("p", { class: "error", role: "alert", text: err.message }));
+    }
+  });
+  openDialog(`Forget ${name}`, [
+    el("p", {}, "Erasure deletes the subject's episodes, facts and entity physically, and " +
+      "recomputes the facts they supported. It cannot be undone."),
+    el("label", { for: "erase-confirm" }, `Type ${name} to confirm`),
+    input, go, out,
+  ]);
+}

@@ -1,0 +1,173 @@
+// The subject's fact versions as bars on the valid-time axis: one row per predicate, a lane
+// per overlapping version, the status as colour *and* pattern, word and label.
+import { DAY, day, interval, ms, short, svg, us } from "./util.js";
+
+const WIDTH = 1000;
+const GUTTER = 150;
+const LANE = 28;
+const AXIS = 30;
+const RIGHT = 16;
+
+// The status of a version as known at transaction time `known` (microseconds; null = now).
+export function statusAt(v, known) {
+  const e = v.edge;
+  if (e.expired_at && (known === null || us(e.expired_at) <= known)) return "retired";
+  if (e.status === "contested") return "contested";
+  if (e.invalid_at) return "closed";
+  return "current";
+}
+
+// Versions kg had written by `known` (retired ones included: they were beliefs once).
+export const knownBy = (versions, known) =>
+  versions.filter((v) => known === null || us(v.edge.created_at) <= known);
+
+export function domain(versions) {
+  const now = Date.now();
+  const times = [now];
+  for (const v of versions) {
+    times.push(ms(v.edge.valid_at));
+    if (v.edge.invalid_at) times.push(ms(v.edge.invalid_at));
+  }
+  let lo = Math.min(...times);
+  let hi = Math.max(...times);
+  const pad = Math.max((hi - lo) * 0.05, 30 * DAY);
+  lo = Math.floor((lo - pad) / DAY) * DAY;
+  hi = Math.ceil((hi + pad) / DAY) * DAY;
+  return { lo, hi };
+}
+
+export function describe(v, status) {
+  const e = v.edge;
+  let text = `${v.predicate} ${v.object}, valid ${interval(e.valid_at, e.invalid_at)}, ${status}`;
+  if (status === "closed" && e.invalidated_by) {
+    text += ` by episode ${short(e.invalidated_by)}`;
+    if (e.invalidation_reason) text += ` (${e.invalidation_reason})`;
+  }
+  if (status === "retired") text += ` at ${e.expired_at}`;
+  return text;
+}
+
+function lanes(rows) {
+  // Greedy interval packing per predicate: overlapping versions get their own lane.
+  const placed = [];
+  for (const [predicate, versions] of rows) {
+    const ends = [];
+    const sorted = [...versions].sort(
+      (a, b) => ms(a.edge.valid_at) - ms(b.edge.valid_at) || ms(a.edge.created_at) - ms(b.edge.created_at),
+    );
+    const items = sorted.map((v) => {
+      const start = ms(v.edge.valid_at);
+      const end = v.edge.invalid_at ? ms(v.edge.invalid_at) : Infinity;
+      let lane = ends.findIndex((x) => x <= start);
+      if (lane < 0) lane = ends.push(end) - 1;
+      else ends[lane] = end;
+      return { v, lane };
+    });
+    placed.push({ predicate, items, lanes: Math.max(ends.length, 1) });
+  }
+  return placed;
+}
+
+function ticks(lo, hi) {
+  const out = [];
+  const years = (hi - lo) / (365 * DAY);
+  const step = years > 12 ? 5 : years > 3 ? 1 : 0;
+  const start = new Date(lo);
+  if (step) {
+    for (let y = start.getUTCFullYear(); ; y += 1) {
+      const t = Date.UTC(y, 0, 1);
+      if (t > hi) break;
+      if (t >= lo && y % step === 0) out.push([t, String(y)]);
+    }
+  } else {
+    const every = years > 1 ? 3 : 1;
+    for (let m = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), 1); m <= hi; ) {
+      const d = new Date(m);
+      if (m >= lo && d.getUTCMonth() % every === 0) out.push([m, day(m).slice(0, 7)]);
+      m = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+    }
+  }
+  return out;
+}
+
+// The SVG. `holds` is the set of version uuids true at the cursor (from the API).
+export function drawTimeline({ versions, known, valid, holds, span, onOpen }) {
+  const shown = knownBy(versions, known);
+  const rows = new Map();
+  for (const v of shown) {
+    if (!rows.has(v.predicate)) rows.set(v.predicate, []);
+    rows.get(v.predicate).push(v);
+  }
+  const placed = lanes([...rows.entries()].sort(([a], [b]) => a.localeCompare(b)));
+  const height = AXIS + placed.reduce((n, r) => n + r.lanes * LANE + 8, 0) + 8;
+  const x = (t) => GUTTER + ((t - span.lo) / (span.hi - span.lo)) * (WIDTH - GUTTER - RIGHT);
+  const root = svg("svg", {
+    viewBox: `0 0 ${WIDTH} ${height}`,
+    class: "timeline-svg",
+    role: "group",
+    "aria-label": `Timeline: ${shown.length} fact versions, one row per predicate`,
+  });
+  root.append(svg("defs", {},
+    svg("pattern", { id: "hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" },
+      svg("rect", { width: 6, height: 6, class: "hatch-bg" }),
+      svg("line", { x1: 0, y1: 0, x2: 0, y2: 6, class: "hatch-line" })),
+    svg("pattern", { id: "dots", width: 5, height: 5, patternUnits: "userSpaceOnUse" },
+      svg("rect", { width: 5, height: 5, class: "dots-bg" }),
+      svg("circle", { cx: 2.5, cy: 2.5, r: 1, class: "dots-dot" }))));
+  const axis = svg("g", { class: "axis", "aria-hidden": "true" });
+  for (const [t, label] of ticks(span.lo, span.hi)) {
+    axis.append(svg("line", { x1: x(t), x2: x(t), y1: AXIS - 6, y2: height, class: "tick" }));
+    axis.append(svg("text", { x: x(t) + 3, y: AXIS - 10, text: label }));
+  }
+  root.append(axis);
+  let y = AXIS;
+  for (const row of placed) {
+    const h = row.lanes * LANE;
+    root.append(svg("rect", { x: 0, y, width: WIDTH, height: h + 4, class: "row-bg" }));
+    root.append(svg("text", { x: 8, y: y + 18, class: "row-label", text: row.predicate }));
+    for (const { v, lane } of row.items) {
+      const e = v.edge;
+      const status = statusAt(v, known);
+      const x0 = x(ms(e.valid_at));
+      const x1 = e.invalid_at ? x(ms(e.invalid_at)) : WIDTH - RIGHT;
+      const w = Math.max(x1 - x0, 4);
+      const by = y + lane * LANE + 3;
+      const holding = holds.has(e.uuid);
+      const label = `${v.object} · ${status}`;
+      const fits = Math.floor((w - 8) / 6.6);
+      const text = label.length <= fits ? label : fits > 3 ? `${label.slice(0, fits - 1)}…` : "";
+      const g = svg("g", {
+        class: `bar-g ${status}${holding ? " holds" : ""}`,
+        tabindex: 0,
+        role: "button",
+        "aria-label": `${describe(v, status)}${holding ? "; true at the cursor" : ""}. Enter: why`,
+        "data-version": e.uuid,
+        "data-fact": e.fact_uuid,
+        "data-status": status,
+        "data-object": v.object,
+        "data-predicate": v.predicate,
+        "data-holds": holding ? "true" : "false",
+        onclick: () => onOpen(v),
+        onkeydown: (ev) => {
+          if (ev.key === "Enter" || ev.key === " ") {
+            ev.preventDefault();
+            onOpen(v);
+          }
+        },
+      },
+        svg("title", { text: describe(v, status) }),
+        svg("rect", { x: x0, y: by, width: w, height: LANE - 6, rx: 3, class: `bar ${status}${holding ? " holds" : ""}` }),
+        e.invalid_at ? null : svg("path", { d: `M${x1 - 7},${by + 3} l6,${(LANE - 12) / 2} l-6,${(LANE - 12) / 2}`, class: "open-end" }),
+        svg("text", { x: x0 + 5, y: by + 15, class: "bar-label", text }));
+      root.append(g);
+    }
+    y += h + 8;
+  }
+  const cursor = valid ?? Date.now();
+  if (cursor >= span.lo && cursor <= span.hi) {
+    root.append(svg("line", { x1: x(cursor), x2: x(cursor), y1: AXIS - 4, y2: height, class: "cursor", "aria-hidden": "true" }));
+  }
+  const now = Date.now();
+  root.append(svg("line", { x1: x(now), x2: x(now), y1: AXIS - 4, y2: height, class: "now", "aria-hidden": "true" }));
+  return root;
+}

@@ -1,0 +1,67 @@
+// Small DOM and time helpers.
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(node.dataset, v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+export function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children.flat()) if (c) node.append(c);
+  return node;
+}
+
+export const DAY = 86400000;
+// Transaction times carry microseconds, which Date drops: compare them as microseconds
+// since the epoch (below 2^53 until the year 2255), and send the API's own text back.
+export function us(iso) {
+  if (!iso) return null;
+  const m = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$/.exec(iso);
+  if (!m) return Date.parse(iso) * 1000;
+  const frac = (m[2] || "").padEnd(6, "0").slice(0, 6);
+  return Date.parse(m[1] + m[3]) * 1000 + Number(frac);
+}
+export const ms = (iso) => (iso ? Date.parse(iso) : null);
+export const day = (t) => new Date(t).toISOString().slice(0, 10);
+export const instant = (t) => new Date(t).toISOString().replace(".000Z", "Z");
+export const isoOrNow = (t) => (t === null ? "now" : instant(t));
+export const short = (uuid) => (uuid || "").slice(0, 8);
+
+export function when(iso) {
+  if (!iso) return "…";
+  const t = Date.parse(iso);
+  return t % DAY === 0 ? day(t) : instant(t);
+}
+
+export function interval(from, to) {
+  return `${when(from)} → ${to ? when(to) : "open"}`;
+}
+
+export function table(headers, rows, attrs = {}) {
+  return el("table", attrs,
+    el("thead", {}, el("tr", {}, headers.map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, rows));
+}
+
+export function say(node, text, kind = "") {
+  node.textContent = text;
+  node.className = `status ${kind}`;
+}
