@@ -40,23 +40,35 @@ _need_browser()
 
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
-# (when, facts) per episode. Alice works at Acme since 2019 and moved from Paris to Berlin in
-# 2022; a poisoned episode says Bob moved from Oslo to Mars; Carol is there to be forgotten.
-SEED: list[tuple[str, list[tuple[str, str, str, str]]]] = [
-    ("2020-01-01T00:00:00Z", [("Alice", "LIVES_IN", "Paris", "2020-01-01T00:00:00Z"),
-                              ("Alice", "WORKS_AT", "Acme", "2019-03-01T00:00:00Z")]),
-    ("2022-06-01T00:00:00Z", [("Alice", "LIVES_IN", "Berlin", "2022-06-01T00:00:00Z")]),
-    ("2018-01-01T00:00:00Z", [("Bob", "LIVES_IN", "Oslo", "2018-01-01T00:00:00Z")]),
-    ("2023-01-01T00:00:00Z", [("Bob", "LIVES_IN", "Mars", "2023-01-01T00:00:00Z")]),
-    ("2021-01-01T00:00:00Z", [("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")]),
+Said = tuple[str, str, str, str]  # subject, predicate, object, valid_at
+# (name, channel, when, facts) per episode. Alice works at Acme since 2019 and moved from
+# Paris to Berlin in 2022; a poisoned forum post says Bob moved from Oslo to Mars; an agent's
+# guess contests what Dave said himself; Carol is there to be forgotten.
+SEED: list[tuple[str, str, str, list[Said]]] = [
+    ("Alice's profile", "user", "2020-01-01T00:00:00Z",
+     [("Alice", "LIVES_IN", "Paris", "2020-01-01T00:00:00Z"),
+      ("Alice", "WORKS_AT", "Acme", "2019-03-01T00:00:00Z")]),
+    ("Alice: we moved to Berlin", "user", "2022-06-01T00:00:00Z",
+     [("Alice", "LIVES_IN", "Berlin", "2022-06-01T00:00:00Z")]),
+    ("staff directory", "document", "2018-01-01T00:00:00Z",
+     [("Bob", "LIVES_IN", "Oslo", "2018-01-01T00:00:00Z")]),
+    ("forum post", "document", "2023-01-01T00:00:00Z",
+     [("Bob", "LIVES_IN", "Mars", "2023-01-01T00:00:00Z")]),
+    ("Dave's profile", "user", "2021-01-01T00:00:00Z",
+     [("Dave", "LIVES_IN", "Rome", "2021-01-01T00:00:00Z")]),
+    ("agent's guess", "agent", "2024-01-01T00:00:00Z",
+     [("Dave", "LIVES_IN", "Milan", "2024-01-01T00:00:00Z")]),
+    ("Carol's profile", "user", "2021-01-01T00:00:00Z",
+     [("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")]),
 ]  # fmt: skip
 
 
-def episode(*facts: tuple[str, str, str, str], when: str) -> dict[str, Any]:
+def episode(name: str, channel: str, when: str, facts: list[Said]) -> dict[str, Any]:
     return {
         "source": "facts",
+        "name": name,
+        "channel": channel,
         "reference_time": when,
-        "name": f"{facts[0][0]} {facts[0][2]}",
         "facts": [
             {"subject": s, "predicate": p, "object": o, "valid_at": v} for s, p, o, v in facts
         ],
@@ -73,8 +85,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     s = serve(tmp_path_factory.mktemp("inspector") / "home", KEYS)
     try:
         with s.client("alice") as c:
-            for when, facts in SEED:
-                ok(c.post("/v1/episodes", json=episode(*facts, when=when)))
+            for seed in SEED:
+                ok(c.post("/v1/episodes", json=episode(*seed)))
         yield s
     finally:
         s.stop()
@@ -122,6 +134,7 @@ def close(page: Page) -> None:
 def pick(page: Page, name: str) -> None:
     page.fill("#entity-q", name)
     page.locator(f'#entity-list button[data-entity="{name}"]').click()
+    expect(page.locator("#at-cursor")).to_have_attribute("data-subject", name)
     ready(page)
 
 
@@ -176,6 +189,12 @@ def test_subject_view_draws_every_version_as_a_bar_coloured_by_status(
     label = page.locator('.bar-g[data-object="Berlin"]').first.get_attribute("aria-label")
     assert label is not None and "current" in label and "LIVES_IN Berlin" in label
     page.screenshot(path=str(shots / "subject-view.png"), full_page=True)
+    # A lower-trust claim against what Dave said is drawn, contested, and not true now.
+    pick(page, "Dave")
+    assert sorted((b["object"], b["status"], b["holds"]) for b in bars(page)) == [
+        ("Milan", "contested", "false"),
+        ("Rome", "current", "true"),
+    ]
     assert page.errors == []  # type: ignore[attr-defined]
     close(page)
 
@@ -267,7 +286,7 @@ def test_rollback_from_the_why_panel_restores_what_the_poisoned_episode_closed(
     page = open_page(browser, served)
     pick(page, "Bob")
     page.locator('.bar-g[data-object="Mars"]').click()
-    card = page.locator("#why article.episode", has_text="Bob Mars")
+    card = page.locator("#why article.episode", has_text="forum post")
     card.get_by_role("button", name="Roll back…").click()
     dialog = page.locator("#dialog")
     expect(dialog.get_by_test_id("dry-run")).to_be_visible()

@@ -3,7 +3,7 @@
 import { get, post } from "./api.js";
 import { rollbackDialog } from "./dialog.js";
 import { can, state } from "./state.js";
-import { DAY, day, el, short, svg, table, when } from "./util.js";
+import { day, el, short, svg, table, when } from "./util.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -53,7 +53,7 @@ function dayChart(episodes) {
     }
     chart.append(svg("text", { x: i * w + w / 2, y: 104, class: "chart-label mid", text: d.slice(5) }));
   });
-  return el("figure", {}, chart, el("figcaption", { class: "hint", text: "Episodes per day (the latest 200): ingested, failed (hatched), rolled back (pale)." }));
+  return el("figure", {}, chart, el("figcaption", { class: "hint", text: "Episodes per day (the latest 200): ingested (green), failed (red), rolled back (grey)." }));
 }
 
 export async function showOverview() {
@@ -75,7 +75,7 @@ export async function showOverview() {
     ...[["episodes", s.episodes], ["entities", s.entities], ["fact versions", s.edge_versions],
       ["true now", s.current_facts], ["contested", s.contested_facts], ["communities", s.communities],
       ["quarantined", quarantine.length]]
-      .flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { dataset: { count: k }, text: String(v) })]));
+      .map(([k, v]) => el("div", {}, el("dt", { text: k }), el("dd", { dataset: { count: k }, text: String(v) }))));
   const failedCount = episodes.filter((e) => e.status === "failed").length;
   const rows = episodes.slice(0, 50).map((ep) => el("tr", { dataset: { episode: ep.uuid, status: ep.status } },
     el("td", { text: when(ep.created_at) }),
@@ -140,4 +140,3 @@ function actions(ep) {
   return out;
 }
 
-export { DAY };

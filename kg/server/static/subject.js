@@ -2,7 +2,7 @@
 import { get, post } from "./api.js";
 import { openDialog } from "./dialog.js";
 import { can, state } from "./state.js";
-import { describe, domain, drawTimeline, knownBy, statusAt } from "./timeline.js";
+import { domain, drawTimeline, knownBy, statusAt } from "./timeline.js";
 import { DAY, day, el, instant, interval, say, short, table, us, when } from "./util.js";
 import { openWhy } from "./why.js";
 
@@ -74,6 +74,7 @@ export async function listEntities() {
 // Load a subject's every version; the cursors reset to now.
 export async function openSubject(name, { keepTime = false } = {}) {
   state.subject = name;
+  $("at-cursor").dataset.ready = "false";
   $("subject-h").textContent = name;
   $("why").hidden = true;
   say($("subject-status"), "");
@@ -166,6 +167,7 @@ export async function redraw() {
           el("span", { class: "hint", text: interval(f.edge.valid_at, f.edge.invalid_at) }))))
       : el("p", { class: "hint", text: "Nothing about this subject was true then, as known then." }),
   );
+  box.dataset.subject = state.subject;
   box.dataset.valid = validText;
   box.dataset.known = knownText;
   box.dataset.ready = "true";

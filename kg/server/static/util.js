@@ -42,7 +42,6 @@ export function us(iso) {
 export const ms = (iso) => (iso ? Date.parse(iso) : null);
 export const day = (t) => new Date(t).toISOString().slice(0, 10);
 export const instant = (t) => new Date(t).toISOString().replace(".000Z", "Z");
-export const isoOrNow = (t) => (t === null ? "now" : instant(t));
 export const short = (uuid) => (uuid || "").slice(0, 8);
 
 export function when(iso) {
