@@ -342,7 +342,8 @@ def test_a_read_key_sees_no_write_controls_and_the_api_refuses_them(
     page = open_page(browser, served, role="read")
     pick(page, "Alice")
     expect(page.locator("#erase-open")).to_have_count(0)
-    page.locator(".bar-g[data-holds=true]").first.click()
+    page.locator(".bar-g[data-holds=true]").first.focus()  # keyboard: a bar, then Enter
+    page.keyboard.press("Enter")
     expect(page.get_by_test_id("why-versions")).to_be_visible()
     expect(page.locator("#why form.correct")).to_have_count(0)
     page.locator("#why").get_by_role("button", name="Preview rollback…").first.click()
