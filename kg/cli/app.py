@@ -25,7 +25,14 @@ from pydantic import ValidationError
 from kg.cli import render
 from kg.cli.demo import run_demo
 from kg.erasure import ErasureReceipt
-from kg.errors import InputError, KGError, LLMRequiredError, json_object, validation_message
+from kg.errors import (
+    DataDirLockedError,
+    InputError,
+    KGError,
+    LLMRequiredError,
+    json_object,
+    validation_message,
+)
 from kg.facade import KG, BulkResult
 from kg.ingest.llm import StructuredLLM
 from kg.retrieval import DEFAULT_RECIPE, RECIPES, CrossEncoder, SearchResults
@@ -35,6 +42,8 @@ from kg.schemas.episode import Episode
 from kg.schemas.graph import Fact
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.validation import check_group_id
+from kg.store.falkordb import FalkorDBStore
+from kg.store.falkordb.embedded import default_home, running_socket
 from kg.times import parse_time
 
 T = TypeVar("T")
@@ -916,7 +925,18 @@ app.add_typer(keys_app, name="keys")
 
 
 async def _with_store(settings: Settings, work: Callable[[KG], Awaitable[T]]) -> T:
-    kg = await KG.open(settings.uri, home=settings.home)  # keys need no embedder or ontology
+    """The store, for key commands (no embedder or ontology needed). An embedded data
+    directory held by a running process (`kg serve`) is reached through that process's own
+    store socket (private to this user): a key is one statement in its own namespace, and
+    servers read keys at every request, so a key made or revoked here counts at once."""
+    try:
+        kg = await KG.open(settings.uri, home=settings.home)
+    except DataDirLockedError:
+        running = running_socket(settings.home or default_home())
+        if settings.uri not in (None, "", "embedded") or running is None:
+            raise
+        err.print(f"kg keys: through the store of the running kg process (pid {running[0]})")
+        kg = KG(await FalkorDBStore.attach(running[1]))
     try:
         return await work(kg)
     finally:
