@@ -1,15 +1,20 @@
 """`kg serve` operated as a service, against real server processes: keys made and revoked
-while it runs and across restarts."""
+while it runs and across restarts, and secrets kept out of everything it writes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 from pathlib import Path
 
 import httpx
+import httpx2
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
+from kg.server.keys import key_hash
 from tests.served import ROOT, Served, kg_command, kg_env, serve
 
 
@@ -98,3 +103,100 @@ def test_kg_keys_still_refuses_a_data_directory_no_server_runs_for(tmp_path: Pat
     finally:
         holder.kill()
         holder.wait()
+
+
+# -- secrets --------------------------------------------------------------------------------
+
+
+async def _mcp_calls(served: Served, key: str) -> list[str]:
+    """Tool calls (one failing) over MCP; the texts that came back."""
+    out: list[str] = []
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http,
+        streamable_http_client(served.url + "/mcp", http_client=http) as streams,
+        ClientSession(streams[0], streams[1]) as s,
+    ):
+        await s.initialize()
+        for tool, args in (
+            ("search_memory", {"query": key}),  # a key pasted into a query, by mistake
+            ("facts_as_of", {"subject": "Ann"}),
+            ("why", {"fact_id": key}),  # not found: the message quotes the id it was given
+            ("forget", {"entity": "Ann", "confirm": "Ann"}),  # the write role: refused
+        ):
+            r = await s.call_tool(tool, args)
+            out += [getattr(c, "text", "") for c in r.content]
+    return out
+
+
+def test_secrets_never_leak(tmp_path: Path) -> None:
+    """Keys and the metrics token, used rightly and wrongly over HTTP and MCP with the log at
+    debug level: none of them, nor a key's hash, appears in the log, /metrics, a problem
+    detail, a tool error or `kg keys list`; the public key id is all a listing shows."""
+    token = "metrics-" + "t0k3n" * 6
+    home = tmp_path / "home"
+    served = serve(
+        home,
+        [("alice", "admin"), ("alice", "write"), ("bob", "read")],
+        "--log-level",
+        "debug",
+        "--metrics-token",
+        token,
+    )
+    keys = list(served.keys.values())
+    seen: list[str] = []  # what came back: headers, bodies, tool results
+
+    def keep(r: httpx.Response, *, body: bool = True) -> httpx.Response:
+        """body=False: a 200 quoting the caller's own input as data (search echoes its
+        query), back to that caller; its headers are still checked."""
+        assert body or r.status_code == 200, r.text
+        seen.append(json.dumps(dict(r.headers)) + ("\n" + r.text if body else ""))
+        return r
+
+    try:
+        live = json.loads(
+            kg_cli(home, "keys", "create", "--group", "bob", "--role", "admin", "--json").stdout
+        )
+        keys.append(live["key"])
+        with served.client("alice", "admin") as a, served.client() as anon:
+            ann = {"subject": "Ann", "predicate": "LIVES_IN", "object": "Oslo"}
+            keep(a.post("/v1/episodes", json={"source": "facts", "facts": [ann]}))
+            for key in keys:
+                auth = {"Authorization": f"Bearer {key}"}
+                keep(anon.get("/v1/facts", headers=auth))
+                keep(anon.get("/v1/facts", params={"api_key": key}))  # in the URL: 401
+                keep(anon.get("/v1/facts", headers=auth, params={"api_key": key}))  # 422
+                keep(anon.get("/v1/facts", headers={"Authorization": f"Basic {key}"}))
+                keep(anon.get("/v1/facts", headers={"Authorization": f"Bearer {key}x"}))
+                keep(anon.get("/v1/facts", headers={"Authorization": f"Bearer {key[:-1]}"}))
+                keep(anon.get(f"/v1/facts/{key}/why", headers=auth))  # 404 would quote the id
+                keep(anon.post("/v1/search", headers=auth, json={"query": key}), body=False)
+                keep(anon.post("/v1/search", headers=auth, json={"query": key, "key": key}))
+                keep(anon.post("/v1/search", headers=auth, content=f"{{{key}"))
+                keep(anon.get("/metrics", headers=auth))  # a key is not the metrics token
+                keep(anon.post("/mcp", headers={"Authorization": f"Bearer {key}x"}, json={}))
+            scrape = keep(anon.get("/metrics", headers={"Authorization": f"Bearer {token}"}))
+            keep(anon.get("/metrics", headers={"Authorization": f"Bearer {token}x"}))
+            keep(anon.get("/metrics", params={"token": token}))
+            keep(anon.get(f"/nowhere/{token}"))
+        seen.extend(asyncio.run(_mcp_calls(served, served.key("alice", "write"))))
+        revoked = kg_cli(home, "keys", "revoke", live["key_id"])
+        assert revoked.returncode == 0, revoked.stderr
+        keep(whoami(served, live["key"]))
+        listings = [kg_cli(home, "keys", "list"), kg_cli(home, "keys", "list", "--json")]
+    finally:
+        assert served.stop() == 0
+    listings += [kg_cli(home, "keys", "list"), kg_cli(home, "keys", "list", "--json")]
+    log = served.log()
+    assert "DEBUG" in log, "the log was not at debug level"
+    assert 'kg_group_size{group="alice"' in scrape.text  # the token did unlock the groups
+    assert "/v1/facts?api_key=kg_[redacted]" in log  # a key in a URL: masked, not absent
+    assert "/nowhere/[redacted]" in log  # the token in a path, too
+    listed = "\n".join(p.stdout + p.stderr for p in [*listings, revoked])
+    for key in keys:
+        secret = key[16:]
+        for text, where in ((log, "log"), (listed, "kg keys"), *((s, "answer") for s in seen)):
+            assert secret[:8] not in text, (where, text[-3000:])  # not even a prefix
+            assert key_hash(key) not in text, where
+        assert key[3:15] in listed  # the public id is listed
+    for text in (log, listed, *seen):
+        assert token not in text

@@ -842,8 +842,15 @@ def serve(
         import uvicorn
 
         from kg.server.app import ServeOptions, create_app
+        from kg.server.logs import log_config
     except ImportError as exc:
         raise _serve_missing(exc) from None
+    if metrics_token is not None and len(metrics_token) < 16:
+        raise _fail(
+            "--metrics-token: use at least 16 characters (e.g. from `openssl rand -hex 16`)"
+        )
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise _fail(f"--log-level: {log_level!r} is not one of debug, info, warning, error")
     llm = _llm(llm_model, llm_base_url, llm_api_key)
     options = ServeOptions(max_body=max_body, metrics_token=metrics_token or None, host=host)
 
@@ -858,6 +865,8 @@ def serve(
             host=host,
             port=port,
             log_level=log_level.lower(),
+            # Every logger at this level, API keys and these secrets masked in every line.
+            log_config=log_config(log_level, [t for t in (metrics_token, llm_api_key) if t]),
             timeout_graceful_shutdown=graceful_timeout,
             lifespan="on",
             server_header=False,

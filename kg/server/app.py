@@ -42,7 +42,7 @@ from kg.retrieval import SearchResults
 from kg.rollback import RollbackReport
 from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
 from kg.schemas.metrics import Metrics
-from kg.server.keys import Principal, authenticate
+from kg.server.keys import Principal, authenticate, redact_keys
 from kg.server.mcp import PRINCIPAL, build_mcp, mcp_http_app
 from kg.server.metrics import ServerMetrics, problem_kind
 from kg.server.models import (
@@ -111,7 +111,7 @@ def problem(
     if request is not None:
         request.state.problem = kind
     headers = {"WWW-Authenticate": 'Bearer realm="kg"'} if status == 401 else None
-    body = Problem(title=title, status=status, detail=detail).model_dump()
+    body = Problem(title=title, status=status, detail=redact_keys(detail)).model_dump()
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp
 from kg.errors import KGError, NotFoundError
 from kg.schemas.graph import Fact
 from kg.schemas.validation import validation_message
-from kg.server.keys import Principal
+from kg.server.keys import Principal, redact_keys
 from kg.server.metrics import ServerMetrics
 from kg.server.models import (
     AddEpisode,
@@ -120,9 +120,9 @@ def build_mcp(
             try:
                 return await work(scoped(ctx))
             except NotFoundError as exc:
-                raise ToolError(f"not found: {exc}") from None
+                raise ToolError(redact_keys(f"not found: {exc}")) from None
             except KGError as exc:
-                raise ToolError(" ".join(str(exc).split())) from None
+                raise ToolError(redact_keys(" ".join(str(exc).split()))) from None
 
     @server.tool(title="Remember something")
     async def add_memory(
