@@ -1,5 +1,6 @@
 """`kg serve` operated as a service, against real server processes: keys made and revoked
-while it runs and across restarts, and secrets kept out of everything it writes."""
+while it runs and across restarts, secrets kept out of everything it writes, and its API
+metrics in `kg stats`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -200,3 +202,56 @@ def test_secrets_never_leak(tmp_path: Path) -> None:
         assert key[3:15] in listed  # the public id is listed
     for text in (log, listed, *seen):
         assert token not in text
+
+
+# -- API metrics in kg stats -----------------------------------------------------------------
+
+
+def test_api_metrics_reach_kg_stats(tmp_path: Path) -> None:
+    """Per-route and per-tool counters, per group: live at /v1/stats, saved every
+    --metrics-flush seconds (so a killed server loses at most one interval), summed across
+    restarts, and shown by `kg stats` and `kg stats --json`."""
+    home = tmp_path / "home"
+    served = serve(home, [("alice", "write"), ("bob", "write")], "--metrics-flush", "0.5")
+    try:
+        with served.client("alice", "write") as a, served.client("bob", "write") as b:
+            for i in range(3):
+                body = {"source": "facts", "facts": [
+                    {"subject": "Ann", "predicate": "KNOWS", "object": f"P{i}"}]}  # fmt: skip
+                assert a.post("/v1/episodes", json=body).status_code == 200
+            assert a.get("/v1/episodes/nope").status_code == 404
+            assert b.post("/v1/episodes", json=body).status_code == 200
+            assert b.get("/v1/facts").status_code == 200
+            asyncio.run(_mcp_calls(served, served.key("alice", "write")))
+            live = a.get("/v1/stats").json()["metrics"]["api"]
+        assert live["routes"]["POST /v1/episodes"]["calls"] == 3
+        assert live["routes"]["GET /v1/episodes/{episode_id}"]["errors"] == 1
+        assert (live["tools"]["why"]["calls"], live["tools"]["why"]["errors"]) == (1, 1)
+        assert "GET /v1/facts" not in live["routes"]  # bob's call is bob's
+        time.sleep(2.5)  # a few flushes
+        assert served.process is not None
+        served.process.kill()  # no shutdown, no final flush: only the periodic ones count
+        served.process.wait()
+        served.process = None
+        first = json.loads(kg_cli(home, "--group", "alice", "stats", "--json").stdout)["api"]
+        assert first["routes"]["POST /v1/episodes"]["calls"] == 3
+        assert first["routes"]["GET /v1/episodes/{episode_id}"]["errors"] == 1
+        assert first["tools"]["search_memory"]["calls"] == 1
+        assert (first["tools"]["forget"]["calls"], first["tools"]["forget"]["errors"]) == (1, 1)
+        assert first["routes"]["POST /v1/episodes"]["mean_latency_ms"] > 0
+        served.start("--metrics-flush", "60")
+        with served.client("alice", "write") as a:
+            assert a.post("/v1/search", json={"query": "Ann"}).status_code == 200
+            assert a.post("/v1/episodes", json=body).status_code == 200
+        assert served.stop() == 0  # the final flush, at shutdown
+        after = json.loads(kg_cli(home, "--group", "alice", "stats", "--json").stdout)["api"]
+        assert after["routes"]["POST /v1/episodes"]["calls"] == 4  # summed, not replaced
+        assert after["routes"]["POST /v1/search"]["calls"] == 1
+        bob = json.loads(kg_cli(home, "--group", "bob", "stats", "--json").stdout)["api"]
+        assert set(bob["routes"]) == {"POST /v1/episodes", "GET /v1/facts"}
+        assert bob["routes"]["POST /v1/episodes"]["calls"] == 1 and not bob["tools"]
+        table = kg_cli(home, "--group", "alice", "stats")
+        assert "api: POST /v1/episodes" in table.stdout and "4 calls, 0 errors" in table.stdout
+        assert "mcp tool: why" in table.stdout and "1 calls, 1 errors" in table.stdout
+    finally:
+        served.stop()

@@ -425,6 +425,8 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     passages quarantined by the instruction guard (listed by `kg quarantine`), the share of
     LLM episodes that kept no fact. Queries: searches, hits per branch, latency, tokens
     injected by context renders (counted by every process that searched, saved on close).
+    API: calls made with the group's keys through `kg serve` per route and per MCP tool (`kg
+    mcp` too), with errors and mean latency (saved every 30 s and when the server stops).
     """
     settings: Settings = ctx.obj
 
@@ -829,6 +831,10 @@ def serve(
     graceful_timeout: Annotated[
         int, typer.Option(min=1, help="Seconds open requests get to finish at shutdown.")
     ] = 30,
+    metrics_flush: Annotated[
+        float,
+        typer.Option(min=0.1, help="Seconds between saves of query and API metrics to the store."),
+    ] = 30.0,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
 ) -> None:
     """Serve the HTTP API (/v1, described at /openapi.json) and MCP (/mcp) over one store.
@@ -852,7 +858,12 @@ def serve(
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise _fail(f"--log-level: {log_level!r} is not one of debug, info, warning, error")
     llm = _llm(llm_model, llm_base_url, llm_api_key)
-    options = ServeOptions(max_body=max_body, metrics_token=metrics_token or None, host=host)
+    options = ServeOptions(
+        max_body=max_body,
+        metrics_token=metrics_token or None,
+        host=host,
+        flush_seconds=metrics_flush,
+    )
 
     async def main() -> None:
         kg = await settings.open(llm=llm)  # before uvicorn: a locked store is a one-line error

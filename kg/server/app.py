@@ -63,6 +63,7 @@ from kg.server.models import (
 from kg.server.service import ForbiddenError, Memory, Scoped, ShuttingDownError
 
 log = logging.getLogger("kg.server")
+GROUP = "kg_group"  # where an authenticated request's group waits in the scope's state
 VERSION = "0.1.0"
 PROBLEM = "application/problem+json"
 
@@ -186,11 +187,16 @@ class Limits:
 
 
 class Observe:
-    """Pure ASGI: count and time every HTTP request by route template (never by path)."""
+    """Pure ASGI: count and time every HTTP request by route template (never by path), for
+    /metrics; a request made with a key also counts in its group's stored API metrics
+    (`kg stats`)."""
 
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+    def __init__(
+        self, app: ASGIApp, metrics: ServerMetrics, memory: Callable[[], Memory] | None = None
+    ) -> None:
         self.app = app
         self.metrics = metrics
+        self.memory = memory
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -213,7 +219,14 @@ class Observe:
             if route is None:  # a plain route (/openapi.json), or no route at all (404)
                 route = scope["path"] if status != 404 else "unmatched"
             kind = state.get("problem") or (f"http_{status}" if status >= 400 else None)
-            self.metrics.request(route, scope["method"], status, time.perf_counter() - start, kind)
+            seconds = time.perf_counter() - start
+            self.metrics.request(route, scope["method"], status, seconds, kind)
+            group = state.get(GROUP)
+            if group is not None and self.memory is not None:
+                with contextlib.suppress(ShuttingDownError):
+                    self.memory().kg.record_call(
+                        group, "route", f"{scope['method']} {route}", seconds, error=status >= 400
+                    )
 
 
 bearer = HTTPBearer(
@@ -240,6 +253,7 @@ async def caller(
     principal = await authenticate(memory.kg.store, cred.credentials)
     if principal is None:
         raise UnauthorizedError("invalid or revoked API key")
+    request.scope.setdefault("state", {})[GROUP] = principal.group_id  # for Observe
     return memory.scoped(principal)
 
 
@@ -494,7 +508,7 @@ def create_app(
     )
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(Limits, max_body=opts.max_body)
-    app.add_middleware(Observe, metrics=metrics)  # outermost: sees every answer
+    app.add_middleware(Observe, metrics=metrics, memory=memory)  # outermost: every answer
     return app
 
 
@@ -531,6 +545,7 @@ class McpAuth:
             await problem(401, "Unauthorized", detail, "unauthorized_error")(scope, receive, send)
             return
         state[PRINCIPAL] = found
+        state[GROUP] = found.group_id
         await self.app(scope, receive, send)
 
 
