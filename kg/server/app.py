@@ -206,14 +206,30 @@ class Observe:
         status = 500
         state = scope.setdefault("state", {})
 
+        started = False
+
         async def sending(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
             await send(message)
 
         try:
             await self.app(scope, receive, sending)
+        except asyncio.CancelledError:
+            # uvicorn cancels what is still open when --graceful-timeout runs out (and logs a
+            # traceback, answering 500). A write such a request started is shielded and
+            # finishes before the store closes (Writes.drain): say so, as a 503.
+            if started:
+                raise
+            state["problem"] = "shutting_down_error"
+            detail = (
+                "the server stopped before this request finished; a write it started is "
+                "completed, not dropped (look it up before sending it again)"
+            )
+            await problem(503, "Shutting down", detail, "shutting_down_error")(
+                scope, receive, sending
+            )
         finally:
             route = getattr(scope.get("route"), "path", None) or state.get("route")
             if route is None:  # a plain route (/openapi.json), or no route at all (404)
