@@ -938,7 +938,8 @@ def mcp_stdio(
 
 
 keys_app = typer.Typer(
-    help="API keys for `kg serve`: each binds one group and a role; stored hashed.",
+    help="API keys for `kg serve`: each binds one group and a role; stored hashed. Usable "
+    "while a server runs on the same store.",
     no_args_is_help=True,
 )
 app.add_typer(keys_app, name="keys")
