@@ -76,7 +76,14 @@ from kg.schemas.graph import (
     FactEdge,
     Quarantined,
 )
-from kg.schemas.metrics import IngestMetrics, Metrics, QueryMetrics
+from kg.schemas.metrics import (
+    ApiMetrics,
+    CallKind,
+    IngestMetrics,
+    Metrics,
+    QueryMetrics,
+    valid_call_name,
+)
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.plan import GroupVersion, PlanSummary, WritePlan
 from kg.schemas.search import SearchView
@@ -262,6 +269,7 @@ class KG:
         self._searchable: set[str] = set()
         self._models: dict[str, EmbeddingModel | None] = {}  # checked: on record per group
         self._queries: dict[str, QueryMetrics] = {}  # not yet persisted, per group
+        self._api: dict[str, ApiMetrics] = {}  # API calls (kg serve, MCP), not yet persisted
 
     @classmethod
     async def open(
@@ -328,23 +336,38 @@ class KG:
             await self.store.close()
 
     async def flush_metrics(self) -> None:
-        """Add this process's query counters to each group's stored ones (one write a group)."""
+        """Add this process's query and API call counters to each group's stored ones (a
+        write or two a group). A group that holds nothing gets none: counting never creates
+        a group, and an erased group's are dropped."""
         pending, self._queries = self._queries, {}
+        calls, self._api = self._api, {}
         for group, m in pending.items():
             if m.queries + m.contexts and await self.store.has_group(group):
                 await self.store.record_query_metrics(group, m)
+        for group, a in calls.items():
+            if not a.empty and await self.store.has_group(group):
+                await self.store.record_api_metrics(group, a)
+
+    def record_call(
+        self, group_id: str, kind: CallKind, name: str, seconds: float, *, error: bool
+    ) -> None:
+        """Count one API call made in the group's name: an HTTP route template or an MCP tool
+        (kg.server); persisted with the query metrics and shown by `kg stats`."""
+        if valid_call_name(kind, name):
+            self._api.setdefault(group_id, ApiMetrics()).add(kind, name, seconds, error=error)
 
     async def metrics(self, group_id: str = "default") -> Metrics:
         """Ingest metrics (summed over stored episodes) and query metrics (stored + unflushed)."""
         self._check_group(group_id)
+        queries = self._queries.get(group_id, QueryMetrics())
+        api = self._api.get(group_id, ApiMetrics())
         if not await self.store.has_group(group_id):
-            return Metrics(group_id=group_id, ingest=IngestMetrics(),
-                           queries=self._queries.get(group_id, QueryMetrics()))  # fmt: skip
-        stored = await self.store.query_metrics(group_id)
+            return Metrics(group_id=group_id, ingest=IngestMetrics(), queries=queries, api=api)
         return Metrics(
             group_id=group_id,
             ingest=await self.store.ingest_metrics(group_id),
-            queries=stored.merged(self._queries.get(group_id, QueryMetrics())),
+            queries=(await self.store.query_metrics(group_id)).merged(queries),
+            api=(await self.store.api_metrics(group_id)).merged(api),
         )
 
     def _observe(self, results: SearchResults) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -109,7 +110,63 @@ def valid_branch_key(key: str) -> bool:
     return _KEY.fullmatch(key) is not None
 
 
+# What names an API call: an HTTP route template ('POST /v1/facts/{fact_id}/why', never a
+# path with ids in it) or an MCP tool name ('search_memory'). Fixed sets, so fixed cardinality.
+_ROUTE = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) /[A-Za-z0-9_/{}.-]{0,200}$")
+_TOOL = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+CallKind = Literal["route", "tool"]
+
+
+def valid_call_name(kind: CallKind, name: str) -> bool:
+    return (_ROUTE if kind == "route" else _TOOL).match(name) is not None
+
+
+class CallStats(BaseModel):
+    calls: int = 0
+    errors: int = Field(
+        default=0, description="Answered with a problem (HTTP 4xx/5xx) or a tool error."
+    )
+    latency_ms_total: float = 0.0
+
+    def merged(self, other: CallStats) -> CallStats:
+        return CallStats(
+            calls=self.calls + other.calls,
+            errors=self.errors + other.errors,
+            latency_ms_total=self.latency_ms_total + other.latency_ms_total,
+        )
+
+    @property
+    def mean_latency_ms(self) -> float | None:
+        return self.latency_ms_total / self.calls if self.calls else None
+
+
+class ApiMetrics(BaseModel):
+    """Calls made with the group's credentials through `kg serve` (per HTTP route) and the
+    MCP tools (per tool, `kg mcp` too): aggregated in process, flushed like `QueryMetrics`."""
+
+    routes: dict[str, CallStats] = Field(default_factory=dict)
+    tools: dict[str, CallStats] = Field(default_factory=dict)
+
+    def merged(self, other: ApiMetrics) -> ApiMetrics:
+        out = self.model_copy(deep=True)
+        for kind in ("routes", "tools"):
+            mine: dict[str, CallStats] = getattr(out, kind)
+            for name, stats in getattr(other, kind).items():
+                mine[name] = mine.get(name, CallStats()).merged(stats)
+        return out
+
+    def add(self, kind: CallKind, name: str, seconds: float, *, error: bool) -> None:
+        calls = self.routes if kind == "route" else self.tools
+        one = CallStats(calls=1, errors=int(error), latency_ms_total=seconds * 1000)
+        calls[name] = calls.get(name, CallStats()).merged(one)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.routes or self.tools)
+
+
 class Metrics(BaseModel):
     group_id: str
     ingest: IngestMetrics
     queries: QueryMetrics
+    api: ApiMetrics = Field(default_factory=ApiMetrics)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kg.schemas.embedder import EmbeddingModel
 from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from kg.schemas.keys import ApiKeyRecord
-from kg.schemas.metrics import IngestMetrics, QueryMetrics
+from kg.schemas.metrics import ApiMetrics, IngestMetrics, QueryMetrics
 from kg.schemas.plan import (
     CommunityMembership,
     CommunityPlan,
@@ -281,6 +281,13 @@ class MetricsStore(Protocol):
 
     async def record_query_metrics(self, group_id: str, metrics: QueryMetrics) -> None:
         """Add the counters to the group's stored query metrics."""
+        ...
+
+    async def api_metrics(self, group_id: str) -> ApiMetrics: ...
+
+    async def record_api_metrics(self, group_id: str, metrics: ApiMetrics) -> None:
+        """Add the counters to the group's stored API call metrics (names already checked
+        with `valid_call_name`)."""
         ...
 
 

@@ -7,7 +7,13 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, AwareDatetime, ValidationError, ValidationInfo
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BeforeValidator,
+    ValidationError,
+    ValidationInfo,
+)
 
 # Anchored with \A and \Z, never ^ and $: '$' also matches before a trailing newline, so
 # 'default\n' would pass. Every caller uses fullmatch as well.
@@ -103,9 +109,24 @@ def _name(value: str, info: ValidationInfo) -> str:
 
 
 Name = Annotated[str, AfterValidator(_name)]
-# Naive datetimes are rejected (AwareDatetime) and everything is normalised to UTC, so that
-# lexical order of the stored strings equals time order.
-UtcDatetime = Annotated[AwareDatetime, AfterValidator(to_utc)]
+_NUMBER_RE = re.compile(r"\A\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*\Z")
+TIME_HINT = "give an ISO 8601 time with a timezone, e.g. 2024-03-15T09:00:00Z"
+
+
+def no_number_times(value: object) -> object:
+    """Times are ISO 8601 text or datetimes, never numbers: pydantic would read 2021 (or
+    "2021") as Unix seconds, 1970-01-01T00:33:41Z, silently. Refused at every edge alike
+    (JSON bodies, MCP arguments, ingest files, imports, Python callers)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number or (isinstance(value, str) and _NUMBER_RE.match(value)):
+        raise ValueError(f"{value!r} is a number, not a time: {TIME_HINT} (numbers are not "
+                         "read as Unix seconds)")  # fmt: skip
+    return value
+
+
+# Naive datetimes are rejected (AwareDatetime), numbers too (no_number_times), and everything
+# is normalised to UTC, so that lexical order of the stored strings equals time order.
+UtcDatetime = Annotated[AwareDatetime, BeforeValidator(no_number_times), AfterValidator(to_utc)]
 
 
 def validation_message(exc: ValidationError, limit: int | None = None) -> str:

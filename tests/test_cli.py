@@ -102,6 +102,21 @@ def test_ingest_from_stdin_uses_the_group_option(home: Path) -> None:
             "episodes need an LLM",
         ),
         (episode("2020-01-01T00:00:00Z", ("A", "KNOWS", "B"), group_id="no spaces"), "group_id"),
+        # Numbers are never times (2021 would be Unix second 2021, in 1970).
+        (
+            json.dumps({"source": "facts", "reference_time": 2021, "facts": []}),
+            "reference_time: Value error, 2021 is a number, not a time",
+        ),
+        (
+            json.dumps(
+                {
+                    "source": "facts",
+                    "reference_time": "2021-01-01T00:00:00Z",
+                    "facts": [{"subject": "A", "predicate": "KNOWS", "object": "B", "valid_at": 1}],
+                }
+            ),
+            "facts.0.valid_at: Value error, 1 is a number, not a time",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(

@@ -241,6 +241,21 @@ def test_errors_are_one_line_problems(served: Served) -> None:
             assert "outside years 1" in problem(
                 w.post("/v1/search", json={"query": "x", "known_at": when}), 422
             )
+        # Numbers are never times, wherever a time goes (2021 would be Unix second 2021).
+        number = "is a number, not a time: give an ISO 8601 time"
+        assert number in problem(w.get("/v1/facts", params={"valid_at": "2021"}), 422)
+        for body in (
+            {**facts_episode(("A", "LIVES_IN", "B", "2020-01-01T00:00:00Z")), "reference_time": 0},
+            facts_episode(("A", "LIVES_IN", "B", 2021)),  # type: ignore[arg-type]
+            {"source": "facts", "facts": [{"subject": "A", "predicate": "P", "object": "B",
+                                           "valid_at": "2020-01-01T00:00:00Z",
+                                           "invalid_at": 1.7e9}]},
+        ):  # fmt: skip
+            assert number in problem(w.post("/v1/episodes", json=body), 422)
+        assert number in problem(w.post("/v1/search", json={"query": "x", "known_at": 5}), 422)
+        assert number in problem(
+            w.post("/v1/rollback", json={"source_description": "x", "since": 1}), 422
+        )
         assert "unknown recipe 'nope'" in problem(
             w.post("/v1/search", json={"query": "x", "recipe": "nope"}), 422
         )

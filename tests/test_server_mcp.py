@@ -124,6 +124,14 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
         with served.client("alice", "read") as c:
             http = c.get("/v1/facts", params={"valid_at": "yesterday"}).json()["detail"]
         assert http in await error(s, "facts_as_of", subject="Alice", valid_at="yesterday")
+        number = "is a number, not a time"
+        assert number in await error(
+            s,
+            "add_memory",
+            source="facts",
+            facts=[{"subject": "A", "predicate": "LIVES_IN", "object": "B", "valid_at": 2021}],
+        )
+        assert number in await error(s, "facts_as_of", subject="Alice", valid_at="2021")
         assert (
             "extra"
             in (

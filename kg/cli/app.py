@@ -25,7 +25,14 @@ from pydantic import ValidationError
 from kg.cli import render
 from kg.cli.demo import run_demo
 from kg.erasure import ErasureReceipt
-from kg.errors import InputError, KGError, LLMRequiredError, json_object, validation_message
+from kg.errors import (
+    DataDirLockedError,
+    InputError,
+    KGError,
+    LLMRequiredError,
+    json_object,
+    validation_message,
+)
 from kg.facade import KG, BulkResult
 from kg.ingest.llm import StructuredLLM
 from kg.retrieval import DEFAULT_RECIPE, RECIPES, CrossEncoder, SearchResults
@@ -35,6 +42,8 @@ from kg.schemas.episode import Episode
 from kg.schemas.graph import Fact
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.validation import check_group_id
+from kg.store.falkordb import FalkorDBStore
+from kg.store.falkordb.embedded import default_home, running_socket
 from kg.times import parse_time
 
 T = TypeVar("T")
@@ -416,6 +425,8 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     passages quarantined by the instruction guard (listed by `kg quarantine`), the share of
     LLM episodes that kept no fact. Queries: searches, hits per branch, latency, tokens
     injected by context renders (counted by every process that searched, saved on close).
+    API: calls made with the group's keys through `kg serve` per route and per MCP tool (`kg
+    mcp` too), with errors and mean latency (saved every 30 s and when the server stops).
     """
     settings: Settings = ctx.obj
 
@@ -820,6 +831,10 @@ def serve(
     graceful_timeout: Annotated[
         int, typer.Option(min=1, help="Seconds open requests get to finish at shutdown.")
     ] = 30,
+    metrics_flush: Annotated[
+        float,
+        typer.Option(min=0.1, help="Seconds between saves of query and API metrics to the store."),
+    ] = 30.0,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
 ) -> None:
     """Serve the HTTP API (/v1, described at /openapi.json) and MCP (/mcp) over one store.
@@ -833,10 +848,22 @@ def serve(
         import uvicorn
 
         from kg.server.app import ServeOptions, create_app
+        from kg.server.logs import log_config
     except ImportError as exc:
         raise _serve_missing(exc) from None
+    if metrics_token is not None and len(metrics_token) < 16:
+        raise _fail(
+            "--metrics-token: use at least 16 characters (e.g. from `openssl rand -hex 16`)"
+        )
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise _fail(f"--log-level: {log_level!r} is not one of debug, info, warning, error")
     llm = _llm(llm_model, llm_base_url, llm_api_key)
-    options = ServeOptions(max_body=max_body, metrics_token=metrics_token or None, host=host)
+    options = ServeOptions(
+        max_body=max_body,
+        metrics_token=metrics_token or None,
+        host=host,
+        flush_seconds=metrics_flush,
+    )
 
     async def main() -> None:
         kg = await settings.open(llm=llm)  # before uvicorn: a locked store is a one-line error
@@ -849,6 +876,8 @@ def serve(
             host=host,
             port=port,
             log_level=log_level.lower(),
+            # Every logger at this level, API keys and these secrets masked in every line.
+            log_config=log_config(log_level, [t for t in (metrics_token, llm_api_key) if t]),
             timeout_graceful_shutdown=graceful_timeout,
             lifespan="on",
             server_header=False,
@@ -909,14 +938,26 @@ def mcp_stdio(
 
 
 keys_app = typer.Typer(
-    help="API keys for `kg serve`: each binds one group and a role; stored hashed.",
+    help="API keys for `kg serve`: each binds one group and a role; stored hashed. Usable "
+    "while a server runs on the same store.",
     no_args_is_help=True,
 )
 app.add_typer(keys_app, name="keys")
 
 
 async def _with_store(settings: Settings, work: Callable[[KG], Awaitable[T]]) -> T:
-    kg = await KG.open(settings.uri, home=settings.home)  # keys need no embedder or ontology
+    """The store, for key commands (no embedder or ontology needed). An embedded data
+    directory held by a running process (`kg serve`) is reached through that process's own
+    store socket (private to this user): a key is one statement in its own namespace, and
+    servers read keys at every request, so a key made or revoked here counts at once."""
+    try:
+        kg = await KG.open(settings.uri, home=settings.home)
+    except DataDirLockedError:
+        running = running_socket(settings.home or default_home())
+        if settings.uri not in (None, "", "embedded") or running is None:
+            raise
+        err.print(f"kg keys: through the store of the running kg process (pid {running[0]})")
+        kg = KG(await FalkorDBStore.attach(running[1]))
     try:
         return await work(kg)
     finally:

@@ -229,10 +229,16 @@ def stats(console: Console, s: StoreStats, m: Metrics, *, as_json: bool) -> None
             "mean_context_tokens": queries.mean_context_tokens,
         },
     }
+    api = {
+        kind: {name: c.model_dump() | {"mean_latency_ms": c.mean_latency_ms}
+               for name, c in sorted(calls.items())}
+        for kind, calls in (("routes", m.api.routes), ("tools", m.api.tools))
+    }  # fmt: skip
     if as_json:
         body = s.model_dump(mode="json")
         body["ingest"] = ingest.model_dump() | derived["ingest"]
         body["queries"] = queries.model_dump() | derived["queries"]
+        body["api"] = api
         console.print_json(json.dumps(body))
         return
     table = Table(title=f"group {s.group_id}", title_justify="left", show_header=False)
@@ -246,6 +252,13 @@ def stats(console: Console, s: StoreStats, m: Metrics, *, as_json: bool) -> None
             table.add_row(f"{section}: {key.replace('_', ' ')}", shown)
     for key, hits in sorted(queries.branch_hits.items()):
         table.add_row(f"queries: hits {key.replace('_', ' ')}", str(hits))
+    for kind, label in (("routes", "api"), ("tools", "mcp tool")):
+        if api[kind]:
+            table.add_section()
+        for name, c in api[kind].items():
+            mean = c["mean_latency_ms"]
+            shown = f"{c['calls']} calls, {c['errors']} errors"
+            table.add_row(f"{label}: {name}", shown + (f", {mean:.3g} ms mean" if mean else ""))
     console.print(table)
 
 

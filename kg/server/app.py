@@ -44,7 +44,7 @@ from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import EntitySummary
 from kg.server.inspector import mount_inspector
-from kg.server.keys import Principal, authenticate
+from kg.server.keys import Principal, authenticate, redact_keys
 from kg.server.mcp import PRINCIPAL, build_mcp, mcp_http_app
 from kg.server.metrics import ServerMetrics, problem_kind
 from kg.server.models import (
@@ -67,6 +67,7 @@ from kg.server.models import (
 from kg.server.service import ForbiddenError, Memory, Scoped, ShuttingDownError
 
 log = logging.getLogger("kg.server")
+GROUP = "kg_group"  # where an authenticated request's group waits in the scope's state
 VERSION = "0.1.0"
 PROBLEM = "application/problem+json"
 
@@ -115,7 +116,7 @@ def problem(
     if request is not None:
         request.state.problem = kind
     headers = {"WWW-Authenticate": 'Bearer realm="kg"'} if status == 401 else None
-    body = Problem(title=title, status=status, detail=detail).model_dump()
+    body = Problem(title=title, status=status, detail=redact_keys(detail)).model_dump()
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
@@ -190,11 +191,16 @@ class Limits:
 
 
 class Observe:
-    """Pure ASGI: count and time every HTTP request by route template (never by path)."""
+    """Pure ASGI: count and time every HTTP request by route template (never by path), for
+    /metrics; a request made with a key also counts in its group's stored API metrics
+    (`kg stats`)."""
 
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+    def __init__(
+        self, app: ASGIApp, metrics: ServerMetrics, memory: Callable[[], Memory] | None = None
+    ) -> None:
         self.app = app
         self.metrics = metrics
+        self.memory = memory
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -204,20 +210,43 @@ class Observe:
         status = 500
         state = scope.setdefault("state", {})
 
+        started = False
+
         async def sending(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
             await send(message)
 
         try:
             await self.app(scope, receive, sending)
+        except asyncio.CancelledError:
+            # uvicorn cancels what is still open when --graceful-timeout runs out (and logs a
+            # traceback, answering 500). A write such a request started is shielded and
+            # finishes before the store closes (Writes.drain): say so, as a 503.
+            if started:
+                raise
+            state["problem"] = "shutting_down_error"
+            detail = (
+                "the server stopped before this request finished; a write it started is "
+                "completed, not dropped (look it up before sending it again)"
+            )
+            await problem(503, "Shutting down", detail, "shutting_down_error")(
+                scope, receive, sending
+            )
         finally:
             route = getattr(scope.get("route"), "path", None) or state.get("route")
             if route is None:  # a plain route (/openapi.json), or no route at all (404)
                 route = scope["path"] if status != 404 else "unmatched"
             kind = state.get("problem") or (f"http_{status}" if status >= 400 else None)
-            self.metrics.request(route, scope["method"], status, time.perf_counter() - start, kind)
+            seconds = time.perf_counter() - start
+            self.metrics.request(route, scope["method"], status, seconds, kind)
+            group = state.get(GROUP)
+            if group is not None and self.memory is not None:
+                with contextlib.suppress(ShuttingDownError):
+                    self.memory().kg.record_call(
+                        group, "route", f"{scope['method']} {route}", seconds, error=status >= 400
+                    )
 
 
 bearer = HTTPBearer(
@@ -244,6 +273,7 @@ async def caller(
     principal = await authenticate(memory.kg.store, cred.credentials)
     if principal is None:
         raise UnauthorizedError("invalid or revoked API key")
+    request.scope.setdefault("state", {})[GROUP] = principal.group_id  # for Observe
     return memory.scoped(principal)
 
 
@@ -527,7 +557,7 @@ def create_app(
     )
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(Limits, max_body=opts.max_body)
-    app.add_middleware(Observe, metrics=metrics)  # outermost: sees every answer
+    app.add_middleware(Observe, metrics=metrics, memory=memory)  # outermost: every answer
     return app
 
 
@@ -564,6 +594,7 @@ class McpAuth:
             await problem(401, "Unauthorized", detail, "unauthorized_error")(scope, receive, send)
             return
         state[PRINCIPAL] = found
+        state[GROUP] = found.group_id
         await self.app(scope, receive, send)
 
 

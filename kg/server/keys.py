@@ -19,6 +19,9 @@ from kg.schemas.store import KeyStore
 from kg.schemas.validation import check_group_id
 
 KEY_RE = re.compile(r"^kg_([a-z0-9]{12})_([A-Za-z0-9_-]{43})$")
+# A key, or any prefix of one long enough to matter, anywhere in a text.
+_KEY_IN_TEXT = re.compile(r"kg_[a-z0-9]{12}_[A-Za-z0-9_-]{6,}")
+MASKED_KEY = "kg_[redacted]"
 _DUMMY_HASH = "0" * 64
 
 
@@ -29,6 +32,12 @@ class Principal:
     key_id: str
     group_id: str
     role: Role
+
+
+def redact_keys(text: str) -> str:
+    """`text` with anything shaped like a key masked: for messages built from caller input
+    (a key pasted as an id) and for log lines."""
+    return _KEY_IN_TEXT.sub(MASKED_KEY, text)
 
 
 def key_hash(key: str) -> str:

@@ -8,6 +8,7 @@ the same one-line message.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -21,7 +22,7 @@ from starlette.types import ASGIApp
 from kg.errors import KGError, NotFoundError
 from kg.schemas.graph import Fact
 from kg.schemas.validation import validation_message
-from kg.server.keys import Principal
+from kg.server.keys import Principal, redact_keys
 from kg.server.metrics import ServerMetrics
 from kg.server.models import (
     AddEpisode,
@@ -116,13 +117,25 @@ def build_mcp(
         return memory().scoped(principal_of(ctx, fixed))
 
     async def run(name: str, ctx: Context[Any, Any], work: Callable[[Scoped], Any]) -> Any:
+        """One tool call: timed for /metrics, and counted in the caller's group (kg stats)."""
+        start = time.perf_counter()
+        s: Scoped | None = None
+        failed = True
         with meter.tool(name):
             try:
-                return await work(scoped(ctx))
+                s = scoped(ctx)
+                result = await work(s)
+                failed = False
+                return result
             except NotFoundError as exc:
-                raise ToolError(f"not found: {exc}") from None
+                raise ToolError(redact_keys(f"not found: {exc}")) from None
             except KGError as exc:
-                raise ToolError(" ".join(str(exc).split())) from None
+                raise ToolError(redact_keys(" ".join(str(exc).split()))) from None
+            finally:
+                if s is not None:
+                    s.kg.record_call(
+                        s.group, "tool", name, time.perf_counter() - start, error=failed
+                    )
 
     @server.tool(title="Remember something")
     async def add_memory(

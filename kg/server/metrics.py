@@ -111,6 +111,17 @@ class _GroupCollector(Collector):
         hits = CounterMetricFamily(
             "kg_group_branch_hits", "Search hits per branch.", labels=["group", "branch"]
         )
+        api_calls = CounterMetricFamily(
+            "kg_group_api_calls",
+            "Calls made with the group's keys, per route and MCP tool (stored and not yet "
+            "flushed, every server process on the store).",
+            labels=["group", "kind", "name"],
+        )
+        api_errors = CounterMetricFamily(
+            "kg_group_api_errors",
+            "Those answered with a problem or a tool error.",
+            labels=["group", "kind", "name"],
+        )
         for stats, m in self.groups:
             group = stats.group_id
             for what in (
@@ -130,4 +141,8 @@ class _GroupCollector(Collector):
                     queries.add_metric([group, name], float(value))
             for branch, n in m.queries.branch_hits.items():
                 hits.add_metric([group, branch], float(n))
-        yield from (g, ingest, queries, hits)
+            for kind, calls in (("route", m.api.routes), ("tool", m.api.tools)):
+                for name, c in sorted(calls.items()):
+                    api_calls.add_metric([group, kind, name], float(c.calls))
+                    api_errors.add_metric([group, kind, name], float(c.errors))
+        yield from (g, ingest, queries, hits, api_calls, api_errors)

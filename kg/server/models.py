@@ -4,9 +4,9 @@ tools: one validation, one set of messages. None takes a group id: the key decid
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from kg.schemas.episode import Channel, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.graph import EpisodicNode, Fact
@@ -21,20 +21,8 @@ MAX_QUERY = 2_000  # characters of a search query
 MAX_IDS = 100  # episodes one rollback names
 
 
-def _iso_only(value: object) -> object:
-    """Times are ISO 8601 text: pydantic would also read a number as a Unix timestamp."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        raise ValueError("give an ISO 8601 time with a timezone, e.g. 2024-03-15T09:00:00Z")
-    if isinstance(value, str):
-        try:
-            float(value)
-        except ValueError:
-            return value
-        raise ValueError("give an ISO 8601 time with a timezone, e.g. 2024-03-15T09:00:00Z")
-    return value
-
-
-Time = Annotated[UtcDatetime, BeforeValidator(_iso_only)]
+# ISO 8601 with a timezone; numbers are refused (kg.schemas.validation.no_number_times).
+Time = UtcDatetime
 
 
 class Strict(BaseModel):

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
-from kg.schemas.metrics import Counters, IngestMetrics, QueryMetrics
+from kg.schemas.metrics import ApiMetrics, CallStats, Counters, IngestMetrics, QueryMetrics
 from kg.schemas.store import Community, EntitySummary, FactQuery, StoreStats, TimelineKey
 from kg.store.cypher.base import CypherBase
 from kg.store.cypher.dialect import unindexed
@@ -318,3 +318,21 @@ class CypherReads(CypherBase):
         return QueryMetrics.model_validate(
             {k: v for k, v in p.items() if k in QueryMetrics.model_fields} | {"branch_hits": hits}
         )
+
+    async def api_metrics(self, group_id: str) -> ApiMetrics:
+        rows = await self._read(
+            group_id,
+            "MATCH (a:ApiStats) WHERE a.group_id = $group_id RETURN a.kind AS kind, "
+            "a.name AS name, a.calls AS calls, a.errors AS errors, "
+            "a.latency_ms_total AS latency_ms_total",
+            {"group_id": group_id},
+        )
+        out = ApiMetrics()
+        for r in rows:
+            calls = out.routes if r["kind"] == "route" else out.tools
+            calls[str(r["name"])] = CallStats(
+                calls=int(r["calls"] or 0),
+                errors=int(r["errors"] or 0),
+                latency_ms_total=float(r["latency_ms_total"] or 0.0),
+            )
+        return out

@@ -9,7 +9,14 @@ from datetime import datetime
 from typing import Any
 
 from kg.schemas.graph import EntityNode, FactEdge
-from kg.schemas.metrics import QueryMetrics, valid_branch_key
+from kg.schemas.metrics import (
+    ApiMetrics,
+    CallKind,
+    CallStats,
+    QueryMetrics,
+    valid_branch_key,
+    valid_call_name,
+)
 from kg.schemas.plan import CommunityPlan, GroupVersion, RewritePlan, WritePlan
 from kg.schemas.validation import TYPE_NAME_RE
 from kg.store.cypher.base import ENDPOINT_FIELDS, CypherBase, Fence, with_grams
@@ -290,3 +297,30 @@ class CypherWrites(CypherBase):
     async def record_query_metrics(self, group_id: str, metrics: QueryMetrics) -> None:
         # Counters only add up: no plan reads them, so this write moves no version.
         await self.execute(group_id, [self.compile_query_metrics(group_id, metrics)])
+
+    def compile_api_metrics(self, group_id: str, m: ApiMetrics) -> Statement:
+        """One `ApiStats` node per (group, kind, name), its counters added to."""
+        kinds: tuple[tuple[CallKind, dict[str, CallStats]], ...] = (
+            ("route", m.routes),
+            ("tool", m.tools),
+        )
+        rows = [
+            {"kind": kind, "name": name, "calls": c.calls, "errors": c.errors,
+             "latency_ms_total": float(c.latency_ms_total)}
+            for kind, calls in kinds
+            for name, c in sorted(calls.items())
+            if valid_call_name(kind, name)
+        ]  # fmt: skip
+        return Statement(
+            "UNWIND $rows AS r "
+            "MERGE (a:ApiStats {group_id: $group_id, kind: r.kind, name: r.name}) "
+            "SET a.calls = coalesce(a.calls, 0) + r.calls, "
+            "a.errors = coalesce(a.errors, 0) + r.errors, "
+            "a.latency_ms_total = coalesce(a.latency_ms_total, 0.0) + r.latency_ms_total",
+            {"group_id": group_id, "rows": rows},
+        )
+
+    async def record_api_metrics(self, group_id: str, metrics: ApiMetrics) -> None:
+        # Counters only add up, like the query metrics: this write moves no version.
+        if not metrics.empty:
+            await self.execute(group_id, [self.compile_api_metrics(group_id, metrics)])

@@ -15,6 +15,7 @@ import ctypes
 import fcntl
 import os
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -74,7 +75,7 @@ class EmbeddedServer:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.seek(0)
-            owner = f.read().strip() or "unknown"
+            owner = f.read().split("\n")[0].strip() or "unknown"
             f.close()
             raise DataDirLockedError(
                 f"data directory {self.home} is in use by another kg process (pid {owner}); "
@@ -159,6 +160,7 @@ class EmbeddedServer:
                 preexec_fn=_die_with_parent,
             )
             await self._wait_ready(timeout)
+            self._announce()
         except BaseException:
             await self.stop()
             raise
@@ -192,6 +194,14 @@ class EmbeddedServer:
                 )
             await asyncio.sleep(0.05)
 
+    def _announce(self) -> None:
+        """The lock file's second line names the server's socket, for `running_socket`."""
+        assert self._lock_file is not None
+        self._lock_file.seek(0)
+        self._lock_file.truncate()
+        self._lock_file.write(f"{os.getpid()}\n{self.socket_path}\n")
+        self._lock_file.flush()
+
     def log_tail(self, lines: int = 3) -> str:
         try:
             text = (self.data_dir / "redis.log").read_text(errors="replace")
@@ -219,3 +229,18 @@ class EmbeddedServer:
                 os.rmdir(self._socket_dir)
             self._socket_dir = None
         self._release_lock()
+
+
+def running_socket(home: Path) -> tuple[int, str] | None:
+    """(pid, socket) of the embedded server a live kg process runs for `home` (read from its
+    lock file), or None. The socket must be this user's own (the server creates it with mode
+    700): connecting grants nothing beyond what reading the data directory already does."""
+    try:
+        lines = (home.expanduser().resolve() / "kg.lock").read_text().split("\n")
+        pid, socket = int(lines[0]), lines[1].strip()
+        st = os.stat(socket)
+    except (OSError, ValueError, IndexError):
+        return None
+    if not _pid_alive(pid) or not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+        return None
+    return pid, socket

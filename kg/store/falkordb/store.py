@@ -126,6 +126,20 @@ class FalkorDBStore(CypherStore):
         return cls(FalkorDB(connection_pool=pool), server, embedding_dim)
 
     @classmethod
+    async def attach(cls, socket: str) -> FalkorDBStore:
+        """Connect to the embedded server another kg process owns (see `running_socket`),
+        without owning it: closing disconnects and leaves that server running. Only for work
+        that never races the owner's writers: the key namespace (`kg keys`)."""
+        from falkordb.asyncio import FalkorDB
+        from redis.asyncio import UnixDomainSocketConnection
+
+        pool = _pool(connection_class=UnixDomainSocketConnection, path=socket)
+        with translated("connecting to the running server's store"):
+            db = FalkorDB(connection_pool=pool)
+            await db.connection.ping()
+        return cls(db, None, None)
+
+    @classmethod
     async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> FalkorDBStore:
         from falkordb.asyncio import FalkorDB
 
