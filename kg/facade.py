@@ -83,7 +83,7 @@ from kg.schemas.search import SearchView
 from kg.schemas.store import Community, FactQuery, GraphStore, StoreStats
 from kg.schemas.validation import check_group_id, check_text
 from kg.store import open_store
-from kg.store.falkordb.embedded import Durability
+from kg.store.falkordb.embedded import Durability, ProgressCallback
 from kg.times import TransactionClock, utc
 from kg.transfer import TransferReport, export_lines, import_lines
 from kg.versioned import retrying
@@ -276,6 +276,7 @@ class KG:
         embedder: Embedder | Literal["auto"] | None = None,
         group_id: str = "default",
         cross_encoder: CrossEncoder | None = None,
+        progress: ProgressCallback | None = None,
     ) -> KG:
         """Open a store by URI (embedded FalkorDB by default).
 
@@ -284,10 +285,11 @@ class KG:
         (name and dimension); a group embedded by another model is refused. `embedder="auto"`
         loads the model recorded for `group_id` when it can be loaded here (the packaged
         MiniLM, or a sentence-transformers model at a local path), else runs without (logged).
-        A `cross_encoder` enables the cross-encoder reranker.
+        A `cross_encoder` enables the cross-encoder reranker. `progress` is called while the
+        embedded store loads its data (a large store takes a while).
         """
         if embedder == "auto":
-            store = await open_store(uri, home=home, durability=durability)
+            store = await open_store(uri, home=home, durability=durability, progress=progress)
             try:
                 embedder = await _recorded_embedder(store, group_id)
             except BaseException:
@@ -299,7 +301,8 @@ class KG:
                 )
             await store.close()  # reopened below, with vector indexes of the model's dimension
         dim = embedder.dim if embedder is not None else None
-        store = await open_store(uri, home=home, durability=durability, embedding_dim=dim)
+        store = await open_store(uri, home=home, durability=durability, embedding_dim=dim,
+                                 progress=progress)  # fmt: skip
         return cls(
             store,
             ontology=ontology,
