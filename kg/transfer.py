@@ -21,7 +21,8 @@ from pydantic import BaseModel, ValidationError
 
 from kg.errors import InputError, WriteConflictError, json_object
 from kg.schemas.embedder import EmbeddingModel
-from kg.schemas.graph import VECTOR_FIELDS
+from kg.schemas.graph import VECTOR_FIELDS, EntityNode
+from kg.schemas.labels import ENTITY_LABEL, check_not_reserved
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import (
     RECORD_MODELS,
@@ -200,6 +201,8 @@ async def _load(
         if header.group_id != group and "group_id" in row:
             row["group_id"] = group
         item = _parse(MODELS[k], row, where)
+        if isinstance(item, EntityNode):
+            _check_labels(item, where)
         _check_dim(item, report, store, where)
         batch.append(item)
         report.counts[k] += 1
@@ -229,6 +232,14 @@ def _parse(model: type[Any], row: dict[str, Any], where: str) -> Any:
         return model.model_validate(row)
     except ValidationError as exc:
         raise InputError(f"{where}: {validation_message(exc)}") from None
+
+
+def _check_labels(entity: EntityNode, where: str) -> None:
+    for label in set(entity.labels) - {ENTITY_LABEL}:
+        try:
+            check_not_reserved(label)
+        except ValueError as exc:
+            raise InputError(f"{where}: {exc}") from None
 
 
 def _check_dim(item: BaseModel, report: TransferReport, store: StoreAdmin, where: str) -> None:
