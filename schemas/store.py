@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -79,6 +79,26 @@ class Mention(BaseModel):
     episode: str
     entity: str
     created_at: datetime
+
+
+class PendingErasure(BaseModel):
+    """An erasure in progress, recorded durably before anything is deleted and removed once
+    the files are compacted, so that a crash in between is finished on the next open or
+    re-run. It holds no erased text: the subject as a uuid (gone once deleted) and a hash of
+    its name key salted with this record's uuid (how a re-run by name finds it)."""
+
+    uuid: str
+    group_id: GroupId
+    kind: Literal["entity", "group"]
+    created_at: UtcDatetime
+    entity_uuid: str | None = None
+    subject_hash: str | None = None
+    deleted: bool = Field(default=False, description="The graph delete is done (counts final).")
+    episodes_deleted: int = 0
+    entities_deleted: int = 0
+    fact_versions_deleted: int = 0
+    other_facts_recomputed: int = 0
+    communities_deleted: int = 0
 
 
 class RecordKind(StrEnum):
@@ -321,6 +341,19 @@ class EmbeddingModels(Protocol):
         ...
 
 
+class ErasureLog(Protocol):
+    """Erasures not finished yet, kept outside every group's data (a group's drop must not
+    take its own erasure record with it) and read whole: there are few, and only briefly."""
+
+    async def pending_erasures(self) -> list[PendingErasure]: ...
+
+    async def record_erasure(self, erasure: PendingErasure) -> None:
+        """Write (or overwrite, by uuid) the record, durably, before the caller deletes."""
+        ...
+
+    async def clear_erasure(self, uuid: str) -> None: ...
+
+
 class RecordTransfer(Protocol):
     """Records in and out whole (uuids, times, vectors): export, import, adoption."""
 
@@ -374,6 +407,6 @@ class ReplayStore(EpisodeLog, Timelines, Protocol):
 
 class GraphStore(
     EpisodeLog, Timelines, FactReader, PlanWriter, SearchIndex, MetricsStore, StoreAdmin,
-    RecordTransfer, EmbeddingModels, KeyStore, Protocol,
+    RecordTransfer, EmbeddingModels, KeyStore, ErasureLog, Protocol,
 ):  # fmt: skip
     """The whole contract: what the facade holds and every backend implements."""

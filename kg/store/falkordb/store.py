@@ -27,6 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from kg.errors import KGError, StoreError, StoreUnavailableError
 from kg.schemas.keys import KEYS_NAMESPACE
 from kg.schemas.plan import GroupVersion
+from kg.schemas.store import PendingErasure
 from kg.schemas.validation import GROUP_ID_RE, check_group_id
 from kg.store.cypher.base import GROUP_LABEL, Fence
 from kg.store.cypher.dialect import Statement
@@ -38,6 +39,9 @@ from kg.store.falkordb.embedded import Durability, EmbeddedServer, ProgressCallb
 
 log = logging.getLogger("kg")
 INDEX_WAIT_SECONDS = 120
+# Erasures in progress: a plain hash beside the graphs (':' is not allowed in a group id, and
+# GRAPH.LIST lists graphs only), so dropping a group's graph cannot take its record with it.
+PENDING_ERASURES_KEY = "kg:pending-erasures"
 
 
 @contextlib.contextmanager
@@ -321,6 +325,24 @@ class FalkorDBStore(CypherStore):
         every command ever run (deleted text included), is replaced and removed."""
         with translated("to compact its files"):
             await persistence.rewrite(self._db.connection)
+
+    async def pending_erasures(self) -> list[PendingErasure]:
+        with translated("to read pending erasures"):
+            raw = await self._db.connection.hgetall(PENDING_ERASURES_KEY)
+        return sorted((PendingErasure.model_validate_json(v) for v in raw.values()),
+                      key=lambda p: (p.created_at, p.uuid))  # fmt: skip
+
+    async def record_erasure(self, erasure: PendingErasure) -> None:
+        # In the AOF before the delete that follows it: a crash keeps a prefix of the log,
+        # so a surviving delete always has its record.
+        with translated("to record an erasure"):
+            await self._db.connection.hset(
+                PENDING_ERASURES_KEY, erasure.uuid, erasure.model_dump_json()
+            )
+
+    async def clear_erasure(self, uuid: str) -> None:
+        with translated("to clear an erasure record"):
+            await self._db.connection.hdel(PENDING_ERASURES_KEY, uuid)
 
     async def groups(self) -> list[str]:
         with translated("to list groups"):

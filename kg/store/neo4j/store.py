@@ -17,6 +17,7 @@ from urllib.parse import urlparse, urlunparse
 
 from kg.errors import StoreError, StoreUnavailableError
 from kg.schemas.plan import GroupVersion
+from kg.schemas.store import PendingErasure
 from kg.store.cypher.base import GROUP_LABEL, Fence
 from kg.store.cypher.dialect import Statement
 from kg.store.cypher.store import CypherStore
@@ -190,6 +191,25 @@ class Neo4jStore(CypherStore):
     async def compact(self) -> None:
         """Neo4j reuses the space of deleted records; it offers no online way to scrub them
         from store files (offline: neo4j-admin database copy). Documented in the README."""
+
+    async def pending_erasures(self) -> list[PendingErasure]:
+        rows = await self._read(
+            "", "MATCH (p:PendingErasure) RETURN p.record AS record ORDER BY p.uuid", {}
+        )
+        return sorted((PendingErasure.model_validate_json(r["record"]) for r in rows),
+                      key=lambda p: (p.created_at, p.uuid))  # fmt: skip
+
+    async def record_erasure(self, erasure: PendingErasure) -> None:
+        # No group_id property: dropping the group (a delete by group_id) must not take it.
+        await self._run_write([Statement(
+            "MERGE (p:PendingErasure {uuid: $uuid}) SET p.record = $record",
+            {"uuid": erasure.uuid, "record": erasure.model_dump_json()},
+        )])  # fmt: skip
+
+    async def clear_erasure(self, uuid: str) -> None:
+        await self._run_write(
+            [Statement("MATCH (p:PendingErasure {uuid: $uuid}) DELETE p", {"uuid": uuid})]
+        )
 
     async def groups(self) -> list[str]:
         # Every group has episodes (each write plan and import adds one, and so does
