@@ -692,8 +692,10 @@ class KG:
         receipts = []
         for record in await self.store.pending_erasures():
             async with self._writer(record.group_id):
-                receipt = await finish_erasure(self.store, self.ontology, record,
-                                               self.clock.now(), embed=self._embed)  # fmt: skip
+                receipt = await finish_erasure(
+                    self.store, self.ontology, record, self.clock.now(),
+                    embed=partial(self._embed, record.group_id),
+                )  # fmt: skip
             log.warning("finished an interrupted erasure in group %r; files compacted at %s",
                         receipt.group_id, receipt.compacted_at)  # fmt: skip
             receipts.append(receipt)

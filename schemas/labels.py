@@ -20,6 +20,7 @@ RESERVED_LABELS: frozenset[str] = frozenset(
         "Community",  # community summaries
         "AuditEvent",  # rollbacks and erasures
         "QueryStats",  # a group's stored query metrics
+        "EmbeddingModel",  # the model that embedded a group
         "PendingErasure",  # erasures to finish (Neo4j; FalkorDB keeps them outside graphs)
         "Saga",  # Graphiti's episode sequences
     }

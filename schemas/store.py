@@ -401,12 +401,47 @@ class KeyStore(Protocol):
         ...
 
 
+STAGING_PREFIX = "kg-import:"
+
+
+def staging_name(group_id: str, nonce: str) -> str:
+    """Where an import into `group_id` is loaded before it is published: not a group id
+    (':' is not allowed in one), so no listing or lookup of groups ever sees it."""
+    return f"{STAGING_PREFIX}{group_id}:{nonce}"
+
+
+def is_staging(name: str, group_id: str | None = None) -> bool:
+    prefix = STAGING_PREFIX if group_id is None else f"{STAGING_PREFIX}{group_id}:"
+    return name.startswith(prefix)
+
+
+class StagedImport(Protocol):
+    """An import loads into a staging area and becomes the group in one step, so a killed
+    or failed import never leaves a partial group behind, and a retry is always possible."""
+
+    async def load_staged(self, group_id: str, staging: str, items: Sequence[Record]) -> None:
+        """`load`, into the staging area: the records belong to `group_id` (their group_id
+        is the target's), but nothing of them is visible as the group yet."""
+        ...
+
+    async def publish_staged(self, group_id: str, staging: str) -> None:
+        """Make the staged records the group `group_id`, atomically; StoreError if the group
+        exists by now."""
+        ...
+
+    async def drop_staged(self, staging: str) -> None: ...
+
+    async def staged(self, group_id: str) -> list[str]:
+        """Staging areas left for the group (by a killed import)."""
+        ...
+
+
 class ReplayStore(EpisodeLog, Timelines, Protocol):
     """What replay and rollback plans are computed from: the episode log and the timelines."""
 
 
 class GraphStore(
     EpisodeLog, Timelines, FactReader, PlanWriter, SearchIndex, MetricsStore, StoreAdmin,
-    RecordTransfer, EmbeddingModels, KeyStore, ErasureLog, Protocol,
+    RecordTransfer, StagedImport, EmbeddingModels, KeyStore, ErasureLog, Protocol,
 ):  # fmt: skip
     """The whole contract: what the facade holds and every backend implements."""

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import math
 import re
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -27,7 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from kg.errors import KGError, StoreError, StoreUnavailableError
 from kg.schemas.keys import KEYS_NAMESPACE
 from kg.schemas.plan import GroupVersion
-from kg.schemas.store import PendingErasure
+from kg.schemas.store import STAGING_PREFIX, PendingErasure, Record, is_staging
 from kg.schemas.validation import GROUP_ID_RE, check_group_id
 from kg.store.cypher.base import GROUP_LABEL, Fence
 from kg.store.cypher.dialect import Statement
@@ -42,6 +42,7 @@ INDEX_WAIT_SECONDS = 120
 # Erasures in progress: a plain hash beside the graphs (':' is not allowed in a group id, and
 # GRAPH.LIST lists graphs only), so dropping a group's graph cannot take its record with it.
 PENDING_ERASURES_KEY = "kg:pending-erasures"
+_STAGING_RE = re.compile(rf"^{re.escape(STAGING_PREFIX)}[A-Za-z0-9_-]{{1,64}}:[0-9a-f]{{8,32}}\Z")
 
 
 @contextlib.contextmanager
@@ -172,9 +173,13 @@ class FalkorDBStore(CypherStore):
         return self._db
 
     def _graph(self, group_id: str) -> Any:
+        """A group's graph, the reserved key namespace, or an import's staging graph
+        (kg.transfer loads into one)."""
         if group_id == KEYS_NAMESPACE:  # reserved: never a group (see kg.schemas.keys)
             return self._db.select_graph(KEYS_NAMESPACE)
-        return self._db.select_graph(check_group_id(group_id))
+        if not _STAGING_RE.match(group_id):
+            check_group_id(group_id)
+        return self._db.select_graph(group_id)
 
     async def ensure_schema(self, group_id: str) -> None:
         """Create what the group's graph lacks, and only that: the graph's own index and
@@ -344,7 +349,35 @@ class FalkorDBStore(CypherStore):
         with translated("to clear an erasure record"):
             await self._db.connection.hdel(PENDING_ERASURES_KEY, uuid)
 
+    async def load_staged(self, group_id: str, staging: str, items: Sequence[Record]) -> None:
+        # The records keep the target's group_id; the staging graph is only where they wait.
+        if statements := self.compile_load(check_group_id(group_id), items):
+            await self.execute(staging, statements)
+
+    async def publish_staged(self, group_id: str, staging: str) -> None:
+        """RENAMENX: a key rename, O(1) and atomic, refused if the group appeared meanwhile.
+        The graph's indexes and constraints go with it."""
+        with translated(f"to publish the import into {group_id!r}"):
+            renamed = await self._db.connection.execute_command(
+                "RENAMENX", staging, check_group_id(group_id)
+            )
+        if not renamed:
+            raise StoreError(f"group {group_id!r} was created while the import ran; "
+                             "nothing was imported")  # fmt: skip
+        self._ready.discard(staging)
+
+    async def drop_staged(self, staging: str) -> None:
+        if not _STAGING_RE.match(staging):
+            raise StoreError(f"{staging!r} is not a staging graph")
+        await self.drop_group(staging)
+
+    async def staged(self, group_id: str) -> list[str]:
+        with translated("to list staged imports"):
+            names = await self._db.list_graphs()
+        return sorted(n for n in names if is_staging(n, check_group_id(group_id)))
+
     async def groups(self) -> list[str]:
+        # Neither the key namespace nor an import's staging graph is a group: both hold ':'.
         with translated("to list groups"):
             return sorted(g for g in await self._db.list_graphs() if GROUP_ID_RE.match(g))
 
