@@ -17,8 +17,10 @@ from kg import KG, InputError
 from kg.schemas.store import PendingErasure
 from kg.store import open_store
 from kg.store.falkordb import FalkorDBStore
+from kg.store.neo4j import Neo4jStore
 from tests.conftest import add, objects, t
 from tests.disk import files_containing
+from tests.test_neo4j_offline import FakeDriver, parse
 
 SECRET = "Zebulon Quisling"
 
@@ -254,3 +256,19 @@ async def test_a_pending_erasure_record_holds_no_erased_text(kg: KG) -> None:
     await kg.erase_entity(SECRET)
     assert len(seen) == 2  # before the delete, and with exact counts after it
     assert not any(word in s.lower() for s in seen for word in ("zebulon", "quisling", "seoul"))
+
+
+async def test_neo4j_keeps_erasure_records_outside_every_group() -> None:
+    """Offline: the record is a node with no group_id (a group's drop deletes by group_id),
+    and every statement parses."""
+    driver = FakeDriver()
+    store = Neo4jStore(driver, "neo4j", embedding_dim=None)
+    record = PendingErasure(uuid="e1", group_id="g", kind="group", created_at=t(2024))
+    await store.record_erasure(record)
+    await store.clear_erasure("e1")
+    assert await store.pending_erasures() == []
+    [[(write, params)], [(clear, _)]] = driver.transactions
+    assert "group_id" not in write and "group_id" not in params
+    assert PendingErasure.model_validate_json(params["record"]) == record
+    for query in (write, clear, *(q for q, _ in driver.reads)):
+        parse(query)

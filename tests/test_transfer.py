@@ -26,7 +26,7 @@ from kg.store.falkordb import FalkorDBStore
 from kg.store.neo4j import Neo4jStore
 from kg.transfer import import_lines
 from tests.conftest import add, t
-from tests.test_neo4j_offline import FakeDriver
+from tests.test_neo4j_offline import FakeDriver, parse
 
 
 @pytest.fixture(scope="module")
@@ -307,6 +307,8 @@ async def test_a_neo4j_import_writes_nothing_under_another_groups_id(kg: KG) -> 
     staging = {g for g in re.findall(r'"group_id": "([^"]+)"', sent)}
     assert len(staging) == 1 and is_staging(staging.pop(), "team8")
     assert "other-tenant" not in sent
-    assert [p for _, p in publish] == [
-        {"staging": publish[0][1]["staging"], "group_id": "team8"}
-    ] * 2
+    renames = [p for _, p in publish]
+    assert renames == [{"staging": renames[0]["staging"], "group_id": "team8"}] * 2
+    await store.staged("team8")
+    for query, _ in [*(st for tx in [*loads, publish] for st in tx), *driver.reads]:
+        parse(query)  # DDL aside: its shape is checked in test_neo4j_offline
