@@ -192,13 +192,13 @@ class FalkorDBStore(CypherStore):
         if self.embedding_dim:
             specs += falkordb_vector_indexes(self.embedding_dim)
         with translated("a schema statement"):
-            indexes = await self._read(group_id, "CALL db.indexes()", {})
+            indexes = await self._schema_rows(graph, "CALL db.indexes()")
             for spec in specs:
                 if spec.missing_from(indexes):
                     await self._ddl(graph.query(spec.cypher))
             constraints = {
                 (r.get("label"), tuple(r.get("properties") or ()))
-                for r in await self._read(group_id, "CALL db.constraints()", {})
+                for r in await self._schema_rows(graph, "CALL db.constraints()")
                 if r.get("type") == "UNIQUE" and r.get("entitytype") == "NODE"
                 and r.get("status") != "FAILED"
             }  # fmt: skip
@@ -212,6 +212,16 @@ class FalkorDBStore(CypherStore):
                     )
                 )  # fmt: skip
         self._ready.add(group_id)
+
+    @staticmethod
+    async def _schema_rows(graph: Any, query: str) -> list[dict[str, Any]]:
+        try:
+            result = await graph.ro_query(query)
+        except ResponseError as exc:
+            if "empty key" in str(exc):
+                return []  # a new group: nothing there yet
+            raise StoreError(f"FalkorDB refused schema statement: {_line(exc)}") from exc
+        return _rows(result)
 
     @staticmethod
     async def _ddl(awaitable: Awaitable[Any]) -> None:
