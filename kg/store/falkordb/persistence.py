@@ -37,19 +37,47 @@ BUSY = ("aof_rewrite_in_progress", "aof_rewrite_scheduled", "rdb_bgsave_in_progr
 _CHUNK = 1 << 20
 
 
-def log_bytes(info: dict[str, Any]) -> int:
-    return int(info.get("aof_current_size", 0)) - int(info.get("aof_base_size", 0))
+def aof_files(data_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The live AOF parts, from the manifest: (base files, incremental logs). INFO's sizes
+    will not do: after a rewrite it counts the writes made while it ran as part of the base,
+    though they are in the new log and a start replays them."""
+    folder = data_dir / "appendonlydir"
+    bases: list[Path] = []
+    logs: list[Path] = []
+    for manifest in folder.glob("*.manifest"):
+        try:
+            lines = manifest.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            meta = dict(zip(fields[::2], fields[1::2], strict=False))
+            if "file" in meta and meta.get("type") == "b":
+                bases.append(folder / meta["file"])
+            elif "file" in meta and meta.get("type") == "i":  # not "h": history, being removed
+                logs.append(folder / meta["file"])
+    return bases, logs
 
 
-def log_is_long(info: dict[str, Any]) -> bool:
-    base = int(info.get("aof_base_size", 0))
-    return log_bytes(info) >= max(FOLD_MIN_BYTES, base // FOLD_DIVISOR)
+def _size(paths: list[Path]) -> int:
+    total = 0
+    for path in paths:
+        try:
+            total += path.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def log_is_long(data_dir: Path) -> bool:
+    bases, logs = aof_files(data_dir)
+    return _size(logs) >= max(FOLD_MIN_BYTES, _size(bases) // FOLD_DIVISOR)
 
 
 def log_has_constraints(data_dir: Path) -> bool:
     """Whether the command log (the AOF's incremental files) holds a GRAPH.CONSTRAINT."""
     needle = b"graph.constraint"
-    for path in (data_dir / "appendonlydir").glob("*.incr.aof"):
+    for path in aof_files(data_dir)[1]:
         try:
             with path.open("rb") as f:
                 tail = b""
@@ -134,7 +162,7 @@ async def fold(db: Any, data_dir: Path, *, wait: bool) -> bool:
     info = await idle(conn) if wait else await conn.info("persistence")
     if not info.get("aof_enabled"):
         return False
-    if not (log_is_long(info) or log_has_constraints(data_dir)):
+    if not (log_is_long(data_dir) or log_has_constraints(data_dir)):
         return False
     if not wait:
         if not any(info.get(k) for k in BUSY):
