@@ -136,3 +136,24 @@ async def test_restarts_append_nothing_to_the_log(home: Path) -> None:
                 "default", "CALL db.constraints() YIELD status RETURN status"
             )
         ] == ["OPERATIONAL"] * 3
+
+
+async def test_a_write_the_server_is_slow_to_answer_is_waited_for(home: Path) -> None:
+    """redis-py 8 gives up on a reply after 5 s by default, while the server goes on and
+    writes: kg reported "nothing written" for writes that were written. The server is made
+    to answer late (DEBUG SLEEP holds its main thread for 6 s) while an episode is written."""
+    EmbeddedServer.extra_args = ("--enable-debug-command", "yes")
+    try:
+        kg = await KG.open(home=home)
+    finally:
+        EmbeddedServer.extra_args = ()
+    async with kg:
+        await write_history(kg, 1)  # the group and its schema exist: the next write is one query
+        assert isinstance(kg.store, FalkorDBStore)
+        sleep = asyncio.create_task(
+            kg.store.client.connection.execute_command("DEBUG", "SLEEP", "6")
+        )
+        await asyncio.sleep(0.3)  # the server is asleep now
+        await write_history(kg, 1, first=1)  # answered after about 6 s
+        await sleep
+        assert objects(await kg.facts(subject="P1")) == ["City 1"]

@@ -100,10 +100,16 @@ def check_params(value: Any, path: str = "$") -> None:
 
 def _pool(**kwargs: Any) -> Any:
     """Callers beyond the pool size wait for a connection instead of failing ("Too many
-    connections" is what redis-py's default pool raises), so concurrent agents just queue."""
+    connections" is what redis-py's default pool raises), so concurrent agents just queue.
+
+    No read timeout (redis-py 8 defaults to 5 s): a write plan is one query, and a large one
+    (a 20,000-fact episode, an import batch, a rollback of thousands of timelines) runs
+    longer. A client that stops waiting does not stop the server: the write would complete
+    while kg reported it unwritten. A server that goes away still closes the socket."""
     from redis.asyncio import BlockingConnectionPool
 
-    return BlockingConnectionPool(max_connections=16, timeout=60, decode_responses=True, **kwargs)
+    return BlockingConnectionPool(max_connections=16, timeout=60, decode_responses=True,
+                                  socket_timeout=None, **kwargs)  # fmt: skip
 
 
 class FalkorDBStore(CypherStore):
