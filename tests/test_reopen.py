@@ -157,3 +157,20 @@ async def test_a_write_the_server_is_slow_to_answer_is_waited_for(home: Path) ->
         await write_history(kg, 1, first=1)  # answered after about 6 s
         await sleep
         assert objects(await kg.facts(subject="P1")) == ["City 1"]
+
+
+def test_the_cli_shows_loading_every_few_seconds() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kg.cli import render
+
+    out = StringIO()
+    report = render.loading(Console(file=out, width=200), every=5.0)
+    for elapsed, perc in ((1, None), (5.5, None), (7, 40.0), (11, 80.0)):
+        report(LoadProgress(elapsed_seconds=elapsed, percent=perc, eta_seconds=3))
+    assert out.getvalue().splitlines() == [
+        "loading the store: 6 s so far",
+        "loading the store: 80.0% after 11 s, about 3 s to go",
+    ]

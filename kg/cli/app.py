@@ -101,6 +101,7 @@ class Settings:
             group_id=self.group,
             cross_encoder=cross_encoder,
             llm=llm,
+            progress=render.loading(err),
         )
 
 
