@@ -22,6 +22,7 @@ RESERVED_LABELS: frozenset[str] = frozenset(
         "QueryStats",  # a group's stored query metrics
         "EmbeddingModel",  # the model that embedded a group
         "PendingErasure",  # erasures to finish (Neo4j; FalkorDB keeps them outside graphs)
+        "ApiKey",  # kg serve's API key records (kg.schemas.keys)
         "Saga",  # Graphiti's episode sequences
     }
 )
