@@ -3,6 +3,11 @@ RDB format keeps LZF-compressed (the AOF base is an RDB image; redis compresses 
 20 bytes), decompressed. A plain byte search of an RDB misses text inside those strings, so
 an erasure test built on it could pass with the subject still on disk.
 
+Under the default `appendfsync everysec`, an acknowledged write may not be in any file yet:
+while a background fsync is still running, redis postpones the write() of its AOF buffer for
+up to 2 s (and replies meanwhile), which a loaded machine hits often. A test that looks at the
+files, or kills the server and expects the write back, first waits for `written_to_file`.
+
 The scanner does not parse the RDB structure (FalkorDB's graph encoding is its own): it tries
 every LZF string header the format can hold (0xC3, compressed length, original length) and
 keeps what decompresses exactly to the announced length. A false header adds noise, never
@@ -11,7 +16,11 @@ hides a string.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
+
+from kg.store.falkordb import FalkorDBStore
 
 _LZF = 0xC3  # RDB_ENCVAL (0b11 << 6) | RDB_ENC_LZF (3)
 
@@ -101,3 +110,16 @@ def files_containing(home: Path, needle: str, *, decompress: bool = True) -> lis
             if want in data.lower():
                 hits.append(str(path.relative_to(home)))
     return hits
+
+
+WRITE_WAIT = 30.0  # seconds; redis forces the write after 2, the rest is for a loaded machine
+
+
+async def written_to_file(store: FalkorDBStore) -> None:
+    """Wait until the embedded server has written its AOF buffer (`aof_buffer_length` 0): an
+    acknowledged write is then in the file and survives a SIGKILL of the server."""
+    deadline = time.monotonic() + WRITE_WAIT
+    while (await store.client.connection.info("persistence"))["aof_buffer_length"]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the AOF buffer was not written within {WRITE_WAIT:.0f} s")
+        await asyncio.sleep(0.02)

@@ -19,7 +19,7 @@ from kg.store import open_store
 from kg.store.falkordb import FalkorDBStore
 from kg.store.neo4j import Neo4jStore
 from tests.conftest import add, objects, t
-from tests.disk import files_containing
+from tests.disk import files_containing, written_to_file
 from tests.test_neo4j_offline import FakeDriver, parse
 
 SECRET = "Zebulon Quisling"
@@ -69,6 +69,7 @@ async def test_erasing_a_subject_leaves_no_trace(kg: KG, home: Path) -> None:
     # The searches below can find the subject: it is everywhere before erasure.
     assert "quisling" in await graph_dump(kg)
     assert await fulltext_hits(kg, "default", "Quisling") > 0
+    await written_to_file(kg.store)
     assert files_containing(home, SECRET)
 
     receipt = await kg.erase_entity(SECRET.lower())
@@ -97,6 +98,7 @@ async def test_erasing_a_subject_leaves_no_trace(kg: KG, home: Path) -> None:
 async def test_erasing_a_group_leaves_no_trace_and_spares_others(kg: KG, home: Path) -> None:
     await add(kg, t(2020), (SECRET, "LIVES_IN", "Seoul"), group_id="tenant-x")
     await add(kg, t(2020), ("Alice", "LIVES_IN", "Busan"), group_id="tenant-y")
+    await written_to_file(kg.store)  # acknowledged is not yet written under everysec
     assert files_containing(home, SECRET)
     receipt = await kg.erase_group("tenant-x")
     assert (receipt.episodes_deleted, receipt.entities_deleted) == (1, 2)
@@ -142,6 +144,7 @@ async def test_erasure_reaches_every_spelling_kg_folds_to_the_entity(kg: KG, hom
 
     on_disk = (FULL_WIDTH, "Minji Kim", "Minji  Kim", "Minji\nKim", "Minji\u00a0Kim",
                "u00a0Kim", "the lease")  # fmt: skip
+    await written_to_file(kg.store)
     assert [n for n in on_disk if not files_containing(home, n)] == []  # the scan sees them
 
     receipt = await kg.erase_entity("minji kim")

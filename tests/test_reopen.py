@@ -16,6 +16,7 @@ from kg import KG
 from kg.store.falkordb import FalkorDBStore
 from kg.store.falkordb.embedded import EmbeddedServer, LoadProgress
 from tests.conftest import objects, t
+from tests.disk import written_to_file
 
 
 def aof(home: Path) -> dict[str, bytes]:
@@ -41,16 +42,6 @@ def slow_loading() -> Iterator[None]:
         yield
     finally:
         EmbeddedServer.extra_args = ()
-
-
-async def written_to_file(store: FalkorDBStore) -> None:
-    """everysec may hold the last writes in memory for up to 2 s (redis postpones the write
-    while an fsync runs); a test that kills the server waits until they are in the file."""
-    for _ in range(200):
-        if not (await store.client.connection.info("persistence"))["aof_buffer_length"]:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the AOF buffer did not drain")
 
 
 async def write_history(kg: KG, episodes: int, first: int = 0) -> None:
