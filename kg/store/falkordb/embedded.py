@@ -2,9 +2,13 @@
 
 Zero set-up for users: kg starts the server on a private unix socket, with its data in a
 directory that survives restarts, and stops it on close. Durability comes from the append-only
-file: every acknowledged write reaches the AOF before the reply (so a killed server or a killed
-kg process loses nothing acknowledged); `durability="always"` also fsyncs each write, which
-additionally survives power loss at a cost in write throughput.
+file. Under the default `appendfsync everysec` an acknowledged write is normally written to
+the AOF before the reply, but while a background fsync is still running redis postpones the
+write for up to 2 s and replies meanwhile: a killed kg process loses nothing (its server is
+told to exit, and writes and fsyncs its buffer first), a server killed outright can lose
+those seconds. `durability="always"` writes and fsyncs each write before the reply, so it
+survives a killed server and a power cut, at a cost in write throughput (measured by
+benchmarks/durability_cost.py; see docs/design-decisions.md "Durability").
 
 Reopening must cost what the data costs, not what its history cost: replaying FalkorDB
 commands runs every write again (about as slow as writing them was), while an RDB image of the
