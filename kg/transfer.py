@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from kg.errors import InputError, json_object
+from kg.errors import InputError, WriteConflictError, json_object
 from kg.schemas.embedder import EmbeddingModel
 from kg.schemas.graph import VECTOR_FIELDS, EntityNode
 from kg.schemas.labels import ENTITY_LABEL, check_not_reserved
@@ -146,7 +146,11 @@ async def import_lines(
     report = TransferReport(group_id=group, counts=dict.fromkeys(map(str, MODELS), 0))
     try:
         model = await _load(store, it, source, header, staging, group, report)
-        await store.publish_staged(group, staging)
+        try:
+            await store.publish_staged(group, staging)
+        except WriteConflictError:
+            raise InputError(f"group {group!r} was created by another writer meanwhile; "
+                             "nothing was imported: import into a new group") from None  # fmt: skip
     except BaseException:
         with contextlib.suppress(Exception):  # a store gone by now: the next import drops it
             await store.drop_staged(staging)

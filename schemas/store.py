@@ -425,8 +425,8 @@ class StagedImport(Protocol):
         ...
 
     async def publish_staged(self, group_id: str, staging: str) -> None:
-        """Make the staged records the group `group_id`, atomically; StoreError if the group
-        exists by now."""
+        """Make the staged records the group `group_id`, atomically; WriteConflictError if
+        the group exists by now (another writer created it)."""
         ...
 
     async def drop_staged(self, staging: str) -> None: ...

@@ -24,7 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from kg.errors import KGError, StoreError, StoreUnavailableError
+from kg.errors import KGError, StoreError, StoreUnavailableError, WriteConflictError
 from kg.schemas.keys import KEYS_NAMESPACE
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import STAGING_PREFIX, PendingErasure, Record, is_staging
@@ -378,7 +378,7 @@ class FalkorDBStore(CypherStore):
                 "RENAMENX", staging, check_group_id(group_id)
             )
         if not renamed:
-            raise StoreError(f"group {group_id!r} was created while the import ran; "
+            raise WriteConflictError(f"group {group_id!r} was created while the import ran; "
                              "nothing was imported")  # fmt: skip
         self._ready.discard(staging)
 

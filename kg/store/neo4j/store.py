@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-from kg.errors import StoreError, StoreUnavailableError
+from kg.errors import StoreError, StoreUnavailableError, WriteConflictError
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import PendingErasure, Record, is_staging, staging_name
 from kg.store.cypher.base import GROUP_LABEL, Fence
@@ -221,7 +221,7 @@ class Neo4jStore(CypherStore):
         """Every node and relationship of the staging id takes the group's id, in one
         transaction."""
         if await self.has_group(group_id):
-            raise StoreError(f"group {group_id!r} was created while the import ran; "
+            raise WriteConflictError(f"group {group_id!r} was created while the import ran; "
                              "nothing was imported")  # fmt: skip
         params = {"staging": staging, "group_id": group_id}
         await self._run_write([
