@@ -23,6 +23,7 @@ RESERVED_LABELS: frozenset[str] = frozenset(
         "EmbeddingModel",  # the model that embedded a group
         "PendingErasure",  # erasures to finish (Neo4j; FalkorDB keeps them outside graphs)
         "ApiKey",  # kg serve's API key records (kg.schemas.keys)
+        "KGGroup",  # a group's version node, which fences concurrent writers (kg.versioned)
         "Saga",  # Graphiti's episode sequences
     }
 )
