@@ -173,7 +173,7 @@ async def main() -> None:
             await write_bases(store, group, vectors)
             have = 0
             graph = store.client.select_graph(group)
-            fact_index = falkordb_vector_indexes(embedder.dim)[-1]
+            fact_index = falkordb_vector_indexes(embedder.dim)[-1].cypher
             for size in sorted(args.sizes):
                 await graph.query(fact_index.replace("CREATE", "DROP", 1).split(" OPTIONS")[0])
                 t0 = time.perf_counter()

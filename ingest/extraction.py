@@ -27,6 +27,7 @@ from kg.ingest.relative_time import resolve_time
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact
 from kg.schemas.extraction import ExtractedFact, Extraction
 from kg.schemas.graph import EpisodicNode, Quarantined
+from kg.schemas.labels import RESERVED_LABELS
 from kg.schemas.ontology import Ontology
 from kg.schemas.validation import check_name
 
@@ -126,6 +127,9 @@ class Drops(BaseModel):
     unknown_predicate: int = 0
     invalid_name: int = Field(
         default=0, description="A subject or object kg refuses as a name (see check_name)."
+    )
+    reserved_type: int = Field(
+        default=0, description="A subject or object typed with one of kg's own labels."
     )
     malformed: int = 0
 
@@ -254,6 +258,9 @@ def vet(
                 continue
         if predicate is None:
             drops.unknown_predicate += 1
+            continue
+        if any(types.get(_norm(name)) in RESERVED_LABELS for name in (f.subject, f.object)):
+            drops.reserved_type += 1  # kg's own labels are never types, whoever asks
             continue
         if fact is None:
             speaker = named[0] if named else None

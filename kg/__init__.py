@@ -56,6 +56,7 @@ from kg.schemas import (
 )
 from kg.schemas.embedder import Embedder
 from kg.schemas.metrics import Metrics
+from kg.store.falkordb.embedded import LoadProgress
 from kg.transfer import TransferReport
 
 __all__ = [
@@ -88,6 +89,7 @@ __all__ = [
     "KGError",
     "LLMError",
     "LLMRequiredError",
+    "LoadProgress",
     "Method",
     "Metrics",
     "NotFoundError",

@@ -1,39 +1,61 @@
 """Erasure: physical deletion of a subject or a whole group. Erasure is not invalidation.
 
-Erasing an entity removes every episode that names it (as an entity or, whole-word, in its
-text), every fact version touching it, the entities nothing else refers to afterwards, and the
-entity itself. Facts about *other* subjects that those episodes supported are recomputed
-without them, exactly as rollback does. Then the store compacts its files (FalkorDB rewrites
-the append-only file, which otherwise still holds every command ever run). The audit event
+Erasing an entity removes every episode that names it (as an entity, or in its text under the
+same normalisation the entity key uses: full-width letters, any run of whitespace, case), every
+fact version touching it, the entities nothing else refers to afterwards, and the entity
+itself. Facts about *other* subjects that those episodes supported are recomputed without
+them, exactly as rollback does. Then the store compacts its files (FalkorDB rewrites the
+append-only file, which otherwise still holds every command ever run). The audit event
 records counts only, never the subject's name.
+
+An erasure survives a crash: before anything is deleted, a `PendingErasure` record is written
+(no erased text: the entity's uuid and a salted hash of its name key), and it is removed only
+after the compaction. A record left by a crash is finished on the next open (`KG.open`) or
+when the erasure is run again, whichever comes first; the receipt says when compaction ended.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Awaitable, Callable
-from datetime import datetime
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from kg.errors import NotFoundError
 from kg.ingest.names import name_key
+from kg.ingest.structured import new_uuid
 from kg.rollback import plan_rollback
-from kg.schemas.graph import EpisodeStatus, FactEdge
+from kg.schemas.graph import EntityNode, EpisodeStatus, FactEdge
 from kg.schemas.ontology import Ontology
 from kg.schemas.plan import GroupVersion
-from kg.schemas.store import EpisodeLog, FactReader, PlanWriter, StoreAdmin, Timelines
+from kg.schemas.store import (
+    EpisodeLog,
+    ErasureLog,
+    FactReader,
+    PendingErasure,
+    PlanWriter,
+    StoreAdmin,
+    Timelines,
+)
+
+Embed = Callable[[list[FactEdge]], Awaitable[None]]
 
 
-class GroupEraser(FactReader, StoreAdmin, Protocol):
-    """What erasing a group uses: its counts before, the drop and the compaction."""
+class GroupEraser(FactReader, StoreAdmin, ErasureLog, Protocol):
+    """What erasing a group uses: its counts before, the record, the drop and compaction."""
 
 
-class EntityEraser(EpisodeLog, Timelines, FactReader, PlanWriter, StoreAdmin, Protocol):
+class EntityEraser(
+    EpisodeLog, Timelines, FactReader, PlanWriter, StoreAdmin, ErasureLog, Protocol
+):  # fmt: skip
     """What erasing a subject uses: a rollback plan (episode log, timelines), the facts and
-    communities that touch it, the rewrite and the compaction."""
+    communities that touch it, the record, the rewrite and the compaction."""
+
+    async def entities_by_uuid(self, group_id: str, uuids: list[str]) -> list[EntityNode]: ...
 
 
 class ErasureReceipt(BaseModel):
@@ -47,26 +69,83 @@ class ErasureReceipt(BaseModel):
     other_facts_recomputed: int
     files_compacted: bool
     communities_deleted: int = 0
+    compacted_at: datetime | None = None
+    resumed: bool = False  # finishing an erasure a crash interrupted
+
+
+def subject_hash(record_uuid: str, key: str) -> str:
+    """What a pending record keeps of the name: a re-run can match it, a reader learns
+    nothing short of guessing the name (salted, so not across records)."""
+    return hashlib.sha256(f"{record_uuid}\0{key}".encode()).hexdigest()
+
+
+def _receipt(record: PendingErasure, subject: str | None, compacted_at: datetime,
+             resumed: bool) -> ErasureReceipt:  # fmt: skip
+    return ErasureReceipt(
+        group_id=record.group_id, subject=subject, episodes_deleted=record.episodes_deleted,
+        entities_deleted=record.entities_deleted,
+        fact_versions_deleted=record.fact_versions_deleted,
+        other_facts_recomputed=record.other_facts_recomputed, files_compacted=True,
+        communities_deleted=record.communities_deleted, compacted_at=compacted_at,
+        resumed=resumed,
+    )  # fmt: skip
+
+
+async def _compact_and_clear(
+    store: GroupEraser, record: PendingErasure, subject: str | None, resumed: bool
+) -> ErasureReceipt:
+    await store.compact()
+    compacted_at = datetime.now(UTC)
+    await store.clear_erasure(record.uuid)
+    return _receipt(record, subject, compacted_at, resumed)
 
 
 async def erase_group(store: GroupEraser, group_id: str, now: datetime) -> ErasureReceipt:
-    before = await store.stats(group_id, now)
+    pending = [p for p in await store.pending_erasures()
+               if p.group_id == group_id and p.kind == "group"]  # fmt: skip
+    if pending:
+        record = pending[0]
+    else:
+        before = await store.stats(group_id, now)
+        record = PendingErasure(
+            uuid=new_uuid(), group_id=group_id, kind="group", created_at=now, deleted=True,
+            episodes_deleted=before.episodes, entities_deleted=before.entities,
+            fact_versions_deleted=before.edge_versions,
+        )  # fmt: skip
+        await store.record_erasure(record)
     await store.drop_group(group_id)
-    await store.compact()
-    return ErasureReceipt(
-        group_id=group_id,
-        subject=None,
-        episodes_deleted=before.episodes,
-        entities_deleted=before.entities,
-        fact_versions_deleted=before.edge_versions,
-        other_facts_recomputed=0,
-        files_compacted=True,
-    )
+    return await _compact_and_clear(store, record, None, resumed=bool(pending))
 
 
-def _names_subject(text: str, name: str) -> bool:
-    pattern = r"(?<!\w)" + re.escape(name) + r"(?!\w)"
-    return re.search(pattern, text, re.IGNORECASE) is not None
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for k, item in value.items():
+            yield k
+            yield from _strings(item)
+
+
+def _texts(text: str) -> Iterator[str]:
+    """The text, and if it is JSON (a JSON episode, a stored record) every string in it, so
+    that an escaped "\\u00a0" or "\\n" is read as the character it stands for."""
+    yield text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return
+    yield from _strings(value)
+
+
+def names_subject(text: str, key: str) -> bool:
+    """Whether the text names the subject whose name key is `key`, read under the same
+    normalisation (NFKC, case folding, whitespace collapsed): what kg itself would resolve
+    to this entity, the text names."""
+    pattern = re.compile(r"(?<!\w)" + re.escape(key) + r"(?!\w)")
+    return any(pattern.search(name_key(t)) for t in _texts(text))
 
 
 async def erase_entity(
@@ -76,21 +155,67 @@ async def erase_entity(
     name: str,
     now: datetime,
     *,
-    embed: Callable[[list[FactEdge]], Awaitable[None]] | None = None,
+    embed: Embed | None = None,
     base: GroupVersion | None = None,
 ) -> ErasureReceipt:
     """`base`: the group version the reads began at (kg.versioned); the rewrite checks it."""
-    found = await store.entities_by_key(group_id, [name_key(name)])
-    if not found:
-        raise NotFoundError(f"no entity named {name!r} in group {group_id!r}")
-    entity = found[0]
+    key = name_key(name)
+    found = await store.entities_by_key(group_id, [key])
+    if found:
+        return await _erase(store, ontology, group_id, found[0], now, embed=embed, base=base)
+    for record in await store.pending_erasures():  # a crash interrupted this very erasure
+        if (record.group_id, record.kind) == (group_id, "entity") and (
+            record.subject_hash == subject_hash(record.uuid, key)
+        ):
+            return await finish_erasure(store, ontology, record, now, embed=embed, subject=name,
+                                        base=base)  # fmt: skip
+    raise NotFoundError(f"no entity named {name!r} in group {group_id!r}")
+
+
+async def finish_erasure(
+    store: EntityEraser,
+    ontology: Ontology,
+    record: PendingErasure,
+    now: datetime,
+    *,
+    embed: Embed | None = None,
+    subject: str | None = None,
+    base: GroupVersion | None = None,
+) -> ErasureReceipt:
+    """Carry a recorded erasure to its end: drop the group again (idempotent), or erase the
+    entity if it is still there (the crash came before the delete), then compact."""
+    if record.kind == "group":
+        await store.drop_group(record.group_id)
+    elif not record.deleted and record.entity_uuid is not None:
+        still = await store.entities_by_uuid(record.group_id, [record.entity_uuid])
+        if still:
+            receipt = await _erase(store, ontology, record.group_id, still[0], now,
+                                   embed=embed, record=record, base=base)  # fmt: skip
+            return receipt.model_copy(update={"resumed": True})
+    return await _compact_and_clear(store, record, subject, resumed=True)
+
+
+async def _erase(
+    store: EntityEraser,
+    ontology: Ontology,
+    group_id: str,
+    entity: EntityNode,
+    now: datetime,
+    *,
+    embed: Embed | None,
+    record: PendingErasure | None = None,
+    base: GroupVersion | None = None,
+) -> ErasureReceipt:
+    key = name_key(entity.name)
     mentioning = {e.uuid: e for e in await store.episodes_mentioning(group_id, entity.uuid)}
     for ep in await store.find_episodes(group_id, None, None, include_rolled_back=True):
         # Its text, or its stored record (an adopted or resolved episode may state that a
         # fact about the subject ended without naming it in its text), or what the
         # instruction guard quarantined from it (kept on the episode, so erased with it).
-        text = f"{ep.content}\n{ep.extraction or ''}\n{ep.quarantine or ''}"
-        if ep.uuid not in mentioning and _names_subject(text, entity.name):
+        if ep.uuid not in mentioning and any(
+            names_subject(text, key) for text in (ep.content, ep.extraction, ep.quarantine)
+            if text
+        ):  # fmt: skip
             mentioning[ep.uuid] = ep
     live = [u for u, e in mentioning.items() if e.status == EpisodeStatus.ingested]
     plan, report = await plan_rollback(store, ontology, group_id, live, now, kind="erasure")
@@ -115,16 +240,24 @@ async def erase_entity(
     if embed is not None:
         await embed(plan.new_edges)
     plan.base = base
+    if record is None:
+        uuid = new_uuid()
+        record = PendingErasure(
+            uuid=uuid, group_id=group_id, kind="entity", created_at=now,
+            entity_uuid=entity.uuid, subject_hash=subject_hash(uuid, key),
+        )  # fmt: skip
+    # Durable before anything is deleted; the counts as planned, made exact after the delete.
+    record = record.model_copy(update={
+        "episodes_deleted": len(mentioning), "entities_deleted": 1,
+        "fact_versions_deleted": deleted_versions, "other_facts_recomputed": len(report.restored),
+        "communities_deleted": len(plan.delete_communities),
+    })  # fmt: skip
+    await store.record_erasure(record)
     await store.rewrite(plan)
     after = await store.stats(group_id, now)
-    await store.compact()
-    return ErasureReceipt(
-        group_id=group_id,
-        subject=entity.name,
-        episodes_deleted=before.episodes - after.episodes,
-        entities_deleted=before.entities - after.entities,
-        fact_versions_deleted=deleted_versions,
-        other_facts_recomputed=len(report.restored),
-        files_compacted=True,
-        communities_deleted=len(plan.delete_communities),
-    )
+    record = record.model_copy(update={
+        "deleted": True, "episodes_deleted": before.episodes - after.episodes,
+        "entities_deleted": before.entities - after.entities,
+    })  # fmt: skip
+    await store.record_erasure(record)
+    return await _compact_and_clear(store, record, entity.name, resumed=False)

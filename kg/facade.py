@@ -22,7 +22,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field, ValidationError
 
-from kg.erasure import ErasureReceipt, erase_entity, erase_group
+from kg.erasure import ErasureReceipt, erase_entity, erase_group, finish_erasure
 from kg.errors import (
     ExtractionError,
     InputError,
@@ -90,7 +90,7 @@ from kg.schemas.search import SearchView
 from kg.schemas.store import Community, EntitySummary, FactQuery, GraphStore, StoreStats
 from kg.schemas.validation import check_group_id, check_text
 from kg.store import open_store
-from kg.store.falkordb.embedded import Durability
+from kg.store.falkordb.embedded import Durability, ProgressCallback
 from kg.times import TransactionClock, utc
 from kg.transfer import TransferReport, export_lines, import_lines
 from kg.versioned import retrying
@@ -284,6 +284,7 @@ class KG:
         embedder: Embedder | Literal["auto"] | None = None,
         group_id: str = "default",
         cross_encoder: CrossEncoder | None = None,
+        progress: ProgressCallback | None = None,
     ) -> KG:
         """Open a store by URI (embedded FalkorDB by default).
 
@@ -292,30 +293,40 @@ class KG:
         (name and dimension); a group embedded by another model is refused. `embedder="auto"`
         loads the model recorded for `group_id` when it can be loaded here (the packaged
         MiniLM, or a sentence-transformers model at a local path), else runs without (logged).
-        A `cross_encoder` enables the cross-encoder reranker.
+        A `cross_encoder` enables the cross-encoder reranker. `progress` is called while the
+        embedded store loads its data (a large store takes a while).
         """
         if embedder == "auto":
-            store = await open_store(uri, home=home, durability=durability)
+            store = await open_store(uri, home=home, durability=durability, progress=progress)
             try:
                 embedder = await _recorded_embedder(store, group_id)
             except BaseException:
                 await store.close()
                 raise
             if embedder is None:
-                return cls(
+                return await cls(
                     store, ontology=ontology, llm=llm, guards=guards, cross_encoder=cross_encoder
-                )
+                )._opened()
             await store.close()  # reopened below, with vector indexes of the model's dimension
         dim = embedder.dim if embedder is not None else None
-        store = await open_store(uri, home=home, durability=durability, embedding_dim=dim)
-        return cls(
+        store = await open_store(uri, home=home, durability=durability, embedding_dim=dim,
+                                 progress=progress)  # fmt: skip
+        return await cls(
             store,
             ontology=ontology,
             llm=llm,
             guards=guards,
             embedder=embedder,
             cross_encoder=cross_encoder,
-        )
+        )._opened()
+
+    async def _opened(self) -> Self:
+        """What `open` does once the store is up: finish erasures a crash interrupted."""
+        try:
+            await self.finish_erasures()
+        except KGError as exc:  # the store opens anyway; a re-run of the erasure finishes it
+            log.warning("an interrupted erasure is still unfinished: %s", exc)
+        return self
 
     async def __aenter__(self) -> Self:
         return self
@@ -675,7 +686,8 @@ class KG:
         return sorted(events, key=lambda ev: ev.created_at, reverse=True)[:limit]
 
     async def erase_entity(self, name: str, *, group_id: str = "default") -> ErasureReceipt:
-        """Physically delete a subject: its episodes, facts, entity, and their traces on disk."""
+        """Physically delete a subject: its episodes, facts, entity, and their traces on disk.
+        Run again after a crash, it finishes what the crash interrupted."""
         self._check_group(group_id)
         name = _text("entity name", name)
         async with self._writer(group_id):
@@ -696,6 +708,21 @@ class KG:
             if receipt.communities_deleted:
                 await self._build_communities(group_id)
             return receipt
+
+    async def finish_erasures(self) -> list[ErasureReceipt]:
+        """Finish erasures a crash interrupted (run by `open`): each is recorded before
+        anything is deleted and cleared only once the files are compacted."""
+        receipts = []
+        for record in await self.store.pending_erasures():
+            async with self._writer(record.group_id):
+                receipt = await finish_erasure(
+                    self.store, self.ontology, record, self.clock.now(),
+                    embed=partial(self._embed, record.group_id),
+                )  # fmt: skip
+            log.warning("finished an interrupted erasure in group %r; files compacted at %s",
+                        receipt.group_id, receipt.compacted_at)  # fmt: skip
+            receipts.append(receipt)
+        return receipts
 
     async def erase_group(self, group_id: str) -> ErasureReceipt:
         """Physically delete a whole group, and compact the store's files."""

@@ -5,14 +5,22 @@ The file is the models' own JSON, one record a line, its kind under "record": a 
 then every entity, episode, fact version (all of them: the bi-temporal history travels
 whole), mention, community, membership and audit event, with uuids, times and embeddings as
 stored, then a trailer with the counts. An import is checked line by line against the
-models and goes only into a group that does not exist yet; a file that is malformed,
-truncated (no trailer, or counts that disagree) or refused by the store leaves no trace: the
-half-imported group is dropped.
+models and goes only into a group that does not exist yet. Every record is rewritten to the
+target group, whatever group the file names: on Neo4j all groups share one database, and a
+row keeping its original group_id would land in another tenant.
+
+An import loads into a staging area (a graph, or a group id, that no group lookup sees) and
+becomes the group in one step at the end (FalkorDB: a key rename; Neo4j: the staging id
+rewritten in one transaction). A file that is malformed, truncated (no trailer, or counts
+that disagree) or refused by the store, and an import killed midway, leave no group behind,
+and the import can simply be run again: leftovers of a killed one are dropped first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
@@ -21,17 +29,18 @@ from pydantic import BaseModel, ValidationError
 
 from kg.errors import InputError, WriteConflictError, json_object
 from kg.schemas.embedder import EmbeddingModel
-from kg.schemas.graph import VECTOR_FIELDS
-from kg.schemas.plan import GroupVersion
+from kg.schemas.graph import VECTOR_FIELDS, EntityNode
+from kg.schemas.labels import ENTITY_LABEL, check_not_reserved
 from kg.schemas.store import (
     RECORD_MODELS,
     EmbeddingModels,
     Mention,
-    PlanWriter,
     Record,
     RecordKind,
     RecordTransfer,
+    StagedImport,
     StoreAdmin,
+    staging_name,
 )
 from kg.schemas.validation import check_group_id, validation_message
 
@@ -46,9 +55,9 @@ __all__ = ["MODELS", "Mention", "TransferReport", "dump_all", "export_lines", "i
 MODELS = RECORD_MODELS
 
 
-class TransferStore(RecordTransfer, StoreAdmin, EmbeddingModels, PlanWriter, Protocol):
-    """Records in and out, and the store-wide calls around them (groups, drop, dimension,
-    the model that embedded the group, the hold an import keeps on its group)."""
+class TransferStore(RecordTransfer, StagedImport, StoreAdmin, EmbeddingModels, Protocol):
+    """Records in and out, staged imports, and the store-wide calls around them (groups,
+    drop, dimension, the model that embedded the group)."""
 
 
 class Header(BaseModel):
@@ -131,21 +140,23 @@ async def import_lines(
             f"group {group!r} already exists; import into a new group (--into NAME), or erase "
             "it first: an import never merges into or overwrites stored data"
         )
-    # The group is taken with a hold written only if nobody has written it yet; other writers
-    # wait while the import's pages go in (kg.versioned), and each page checks the last one's
-    # version, so nothing can land in between.
-    try:
-        base = await store.set_hold(group, GroupVersion(), "import")
-    except WriteConflictError:
-        raise InputError(f"group {group!r} was created by another writer meanwhile; import "
-                         "into a new group") from None  # fmt: skip
+    for leftover in await store.staged(group):  # a killed import of this group left these
+        await store.drop_staged(leftover)
+    staging = staging_name(group, uuid.uuid4().hex[:16])
     report = TransferReport(group_id=group, counts=dict.fromkeys(map(str, MODELS), 0))
     try:
-        base = await _load(store, it, source, header, group, report, base)
-        await store.set_hold(group, base, None)
+        model = await _load(store, it, source, header, staging, group, report)
+        try:
+            await store.publish_staged(group, staging)
+        except WriteConflictError:
+            raise InputError(f"group {group!r} was created by another writer meanwhile; "
+                             "nothing was imported: import into a new group") from None  # fmt: skip
     except BaseException:
-        await store.drop_group(group)  # it did not exist before: nothing of the user's is lost
+        with contextlib.suppress(Exception):  # a store gone by now: the next import drops it
+            await store.drop_staged(staging)
         raise
+    if model is not None:  # so that embedder="auto" finds the model again
+        await store.record_embedding_model(group, model)
     return report
 
 
@@ -168,10 +179,12 @@ async def _load(
     it: Iterable[tuple[int, str]],
     source: str,
     header: Header,
+    staging: str,
     group: str,
     report: TransferReport,
-    base: GroupVersion,
-) -> GroupVersion:
+) -> EmbeddingModel | None:
+    """Load the records into the staging area; returns the embedding model to record for
+    the group once it is published."""
     batch: list[Record] = []
     kind: RecordKind | None = None
     order = list(MODELS)
@@ -194,20 +207,22 @@ async def _load(
             raise InputError(f"{where}: {k.value!r} records after {kind and kind.value!r} ones; "
                              "the file is out of order (was it edited?)")  # fmt: skip
         if k != kind and batch:
-            base = await store.load(group, batch, base=base)
+            await store.load_staged(group, staging, batch)
             batch = []
         kind = k
-        if header.group_id != group and "group_id" in row:
+        if "group_id" in row:  # always: a row never keeps another group's id
             row["group_id"] = group
         item = _parse(MODELS[k], row, where)
+        if isinstance(item, EntityNode):
+            _check_labels(item, where)
         _check_dim(item, report, store, where)
         batch.append(item)
         report.counts[k] += 1
         if len(batch) >= BATCH:
-            base = await store.load(group, batch, base=base)
+            await store.load_staged(group, staging, batch)
             batch = []
     if batch:
-        base = await store.load(group, batch, base=base)
+        await store.load_staged(group, staging, batch)
     if trailer is None:
         raise InputError(f"{source}: truncated: no end record; nothing was imported")
     if trailer.counts != report.counts:
@@ -220,8 +235,8 @@ async def _load(
                 f"{source}: the header names {model}, the vectors have "
                 f"{report.embedding_dim}; nothing was imported"
             )
-        await store.record_embedding_model(group, model)  # auto finds the model again
-    return base
+        return model
+    return None
 
 
 def _parse(model: type[Any], row: dict[str, Any], where: str) -> Any:
@@ -229,6 +244,14 @@ def _parse(model: type[Any], row: dict[str, Any], where: str) -> Any:
         return model.model_validate(row)
     except ValidationError as exc:
         raise InputError(f"{where}: {validation_message(exc)}") from None
+
+
+def _check_labels(entity: EntityNode, where: str) -> None:
+    for label in set(entity.labels) - {ENTITY_LABEL}:
+        try:
+            check_not_reserved(label)
+        except ValueError as exc:
+            raise InputError(f"{where}: {exc}") from None
 
 
 def _check_dim(item: BaseModel, report: TransferReport, store: StoreAdmin, where: str) -> None:

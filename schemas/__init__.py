@@ -15,12 +15,14 @@ from kg.schemas.graph import (
     FactEdge,
     Quarantined,
 )
+from kg.schemas.labels import RESERVED_LABELS
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, EntityType, Ontology, Predicate
 from kg.schemas.plan import EdgeReinforcement, EdgeRetirement, PlanSummary, WritePlan
 from kg.schemas.store import FactQuery, GraphStore, StoreStats, TimelineKey
 
 __all__ = [
     "DEFAULT_ONTOLOGY",
+    "RESERVED_LABELS",
     "Channel",
     "CommunityNode",
     "EdgeReinforcement",

@@ -11,6 +11,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kg.schemas.labels import check_not_reserved
 from kg.schemas.validation import PREDICATE_RE, TYPE_NAME_RE
 
 _NON_WORD = re.compile(r"[^0-9A-Za-z]+")
@@ -36,7 +37,7 @@ class EntityType(BaseModel):
             raise ValueError(
                 f"entity type {v!r} must be PascalCase letters and digits (e.g. Person)"
             )
-        return v
+        return check_not_reserved(v)
 
 
 class Predicate(BaseModel):
@@ -103,8 +104,11 @@ class Ontology(BaseModel):
         return Predicate(name=name, cardinality="many")
 
     def resolve_entity_type(self, raw: str | None) -> str | None:
+        """The declared type, or in a lenient ontology any PascalCase name that is not one
+        of kg's own labels; ValueError otherwise."""
         if raw is None:
             return None
+        check_not_reserved(raw)
         for t in self.entity_types:
             if t.name == raw:
                 return t.name

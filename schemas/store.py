@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -88,6 +88,26 @@ class Mention(BaseModel):
     episode: str
     entity: str
     created_at: datetime
+
+
+class PendingErasure(BaseModel):
+    """An erasure in progress, recorded durably before anything is deleted and removed once
+    the files are compacted, so that a crash in between is finished on the next open or
+    re-run. It holds no erased text: the subject as a uuid (gone once deleted) and a hash of
+    its name key salted with this record's uuid (how a re-run by name finds it)."""
+
+    uuid: str
+    group_id: GroupId
+    kind: Literal["entity", "group"]
+    created_at: UtcDatetime
+    entity_uuid: str | None = None
+    subject_hash: str | None = None
+    deleted: bool = Field(default=False, description="The graph delete is done (counts final).")
+    episodes_deleted: int = 0
+    entities_deleted: int = 0
+    fact_versions_deleted: int = 0
+    other_facts_recomputed: int = 0
+    communities_deleted: int = 0
 
 
 class RecordKind(StrEnum):
@@ -342,6 +362,19 @@ class EmbeddingModels(Protocol):
         ...
 
 
+class ErasureLog(Protocol):
+    """Erasures not finished yet, kept outside every group's data (a group's drop must not
+    take its own erasure record with it) and read whole: there are few, and only briefly."""
+
+    async def pending_erasures(self) -> list[PendingErasure]: ...
+
+    async def record_erasure(self, erasure: PendingErasure) -> None:
+        """Write (or overwrite, by uuid) the record, durably, before the caller deletes."""
+        ...
+
+    async def clear_erasure(self, uuid: str) -> None: ...
+
+
 class RecordTransfer(Protocol):
     """Records in and out whole (uuids, times, vectors): export, import, adoption."""
 
@@ -389,12 +422,47 @@ class KeyStore(Protocol):
         ...
 
 
+STAGING_PREFIX = "kg-import:"
+
+
+def staging_name(group_id: str, nonce: str) -> str:
+    """Where an import into `group_id` is loaded before it is published: not a group id
+    (':' is not allowed in one), so no listing or lookup of groups ever sees it."""
+    return f"{STAGING_PREFIX}{group_id}:{nonce}"
+
+
+def is_staging(name: str, group_id: str | None = None) -> bool:
+    prefix = STAGING_PREFIX if group_id is None else f"{STAGING_PREFIX}{group_id}:"
+    return name.startswith(prefix)
+
+
+class StagedImport(Protocol):
+    """An import loads into a staging area and becomes the group in one step, so a killed
+    or failed import never leaves a partial group behind, and a retry is always possible."""
+
+    async def load_staged(self, group_id: str, staging: str, items: Sequence[Record]) -> None:
+        """`load`, into the staging area: the records belong to `group_id` (their group_id
+        is the target's), but nothing of them is visible as the group yet."""
+        ...
+
+    async def publish_staged(self, group_id: str, staging: str) -> None:
+        """Make the staged records the group `group_id`, atomically; WriteConflictError if
+        the group exists by now (another writer created it)."""
+        ...
+
+    async def drop_staged(self, staging: str) -> None: ...
+
+    async def staged(self, group_id: str) -> list[str]:
+        """Staging areas left for the group (by a killed import)."""
+        ...
+
+
 class ReplayStore(EpisodeLog, Timelines, Protocol):
     """What replay and rollback plans are computed from: the episode log and the timelines."""
 
 
 class GraphStore(
     EpisodeLog, Timelines, FactReader, PlanWriter, SearchIndex, MetricsStore, StoreAdmin,
-    RecordTransfer, EmbeddingModels, KeyStore, Protocol,
+    RecordTransfer, StagedImport, EmbeddingModels, KeyStore, ErasureLog, Protocol,
 ):  # fmt: skip
     """The whole contract: what the facade holds and every backend implements."""

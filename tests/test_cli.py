@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kg.cli import app
+from kg.store.falkordb import FalkorDBStore
 
 runner = CliRunner()
 
@@ -168,6 +169,33 @@ def test_bad_ontology_file_is_named(home: Path, tmp_path: Path) -> None:
 def test_bad_arguments_are_named(home: Path, args: list[str], message: str) -> None:
     code, _, err = kg(home, *args)
     assert code == 1 and message in err
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "setting"),
+    [([], {}, "everysec"), (["--durability", "always"], {}, "always"),
+     ([], {"KG_DURABILITY": "always"}, "always")],
+)  # fmt: skip
+def test_durability_reaches_the_embedded_server(
+    home: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str],
+    setting: str,
+) -> None:  # fmt: skip
+    seen: list[str] = []
+    close = FalkorDBStore.close
+
+    async def read_then_close(self: FalkorDBStore) -> None:
+        seen.append((await self.client.connection.config_get("appendfsync"))["appendfsync"])
+        await close(self)
+
+    monkeypatch.setattr(FalkorDBStore, "close", read_then_close)
+    r = runner.invoke(app, ["--home", str(home), *args, "stats"], env=env)
+    assert r.exit_code == 0, r.stderr
+    assert seen == [setting]
+
+
+def test_an_unknown_durability_is_refused(home: Path) -> None:
+    code, _, err = kg(home, "--durability", "never", "stats")
+    assert code == 2 and "never" in err
 
 
 def test_a_locked_data_directory_is_a_clear_error(home: Path, jsonl: Path) -> None:

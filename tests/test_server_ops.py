@@ -26,7 +26,9 @@ from tests.served import ROOT, Served, kg_command, kg_env, serve
 # The shutdown test: writers, and statements per episode. A group's writes run one at a time
 # and one takes most of a second, so those queued at SIGTERM outlast --graceful-timeout 1
 # and get cut off. (Kept small: a reopened store replays its whole log before it answers.)
-WRITERS, FACTS = 6, 400
+# 16 queued writes of the most facts an episode takes: draining them outlasts the 1 s
+# graceful timeout on an idle machine too (6 x 400 finished within it there).
+WRITERS, FACTS = 16, 500
 
 
 def kg_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

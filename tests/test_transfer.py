@@ -3,7 +3,14 @@ never leaves a half-imported group behind."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,7 +21,12 @@ from kg.cli import app
 from kg.errors import InputError
 from kg.ingest.embeddings import local_minilm
 from kg.schemas.embedder import Embedder
+from kg.schemas.store import is_staging
+from kg.store.falkordb import FalkorDBStore
+from kg.store.neo4j import Neo4jStore
+from kg.transfer import import_lines
 from tests.conftest import add, t
+from tests.test_neo4j_offline import FakeDriver, parse
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +179,136 @@ def test_cli_export_then_import(tmp_path: Path) -> None:
     assert json.loads(r.stdout)[0]["object"] == "B"
     r = runner.invoke(app, ["--home", str(dst), "import", str(tmp_path / "nope.jsonl")])
     assert r.exit_code == 1 and "cannot read" in r.stderr
+
+
+# -- interrupted imports, and tenancy ----------------------------------------------------------
+
+
+async def big_export(tmp_path: Path) -> Path:
+    """One episode of 700 facts: 1,400 entities and 700 edges, several load batches."""
+    async with await KG.open(home=tmp_path / "src") as kg:
+        await add(kg, t(2024), *[(f"P{i}", "KNOWS", f"Q{i}") for i in range(700)])
+        path = tmp_path / "big.jsonl"
+        path.write_text("\n".join(await lines_of(kg)) + "\n")
+    return path
+
+
+def _import_until_killed(home: Path, dump: Path) -> str:
+    """A kg process that imports, and stops for good after its second load batch."""
+    return textwrap.dedent(f"""
+        import asyncio
+        from kg import KG
+
+        async def main():
+            kg = await KG.open(home={str(home)!r})
+            store = kg.store
+            name = "load_staged" if hasattr(store, "load_staged") else "load"
+            real, calls = getattr(store, name), []
+
+            async def load_then_stop(*args):
+                await real(*args)
+                calls.append(1)
+                if len(calls) == 2:
+                    while (await store.client.connection.info("persistence"))[
+                            "aof_buffer_length"]:
+                        await asyncio.sleep(0.01)
+                    print(store.server.pid, flush=True)
+                    await asyncio.sleep(3600)
+
+            setattr(store, name, load_then_stop)
+            with open({str(dump)!r}) as fh:
+                await kg.import_lines(fh, into="team")
+
+        asyncio.run(main())
+    """)
+
+
+async def test_a_killed_import_leaves_no_group_and_can_be_run_again(tmp_path: Path) -> None:
+    dump, home = await big_export(tmp_path), tmp_path / "dst"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _import_until_killed(home, dump), stdout=subprocess.PIPE,
+        cwd=Path(__file__).parents[1],
+    )  # fmt: skip
+    assert proc.stdout is not None
+    server = int(await asyncio.wait_for(proc.stdout.readline(), 120))
+    os.kill(server, signal.SIGKILL)
+    proc.kill()
+    await proc.wait()
+
+    async with await KG.open(home=home) as kg:
+        assert await kg.groups() == []  # 1,000 entities were loaded, but not as a group
+        with dump.open() as fh:
+            report = await kg.import_lines(fh, into="team")
+        assert report.counts["entities"] == 1400 and report.counts["edges"] == 700
+        assert (await kg.stats("team")).current_facts == 700
+        assert await kg.groups() == ["team"]
+        assert await kg.store.staged("team") == []  # the killed import's leftovers are gone
+
+
+async def test_a_damaged_import_does_not_come_back_after_restarts(tmp_path: Path) -> None:
+    """FalkorDB logs a constraint again when a replay brings it into force, after the graph
+    was deleted: the next replay then created an empty graph, and the retry was refused."""
+    home = tmp_path / "dst"
+    async with await KG.open(home=tmp_path / "src") as src:
+        await build(src)
+        lines = await lines_of(src)
+    kg = await KG.open(home=home)
+    with pytest.raises(InputError, match="truncated"):
+        await kg.import_lines(lines[:-1], into="team")
+    assert isinstance(kg.store, FalkorDBStore) and kg.store.server is not None
+    os.kill(kg.store.server.pid or 0, signal.SIGKILL)  # a crash: nothing folded on close
+    kg.store.server.process.wait()  # type: ignore[union-attr]
+    await kg.close()
+    for _ in range(2):
+        async with await KG.open(home=home) as kg:
+            assert await kg.groups() == []
+    async with await KG.open(home=home) as kg:
+        report = await kg.import_lines(lines, into="team")
+        assert report.counts["edges"] > 0 and await kg.groups() == ["team"]
+
+
+def _retarget(lines: list[str], header_group: str, row_group: str) -> list[str]:
+    out = []
+    for line in lines:
+        row = json.loads(line)
+        if row["record"] == "header":
+            row["group_id"] = header_group
+        elif "group_id" in row:
+            row["group_id"] = row_group
+        out.append(json.dumps(row, ensure_ascii=False))
+    return out
+
+
+async def test_every_imported_row_takes_the_target_group(kg: KG) -> None:
+    """Rows naming another tenant, in a file whose header names the target: stored under the
+    target, whatever the rows said (FalkorDB: every node and edge inspected)."""
+    await build(kg)
+    lines = _retarget(await lines_of(kg), header_group="team8", row_group="other-tenant")
+    await kg.import_lines(lines)  # into the header's group
+    assert isinstance(kg.store, FalkorDBStore)
+    for query in ("MATCH (n) RETURN DISTINCT n.group_id AS g",
+                  "MATCH ()-[e]->() RETURN DISTINCT e.group_id AS g"):  # fmt: skip
+        assert [r["g"] for r in await kg.store.raw_query("team8", query)] == ["team8"]
+    assert sorted(await kg.groups()) == ["default", "team8"]
+    assert await snapshot(kg, "team8") == await snapshot(kg)
+
+
+async def test_a_neo4j_import_writes_nothing_under_another_groups_id(kg: KG) -> None:
+    """Offline: every row and parameter the Neo4j backend is sent carries the staging id,
+    and one last transaction renames it to the target; the file's tenant never appears."""
+    await build(kg)
+    lines = _retarget(await lines_of(kg), header_group="team8", row_group="other-tenant")
+    driver = FakeDriver()
+    store = Neo4jStore(driver, "neo4j", embedding_dim=384)
+    await import_lines(store, lines)
+    *loads, publish = [tx for tx in driver.transactions if not tx[0][0].startswith("CREATE")]
+    assert len(loads) >= 7  # one per record kind at least
+    sent = json.dumps([p for tx in loads for _, p in tx], default=str)
+    staging = {g for g in re.findall(r'"group_id": "([^"]+)"', sent)}
+    assert len(staging) == 1 and is_staging(staging.pop(), "team8")
+    assert "other-tenant" not in sent
+    renames = [p for _, p in publish]
+    assert renames == [{"staging": renames[0]["staging"], "group_id": "team8"}] * 2
+    await store.staged("team8")
+    for query, _ in [*(st for tx in [*loads, publish] for st in tx), *driver.reads]:
+        parse(query)  # DDL aside: its shape is checked in test_neo4j_offline

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -43,7 +44,7 @@ from kg.schemas.graph import Fact
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.validation import check_group_id
 from kg.store.falkordb import FalkorDBStore
-from kg.store.falkordb.embedded import default_home, running_socket
+from kg.store.falkordb.embedded import Durability, default_home, running_socket
 from kg.times import parse_time
 
 T = TypeVar("T")
@@ -60,6 +61,11 @@ out = render.SafeConsole()
 err = render.SafeConsole(stderr=True)
 
 
+class DurabilityOpt(StrEnum):
+    everysec = "everysec"
+    always = "always"
+
+
 @dataclass
 class Settings:
     home: Path | None
@@ -67,6 +73,7 @@ class Settings:
     group: str
     ontology_path: Path | None
     embedder: str = "auto"
+    durability: Durability = "everysec"
 
     def ontology(self) -> Ontology:
         if self.ontology_path is None:
@@ -110,6 +117,8 @@ class Settings:
             group_id=self.group,
             cross_encoder=cross_encoder,
             llm=llm,
+            durability=self.durability,
+            progress=render.loading(err),
         )
 
 
@@ -182,6 +191,15 @@ def main_options(
             "model path.",
         ),
     ] = "auto",
+    durability: Annotated[
+        DurabilityOpt,
+        typer.Option(
+            envvar="KG_DURABILITY",
+            help="Embedded store: 'everysec' (default; a killed server can lose up to 2 s of "
+            "acknowledged writes while an fsync lags) or 'always' (each write fsynced before "
+            "it is acknowledged).",
+        ),
+    ] = DurabilityOpt.everysec,
 ) -> None:
     if home == "":  # Path("") is the current directory: never a data directory by accident
         raise _fail("--home / KG_HOME is empty; unset it for the default ~/.kg")
@@ -191,6 +209,7 @@ def main_options(
         group=group,
         ontology_path=None if ontology is None else ontology.expanduser(),
         embedder=embedder,
+        durability=durability.value,
     )
 
 

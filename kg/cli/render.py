@@ -35,6 +35,7 @@ from kg.schemas.keys import ApiKeyRecord
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import Community, StoreStats
 from kg.schemas.timefmt import interval
+from kg.store.falkordb.embedded import LoadProgress
 from kg.transfer import TransferReport
 
 TIME = "%Y-%m-%d %H:%M:%S"
@@ -423,11 +424,28 @@ def log(console: Console, events: list[AuditEvent], *, as_json: bool) -> None:
 
 
 def erasure(console: Console, target: str, receipt: ErasureReceipt) -> None:
+    when = f" at {receipt.compacted_at:%Y-%m-%d %H:%M:%S} UTC" if receipt.compacted_at else ""
+    resumed = "; finished an erasure a crash had interrupted" if receipt.resumed else ""
     console.print(
         f"erased {target}: {receipt.episodes_deleted} episodes, {receipt.entities_deleted} "
         f"entities, {receipt.fact_versions_deleted} fact versions deleted; "
         f"{receipt.other_facts_recomputed} other facts recomputed; store files compacted"
-    )
+        f"{when}{resumed}",
+        markup=False, highlight=False,
+    )  # fmt: skip
+
+
+def loading(console: Console, every: float = 5.0) -> Callable[[LoadProgress], None]:
+    """The `progress` callback for KG.open: a line every `every` seconds while a large store
+    loads (nothing for a quick start)."""
+    shown = [0.0]
+
+    def report(p: LoadProgress) -> None:
+        if p.elapsed_seconds - shown[0] >= every:
+            shown[0] = p.elapsed_seconds
+            console.print(p.line(), markup=False, highlight=False)
+
+    return report
 
 
 def search(console: Console, results: SearchResults, *, explain: bool) -> None:

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from kg.errors import InputError
 from kg.store.falkordb import FalkorDBStore
-from kg.store.falkordb.embedded import Durability, default_home
+from kg.store.falkordb.embedded import Durability, ProgressCallback, default_home
 from kg.store.neo4j import NEO4J_SCHEMES, Neo4jStore
 
 __all__ = ["FalkorDBStore", "Neo4jStore", "open_store"]
@@ -25,11 +25,13 @@ async def open_store(
     home: str | Path | None = None,
     durability: Durability = "everysec",
     embedding_dim: int | None = None,
+    progress: ProgressCallback | None = None,
 ) -> FalkorDBStore | Neo4jStore:
+    """`progress` hears how far the embedded server is in loading its data set."""
     if uri in (None, "", "embedded"):
         path = _data_dir(home)
         return await FalkorDBStore.embedded(
-            path, durability=durability, embedding_dim=embedding_dim
+            path, durability=durability, embedding_dim=embedding_dim, progress=progress
         )
     try:
         parsed = urlparse(uri)

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from kg.schemas.graph import EntityNode, FactEdge
+from kg.schemas.labels import ENTITY_LABEL, check_not_reserved
 from kg.schemas.metrics import (
     ApiMetrics,
     CallKind,
@@ -27,10 +28,14 @@ _QUERY_COUNTERS = ("queries", "zero_result_queries", "branch_errors", "latency_m
 
 
 def label_suffix(labels: list[str]) -> str:
-    for label in labels:
+    """An entity's extra labels as Cypher: every entity is :Entity already, and no entity
+    may carry another of kg's own labels (the last guard, whatever the caller checked)."""
+    extra = sorted(set(labels) - {ENTITY_LABEL})
+    for label in extra:
         if not TYPE_NAME_RE.fullmatch(label):
             raise ValueError(f"refusing to use {label!r} as a Cypher label")
-    return "".join(f":{label}" for label in sorted(set(labels)))
+        check_not_reserved(label)
+    return "".join(f":{label}" for label in extra)
 
 
 class CypherWrites(CypherBase):

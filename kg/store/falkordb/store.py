@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import re
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -23,18 +24,25 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from kg.errors import StoreError, StoreUnavailableError
+from kg.errors import KGError, StoreError, StoreUnavailableError, WriteConflictError
 from kg.schemas.keys import KEYS_NAMESPACE
 from kg.schemas.plan import GroupVersion
+from kg.schemas.store import STAGING_PREFIX, PendingErasure, Record, is_staging
 from kg.schemas.validation import GROUP_ID_RE, check_group_id
 from kg.store.cypher.base import GROUP_LABEL, Fence
 from kg.store.cypher.dialect import Statement
 from kg.store.cypher.store import CypherStore
+from kg.store.falkordb import persistence
 from kg.store.falkordb.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
 from kg.store.falkordb.dialect import FalkorDialect
-from kg.store.falkordb.embedded import Durability, EmbeddedServer
+from kg.store.falkordb.embedded import Durability, EmbeddedServer, ProgressCallback
 
+log = logging.getLogger("kg")
 INDEX_WAIT_SECONDS = 120
+# Erasures in progress: a plain hash beside the graphs (':' is not allowed in a group id, and
+# GRAPH.LIST lists graphs only), so dropping a group's graph cannot take its record with it.
+PENDING_ERASURES_KEY = "kg:pending-erasures"
+_STAGING_RE = re.compile(rf"^{re.escape(STAGING_PREFIX)}[A-Za-z0-9_-]{{1,64}}:[0-9a-f]{{8,32}}\Z")
 
 
 @contextlib.contextmanager
@@ -92,10 +100,16 @@ def check_params(value: Any, path: str = "$") -> None:
 
 def _pool(**kwargs: Any) -> Any:
     """Callers beyond the pool size wait for a connection instead of failing ("Too many
-    connections" is what redis-py's default pool raises), so concurrent agents just queue."""
+    connections" is what redis-py's default pool raises), so concurrent agents just queue.
+
+    No read timeout (redis-py 8 defaults to 5 s): a write plan is one query, and a large one
+    (a 20,000-fact episode, an import batch, a rollback of thousands of timelines) runs
+    longer. A client that stops waiting does not stop the server: the write would complete
+    while kg reported it unwritten. A server that goes away still closes the socket."""
     from redis.asyncio import BlockingConnectionPool
 
-    return BlockingConnectionPool(max_connections=16, timeout=60, decode_responses=True, **kwargs)
+    return BlockingConnectionPool(max_connections=16, timeout=60, decode_responses=True,
+                                  socket_timeout=None, **kwargs)  # fmt: skip
 
 
 class FalkorDBStore(CypherStore):
@@ -108,6 +122,7 @@ class FalkorDBStore(CypherStore):
         self.embedding_dim = embedding_dim
         self._ready: set[str] = set()
         self._indexed: set[str] = set()
+        self._folding: asyncio.Future[None] | None = None
 
     @classmethod
     async def embedded(
@@ -116,14 +131,27 @@ class FalkorDBStore(CypherStore):
         *,
         durability: Durability = "everysec",
         embedding_dim: int | None = None,
+        progress: ProgressCallback | None = None,
+        start_timeout: float = 30.0,
     ) -> FalkorDBStore:
+        """Start the embedded server on `home` and wait for its data to load, reporting
+        through `progress`; a long command log it had to replay is folded in the background.
+        `start_timeout` bounds the wait for the server to listen, not its loading."""
         from falkordb.asyncio import FalkorDB
         from redis.asyncio import UnixDomainSocketConnection
 
         server = EmbeddedServer(home, durability)
-        socket = await server.start()
+        socket = await server.start(start_timeout, progress=progress)
         pool = _pool(connection_class=UnixDomainSocketConnection, path=socket)
-        return cls(FalkorDB(connection_pool=pool), server, embedding_dim)
+        store = cls(FalkorDB(connection_pool=pool), server, embedding_dim)
+        store._folding = asyncio.ensure_future(store._fold_in_background())
+        return store
+
+    async def _fold_in_background(self) -> None:
+        try:
+            await self.fold_history(wait=False)
+        except KGError as exc:  # the close folds again, or reports
+            log.warning("could not compact the store's files after loading: %s", exc)
 
     @classmethod
     async def attach(cls, socket: str) -> FalkorDBStore:
@@ -165,21 +193,38 @@ class FalkorDBStore(CypherStore):
         return self._db
 
     def _graph(self, group_id: str) -> Any:
+        """A group's graph, the reserved key namespace, or an import's staging graph
+        (kg.transfer loads into one)."""
         if group_id == KEYS_NAMESPACE:  # reserved: never a group (see kg.schemas.keys)
             return self._db.select_graph(KEYS_NAMESPACE)
-        return self._db.select_graph(check_group_id(group_id))
+        if not _STAGING_RE.match(group_id):
+            check_group_id(group_id)
+        return self._db.select_graph(group_id)
 
     async def ensure_schema(self, group_id: str) -> None:
+        """Create what the group's graph lacks, and only that: the graph's own index and
+        constraint lists are read first (reads are not logged), so an existing group costs
+        no command in the append-only file."""
         if group_id in self._ready or group_id == KEYS_NAMESPACE:
             return
         graph = self._graph(group_id)
-        ddl = list(FALKORDB_INDEXES)
+        specs = list(FALKORDB_INDEXES)
         if self.embedding_dim:
-            ddl += falkordb_vector_indexes(self.embedding_dim)
+            specs += falkordb_vector_indexes(self.embedding_dim)
         with translated("a schema statement"):
-            for stmt in ddl:
-                await self._ddl(graph.query(stmt))
+            indexes = await self._schema_rows(graph, "CALL db.indexes()")
+            for spec in specs:
+                if spec.missing_from(indexes):
+                    await self._ddl(graph.query(spec.cypher))
+            constraints = {
+                (r.get("label"), tuple(r.get("properties") or ()))
+                for r in await self._schema_rows(graph, "CALL db.constraints()")
+                if r.get("type") == "UNIQUE" and r.get("entitytype") == "NODE"
+                and r.get("status") != "FAILED"
+            }  # fmt: skip
             for label, prop in FALKORDB_UNIQUE:
+                if (label, (prop,)) in constraints:
+                    continue
                 await self._ddl(
                     self._db.connection.execute_command(
                         "GRAPH.CONSTRAINT", "CREATE", group_id, "UNIQUE", "NODE", label,
@@ -187,6 +232,16 @@ class FalkorDBStore(CypherStore):
                     )
                 )  # fmt: skip
         self._ready.add(group_id)
+
+    @staticmethod
+    async def _schema_rows(graph: Any, query: str) -> list[dict[str, Any]]:
+        try:
+            result = await graph.ro_query(query)
+        except ResponseError as exc:
+            if "empty key" in str(exc):
+                return []  # a new group: nothing there yet
+            raise StoreError(f"FalkorDB refused schema statement: {_line(exc)}") from exc
+        return _rows(result)
 
     @staticmethod
     async def _ddl(awaitable: Awaitable[Any]) -> None:
@@ -304,38 +359,55 @@ class FalkorDBStore(CypherStore):
         """Rewrite the append-only file from the live data set: the old AOF, which still holds
         every command ever run (deleted text included), is replaced and removed."""
         with translated("to compact its files"):
-            await self._compact()
+            await persistence.rewrite(self._db.connection)
 
-    async def _compact(self) -> None:
-        conn = self._db.connection
-        info = await conn.info("persistence")
-        aof = bool(info.get("aof_enabled"))
-        command = "BGREWRITEAOF" if aof else "BGSAVE"
-        rewrites_before = info.get("aof_rewrites", 0)
-        busy = ("aof_rewrite_in_progress", "aof_rewrite_scheduled", "rdb_bgsave_in_progress")
-        try:
-            async with asyncio.timeout(120):
-                while True:
-                    try:
-                        await conn.execute_command(command)
-                        break
-                    except ResponseError as exc:  # another rewrite or save is running
-                        busy = ("in progress", "already", "child process is active")
-                        if not any(b in str(exc) for b in busy):
-                            raise StoreError(f"FalkorDB refused {command}: {exc}") from exc
-                    await asyncio.sleep(0.05)
-                while True:
-                    info = await conn.info("persistence")
-                    idle = not any(info.get(k) for k in busy)
-                    if idle and (not aof or info.get("aof_rewrites", 0) > rewrites_before):
-                        break
-                    await asyncio.sleep(0.05)
-        except TimeoutError:
-            raise StoreError(f"{command} did not finish within 120s; see redis.log") from None
-        if aof and info.get("aof_last_bgrewrite_status", "ok") != "ok":
-            raise StoreError("FalkorDB's AOF rewrite failed; see redis.log")
+    async def pending_erasures(self) -> list[PendingErasure]:
+        with translated("to read pending erasures"):
+            raw = await self._db.connection.hgetall(PENDING_ERASURES_KEY)
+        return sorted((PendingErasure.model_validate_json(v) for v in raw.values()),
+                      key=lambda p: (p.created_at, p.uuid))  # fmt: skip
+
+    async def record_erasure(self, erasure: PendingErasure) -> None:
+        # In the AOF before the delete that follows it: a crash keeps a prefix of the log,
+        # so a surviving delete always has its record.
+        with translated("to record an erasure"):
+            await self._db.connection.hset(
+                PENDING_ERASURES_KEY, erasure.uuid, erasure.model_dump_json()
+            )
+
+    async def clear_erasure(self, uuid: str) -> None:
+        with translated("to clear an erasure record"):
+            await self._db.connection.hdel(PENDING_ERASURES_KEY, uuid)
+
+    async def load_staged(self, group_id: str, staging: str, items: Sequence[Record]) -> None:
+        # The records keep the target's group_id; the staging graph is only where they wait.
+        if statements := self.compile_load(check_group_id(group_id), items):
+            await self.execute(staging, statements)
+
+    async def publish_staged(self, group_id: str, staging: str) -> None:
+        """RENAMENX: a key rename, O(1) and atomic, refused if the group appeared meanwhile.
+        The graph's indexes and constraints go with it."""
+        with translated(f"to publish the import into {group_id!r}"):
+            renamed = await self._db.connection.execute_command(
+                "RENAMENX", staging, check_group_id(group_id)
+            )
+        if not renamed:
+            raise WriteConflictError(f"group {group_id!r} was created while the import ran; "
+                             "nothing was imported")  # fmt: skip
+        self._ready.discard(staging)
+
+    async def drop_staged(self, staging: str) -> None:
+        if not _STAGING_RE.match(staging):
+            raise StoreError(f"{staging!r} is not a staging graph")
+        await self.drop_group(staging)
+
+    async def staged(self, group_id: str) -> list[str]:
+        with translated("to list staged imports"):
+            names = await self._db.list_graphs()
+        return sorted(n for n in names if is_staging(n, check_group_id(group_id)))
 
     async def groups(self) -> list[str]:
+        # Neither the key namespace nor an import's staging graph is a group: both hold ':'.
         with translated("to list groups"):
             return sorted(g for g in await self._db.list_graphs() if GROUP_ID_RE.match(g))
 
@@ -344,7 +416,27 @@ class FalkorDBStore(CypherStore):
         with translated("to list groups"):
             return group_id in await self._db.list_graphs()
 
+    async def fold_history(self, *, wait: bool) -> bool:
+        """Embedded store: fold a command log that would take longer to replay than the base
+        takes to load (or that holds a constraint) into a new base; see persistence.py. With
+        `wait`, until done. An external server's persistence is its operator's."""
+        if self.server is None:
+            return False
+        with translated("to compact its files"):
+            return await persistence.fold(self._db, self.server.data_dir, wait=wait)
+
     async def close(self) -> None:
+        """Fold a long command log into the base (so the next open loads data, not history),
+        then stop the embedded server. A server already gone costs nothing here."""
+        if self._folding is not None:
+            self._folding.cancel()
+            with contextlib.suppress(BaseException):
+                await self._folding
+        if self.server is not None and self.server.process is not None:
+            try:
+                await self.fold_history(wait=True)
+            except KGError as exc:
+                log.warning("could not compact the store's files on close: %s", exc)
         with contextlib.suppress(RedisError, OSError):
             await self._db.connection.aclose()
         if self.server is not None:

@@ -11,12 +11,13 @@ transaction, so it rolls back with nothing written. Tested against a live Neo4j 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-from kg.errors import StoreError, StoreUnavailableError
+from kg.errors import StoreError, StoreUnavailableError, WriteConflictError
 from kg.schemas.plan import GroupVersion
+from kg.schemas.store import PendingErasure, Record, is_staging, staging_name
 from kg.store.cypher.base import GROUP_LABEL, Fence
 from kg.store.cypher.dialect import Statement
 from kg.store.cypher.store import CypherStore
@@ -191,6 +192,56 @@ class Neo4jStore(CypherStore):
         """Neo4j reuses the space of deleted records; it offers no online way to scrub them
         from store files (offline: neo4j-admin database copy). Documented in the README."""
 
+    async def pending_erasures(self) -> list[PendingErasure]:
+        rows = await self._read(
+            "", "MATCH (p:PendingErasure) RETURN p.record AS record ORDER BY p.uuid", {}
+        )
+        return sorted((PendingErasure.model_validate_json(r["record"]) for r in rows),
+                      key=lambda p: (p.created_at, p.uuid))  # fmt: skip
+
+    async def record_erasure(self, erasure: PendingErasure) -> None:
+        # No group_id property: dropping the group (a delete by group_id) must not take it.
+        await self._run_write([Statement(
+            "MERGE (p:PendingErasure {uuid: $uuid}) SET p.record = $record",
+            {"uuid": erasure.uuid, "record": erasure.model_dump_json()},
+        )])  # fmt: skip
+
+    async def clear_erasure(self, uuid: str) -> None:
+        await self._run_write(
+            [Statement("MATCH (p:PendingErasure {uuid: $uuid}) DELETE p", {"uuid": uuid})]
+        )
+
+    async def load_staged(self, group_id: str, staging: str, items: Sequence[Record]) -> None:
+        # One database for all groups: the staging id is the records' group_id until publish.
+        moved = [x.model_copy(update={"group_id": staging}) if hasattr(x, "group_id") else x
+                 for x in items]  # fmt: skip
+        await self.load(staging, moved)
+
+    async def publish_staged(self, group_id: str, staging: str) -> None:
+        """Every node and relationship of the staging id takes the group's id, in one
+        transaction."""
+        if await self.has_group(group_id):
+            raise WriteConflictError(f"group {group_id!r} was created while the import ran; "
+                             "nothing was imported")  # fmt: skip
+        params = {"staging": staging, "group_id": group_id}
+        await self._run_write([
+            Statement("MATCH (n) WHERE n.group_id = $staging SET n.group_id = $group_id", params),
+            Statement("MATCH ()-[r]->() WHERE r.group_id = $staging SET r.group_id = $group_id",
+                      params),
+        ])  # fmt: skip
+
+    async def drop_staged(self, staging: str) -> None:
+        if not is_staging(staging):
+            raise StoreError(f"{staging!r} is not a staging id")
+        await self.drop_group(staging)
+
+    async def staged(self, group_id: str) -> list[str]:
+        rows = await self._read(
+            "", "MATCH (n) WHERE n.group_id STARTS WITH $prefix RETURN DISTINCT n.group_id AS g",
+            {"prefix": staging_name(group_id, "")},
+        )  # fmt: skip
+        return sorted(r["g"] for r in rows)
+
     async def groups(self) -> list[str]:
         # Every group has episodes (each write plan and import adds one, and so does
         # graphiti-core): a scan of the episodes' group index, not of every node.
@@ -200,7 +251,7 @@ class Neo4jStore(CypherStore):
             "RETURN DISTINCT ep.group_id AS g ORDER BY g",
             {},
         )
-        return [r["g"] for r in rows]
+        return [r["g"] for r in rows if not is_staging(r["g"])]
 
     async def has_group(self, group_id: str) -> bool:
         rows = await self._read(

@@ -1,0 +1,170 @@
+"""The embedded store reopens after any history: what a start costs is the data, not every
+command ever sent, and a server still loading is waited for, never killed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from kg import KG
+from kg.store.falkordb import FalkorDBStore
+from kg.store.falkordb.ddl import FALKORDB_UNIQUE
+from kg.store.falkordb.embedded import EmbeddedServer, LoadProgress
+from tests.conftest import objects, t
+from tests.disk import written_to_file
+
+
+def aof(home: Path) -> dict[str, bytes]:
+    """The AOF's parts by kind: 'base' (RDB) and 'incr' (commands)."""
+    parts = {"base": b"", "incr": b""}
+    for f in sorted((home / "falkordb" / "appendonlydir").glob("*")):
+        for kind in parts:
+            if f".{kind}." in f.name:
+                parts[kind] += f.read_bytes()
+    return parts
+
+
+def redis_log(home: Path) -> str:
+    return (home / "falkordb" / "redis.log").read_text(errors="replace")
+
+
+@pytest.fixture
+def slow_loading() -> Iterator[None]:
+    """Make every command the server replays at start (and every key it loads) cost 0.5 s:
+    a real server, loading a real AOF, as slowly as a long history would load."""
+    EmbeddedServer.extra_args = ("--key-load-delay", "500000")
+    try:
+        yield
+    finally:
+        EmbeddedServer.extra_args = ()
+
+
+async def write_history(kg: KG, episodes: int, first: int = 0) -> None:
+    for i in range(first, first + episodes):
+        await kg.add_episode(
+            source="facts",
+            reference_time=t(2020) + timedelta(hours=i),
+            facts=[{"subject": f"P{i % 40}", "predicate": "LIVES_IN", "object": f"City {i}"}],
+        )
+
+
+async def test_reopening_after_a_long_history_loads_the_data_not_the_history(
+    home: Path, slow_loading: None
+) -> None:
+    # 240 episodes: 240 write commands in the log. Replayed at 0.5 s each that is 120 s of
+    # loading, four times what kg used to wait before it killed the server. Kept under redis's
+    # own 1 MB rewrite threshold (the writers' fence made each command longer), so that the
+    # clean close, not a rewrite just before it, is what folds the log.
+    EmbeddedServer.extra_args = ()
+    async with await KG.open(home=home) as kg:
+        await write_history(kg, 240)
+    # A clean close folded the log into the RDB base: nothing is left to replay.
+    parts = aof(home)
+    assert parts["base"].startswith(b"REDIS") and parts["incr"] == b""
+    EmbeddedServer.extra_args = ("--key-load-delay", "500000")
+    async with await KG.open(home=home) as kg:
+        assert objects(await kg.facts(subject="P39")) == ["City 239"]
+        assert len(await kg.history(subject="P0")) == 2 * 6 - 1  # 6 homes: 5 closed + copies
+
+
+async def test_a_slow_replay_after_a_crash_is_waited_for_with_progress(home: Path) -> None:
+    EmbeddedServer.extra_args = ()
+    kg = await KG.open(home=home)
+    await write_history(kg, 20)
+    assert isinstance(kg.store, FalkorDBStore) and kg.store.server is not None
+    # Cheap writes, several loading batches of 1,024 commands: the server answers between
+    # batches (and kg used to get LOADING there, retry, give up on the deadline and kill it).
+    for i in range(4500):
+        await kg.store.raw_query("notes", "CREATE (:Note {i: $i})", {"i": i}, write=True)
+    await written_to_file(kg.store)
+    os.kill(kg.store.server.pid or 0, signal.SIGKILL)  # no close: the log stays unfolded
+    kg.store.server.process.wait()  # type: ignore[union-attr]
+    await kg.close()
+    assert aof(home)["incr"].count(b"GRAPH.QUERY") >= 4520
+
+    # Replaying them at 2 ms each takes 9 s or more: beyond a 2 s start timeout, which now
+    # bounds only the wait for the server to listen, never its loading.
+    EmbeddedServer.extra_args = ("--key-load-delay", "2000")
+    reports: list[LoadProgress] = []
+    try:
+        store = await FalkorDBStore.embedded(home, progress=reports.append, start_timeout=2.0)
+    finally:
+        EmbeddedServer.extra_args = ()
+    try:
+        assert store.server is not None and store.server.load_seconds is not None
+        assert store.server.load_seconds > 2.0
+        assert all(r.loading for r in reports) and reports[-1].elapsed_seconds > 2.0
+        # The server's own account: between two batches it answered INFO while loading.
+        assert any(r.percent is not None and 0 < r.percent < 100 for r in reports), reports
+        kg = KG(store)
+        assert objects(await kg.facts(subject="P19")) == ["City 19"]
+        [notes] = await store.raw_query("notes", "MATCH (n:Note) RETURN count(n) AS c")
+        assert notes["c"] == 4500
+    finally:
+        await store.close()  # waits for the fold the long replay started
+    assert aof(home)["incr"] == b""  # the next start loads the base only
+
+
+async def test_restarts_append_nothing_to_the_log(home: Path) -> None:
+    """FalkorDB logs a unique constraint again each time a replay brings it back into force
+    (and a CRITICAL line for each copy that fails): kg used to grow the log by three commands
+    per group at every start. The schema is now read before it is written, and a log holding
+    a constraint is folded into the base on close."""
+    for i in range(4):
+        async with await KG.open(home=home) as kg:
+            await write_history(kg, 1, first=i)
+    incr = aof(home)["incr"]
+    assert b"GRAPH.CONSTRAINT" not in incr and b"CREATE INDEX" not in incr
+    assert "CRITICAL" not in redis_log(home)
+    async with await KG.open(home=home) as kg:
+        assert len(await kg.history(subject="P0")) == 1
+        assert [
+            c["status"]
+            for c in await kg.store.raw_query(
+                "default", "CALL db.constraints() YIELD status RETURN status"
+            )
+        ] == ["OPERATIONAL"] * len(FALKORDB_UNIQUE)
+
+
+async def test_a_write_the_server_is_slow_to_answer_is_waited_for(home: Path) -> None:
+    """redis-py 8 gives up on a reply after 5 s by default, while the server goes on and
+    writes: kg reported "nothing written" for writes that were written. The server is made
+    to answer late (DEBUG SLEEP holds its main thread for 6 s) while an episode is written."""
+    EmbeddedServer.extra_args = ("--enable-debug-command", "yes")
+    try:
+        kg = await KG.open(home=home)
+    finally:
+        EmbeddedServer.extra_args = ()
+    async with kg:
+        await write_history(kg, 1)  # the group and its schema exist: the next write is one query
+        assert isinstance(kg.store, FalkorDBStore)
+        sleep = asyncio.create_task(
+            kg.store.client.connection.execute_command("DEBUG", "SLEEP", "6")
+        )
+        await asyncio.sleep(0.3)  # the server is asleep now
+        await write_history(kg, 1, first=1)  # answered after about 6 s
+        await sleep
+        assert objects(await kg.facts(subject="P1")) == ["City 1"]
+
+
+def test_the_cli_shows_loading_every_few_seconds() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kg.cli import render
+
+    out = StringIO()
+    report = render.loading(Console(file=out, width=200), every=5.0)
+    for elapsed, perc in ((1, None), (5.5, None), (7, 40.0), (11, 80.0)):
+        report(LoadProgress(elapsed_seconds=elapsed, percent=perc, eta_seconds=3))
+    assert out.getvalue().splitlines() == [
+        "loading the store: 6 s so far",
+        "loading the store: 80.0% after 11 s, about 3 s to go",
+    ]
