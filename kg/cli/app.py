@@ -729,16 +729,25 @@ def search(
         bool, typer.Option("--context", help="Print the prompt-ready context block instead.")
     ] = False,
     max_tokens: Annotated[int, typer.Option(min=50, help="Token budget for --context.")] = 1000,
+    asked_at: Annotated[
+        str | None,
+        typer.Option(
+            "--asked-at",
+            help="When the question is asked: time words in the query ('last March', "
+            "'in 2022', '작년') are read against it (default: --as-of, else now).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Hybrid search (BM25 + cosine, or + BFS; fused, reranked), in any time view.
 
     Cosine needs embeddings: by default (--embedder auto) the model the group was embedded
     with, if it was (--embedder minilm at ingest); without one that branch reports an error
-    and the others still run.
+    and the others still run. Time words in the query become a window (facts valid in it,
+    episodes in it boosted); --explain shows how they were read.
     """
     settings: Settings = ctx.obj
-    v, k = _times(as_of=as_of, known_at=known_at)
+    v, k, asked = _times(as_of=as_of, known_at=known_at, asked_at=asked_at)
     ce: CrossEncoder | None = None
     if cross_encoder is not None:
         from kg.retrieval import SentenceTransformerCrossEncoder
@@ -757,6 +766,7 @@ def search(
         "center": center,
         "min_score": min_score,
         "abstain_below": abstain_below,
+        "asked_at": asked,
     }
 
     async def work(kg: KG) -> SearchResults | str:

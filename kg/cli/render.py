@@ -424,6 +424,11 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
             note = b.error or ("no hits" if b.hits == 0 else "")
             table.add_row(b.scope.value, b.method, str(b.hits), f"{b.latency_ms:.1f}", note)
         console.print(table)
+        if results.time is not None:
+            console.print(f"time words (asked at {results.time.asked_at:%Y-%m-%d %H:%M}Z):",
+                          markup=False)  # fmt: skip
+            for line in results.time.describe():
+                console.print(f"  {line}", markup=False, highlight=False)
     sections: list[tuple[str, list[tuple[Any, str, str]]]] = [
         (
             "facts",
@@ -463,7 +468,12 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
             row = [str(i), text, valid, f"{hit.score:.4f}"]
             if explain:
                 ranks = ", ".join(f"{m} #{r}" for m, r in hit.ranks.items())
-                row += [f"{hit.fused_score:.4f}", ranks]
+                factors = [f"{name} x{f:.2f}" for name, f in (
+                    ("trust", getattr(hit, "trust_factor", 1.0)),
+                    ("recency", getattr(hit, "recency_factor", 1.0))) if f != 1.0]  # fmt: skip
+                if getattr(hit, "in_window", False):
+                    factors.append("in time window")
+                row += [f"{hit.fused_score:.4f}", "; ".join([ranks, *factors])]
             table.add_row(*row)
         console.print(table)
     for scope, best in results.abstained.items():
