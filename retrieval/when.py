@@ -301,7 +301,10 @@ def _relative(query: str, ref: datetime) -> list[Found]:
                 m.start(),
                 m.end(),
                 _expr(
-                    m[0], offset(ref, unit, -n), ref, f"the last {n} {unit}(s) up to the time asked"
+                    m[0],
+                    offset(midnight(ref), unit, -n),
+                    ref,
+                    f"the last {n} {unit}(s) up to the time asked",
                 ),
             )
         )
@@ -319,7 +322,10 @@ def _relative(query: str, ref: datetime) -> list[Found]:
                 m.start(),
                 m.end(),
                 _expr(
-                    m[0], offset(ref, unit, -n), ref, f"the last {n} {unit}(s) up to the time asked"
+                    m[0],
+                    offset(midnight(ref), unit, -n),
+                    ref,
+                    f"the last {n} {unit}(s) up to the time asked",
                 ),
             )
         )
