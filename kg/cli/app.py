@@ -984,6 +984,63 @@ def keys_revoke(
     )
 
 
+@app.command(name="eval")
+def eval_(
+    file: Annotated[Path, typer.Argument(help="Golden set, JSON Lines (docs/eval.md).")],
+    mode: Annotated[
+        str, typer.Option(help="Ingest: structured (turns + their facts), raw (turns), llm.")
+    ] = "structured",
+    system: Annotated[
+        list[str] | None,
+        typer.Option(help="kg, add_only, full_context (LLM); repeat. Default: all that apply."),
+    ] = None,
+    k: Annotated[int, typer.Option(min=1, max=100, help="Facts and turns retrieved.")] = 10,
+    max_tokens: Annotated[int, typer.Option(min=50, help="Context block budget.")] = 1000,
+    abstain_below: Annotated[
+        float | None, typer.Option(help="Abstention cutoff (cosine; about 0.49 for MiniLM).")
+    ] = None,
+    embedder: Annotated[
+        str, typer.Option(help="'minilm' (packaged), a model path, or 'none' (BM25 only).")
+    ] = "minilm",
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_api_key: LlmApiKeyOpt = None,
+    items_out: Annotated[
+        Path | None, typer.Option(help="Write each item's result here (JSON Lines).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evaluate retrieval on a golden set, in a throwaway store: evidence recall@k,
+    stale-in-context rate, abstention, tokens and latency per item type, with Wilson 95%
+    intervals; beside kg, an ADD-only store that never supersedes. With --llm-model it also
+    answers, judges, and runs a full-context baseline."""
+    from kg.eval import Mode, System, load, run_eval
+
+    try:
+        modes, systems = Mode(mode), [System(s) for s in system] if system else None
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    golden = load(file) if file.exists() else None
+    if golden is None:
+        raise _fail(f"golden set {file}: no such file")
+    settings = Settings(home=None, uri=None, group="default", ontology_path=None,
+                        embedder=embedder)  # fmt: skip
+    emb = settings.make_embedder()
+    llm = _llm(llm_model, llm_base_url, llm_api_key)
+    with err.status("evaluating") as status:
+        report = _run(run_eval(
+            golden, mode=modes, systems=systems, k=k, max_tokens=max_tokens,
+            abstain_below=abstain_below, embedder=emb if emb != "auto" else None, llm=llm,
+            progress=lambda msg: status.update(msg),
+        ))  # fmt: skip
+    if items_out is not None:
+        items_out.write_text("".join(r.model_dump_json() + "\n" for r in report.items))
+    if as_json:
+        out.print_json(report.model_dump_json(exclude={"items"}))
+    else:
+        render.eval_report(out, report)
+
+
 @app.command()
 def demo() -> None:
     """A self-contained tour in a throwaway data directory: supersede, history, as-of."""

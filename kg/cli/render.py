@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kg.erasure import ErasureReceipt
+from kg.eval import EvalReport
 from kg.facade import BulkResult, CommunityReport, QuarantineEntry
 from kg.graphiti import AdoptReport
 from kg.retrieval import SearchResults
@@ -506,3 +507,27 @@ def keys(console: Console, records: Sequence[ApiKeyRecord], *, as_json: bool) ->
             r.revoked_at.strftime(TIME) if r.revoked_at else "",
         )
     console.print(table)
+
+
+def eval_report(console: Console, report: EvalReport) -> None:
+    llm = any(r.answer is not None for r in report.rows)
+    cols = ["system", "type", "items", f"evidence recall@{report.k}", "stale in context",
+            "stale quoted", "gold in context", "abstained: abstain items", "abstained: others",
+            "tokens", "p50 ms", "p95 ms"]  # fmt: skip
+    cols += ["answer correct", "answer stale"] if llm else []
+    title = (
+        f"kg eval: {report.name} ({report.mode.value} ingest, k={report.k}, abstain below "
+        f"{report.abstain_below}, embedder {report.embedder or 'none'})"
+    )
+    table = _table(title, cols, caption="% [Wilson 95%]; recall pooled over evidence turns")
+    for r in report.rows:
+        row = [r.system.value, r.type, str(r.items), r.recall.show(), r.stale.show(),
+               r.stale_quoted.show(), r.gold.show(), r.abstain.show(), r.false_abstain.show(),
+               f"{r.tokens_mean:.0f}", f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}"]  # fmt: skip
+        if llm:
+            row += [r.answer.show() if r.answer else "—",
+                    r.answer_stale.show() if r.answer_stale else "—"]  # fmt: skip
+        table.add_row(*row)
+    console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False)
