@@ -191,13 +191,12 @@ class Runner:
                     results.append(await self._full_context(item))
                 continue
             view = self._view(system)
-            for gi, group in enumerate(groups):
-                items = [i for i in self.golden.items if i.group == group]
-                gid = f"{system.value}-{gi}"
-                self.progress(f"{system.value}: ingesting {group} ({gi + 1}/{len(groups)})")
-                turn_of = await self._ingest(view, system, gid, items[0])
-                for item in items:
-                    results.append(await self._ask(view, system, gid, item, turn_of))
+            gids = {group: f"{system.value}-{gi}" for gi, group in enumerate(groups)}
+            self.progress(f"{system.value}: ingesting {len(groups)} haystacks")
+            turn_of = await self._ingest(view, system, gids)
+            for item in self.golden.items:
+                self.progress(f"{system.value}: asking {item.id}")
+                results.append(await self._ask(view, system, gids[item.group], item, turn_of))
         judge = self.judge
         return EvalReport(
             name=self.golden.meta.name, mode=self.mode, k=self.k, max_tokens=self.max_tokens,
@@ -207,12 +206,15 @@ class Runner:
             notes=self.notes, rows=summarise(results), items=results,
         )  # fmt: skip
 
-    async def _ingest(self, kg: KG, system: System, gid: str, item: Item) -> dict[str, set[str]]:
-        turns = self.golden.haystack_of(item)
-        episodes = _episodes(turns, gid, self.mode, system)
+    async def _ingest(self, kg: KG, system: System, gids: dict[str, str]) -> dict[str, set[str]]:
+        """Every haystack in one bulk call: groups are ingested concurrently."""
+        episodes: list[Episode] = []
+        for group, gid in gids.items():
+            first = next(i for i in self.golden.items if i.group == group)
+            episodes += _episodes(self.golden.haystack_of(first), gid, self.mode, system)
         done = await kg.add_episodes(episodes, extract=self.mode is Mode.llm)
         for failure in done.failed:
-            self.notes.append(f"{system.value} {gid}: {failure}")
+            self.notes.append(f"{system.value}: {failure}")
         failed = {int(f.split("]", 1)[0].removeprefix("episodes[")) for f in done.failed}
         ok = [e for i, e in enumerate(episodes) if i not in failed]
         turn_of: dict[str, set[str]] = {}
