@@ -143,6 +143,12 @@ _KO_YEAR_WORD = {"재작년": -2, "작년": -1, "지난해": -1, "올해": 0, "�
 _KO_PERIOD = {"지난": -1, "저번": -1, "이번": 0, "다음": 1}
 
 
+def _weekend(ref: datetime, which: str) -> Period:
+    """Last weekend: the one before this week; this weekend: this week's; next: the one after."""
+    monday = period_start(ref, "week", {"last": -1, "this": 0, "next": 1}[which])
+    return monday + timedelta(days=5), monday + timedelta(days=7)
+
+
 def _month_of(word: str) -> int:
     word = word.lower()
     return MONTHS.get(word) or _MONTH_ABBR[word[:4] if word.startswith("sept") else word[:3]]
@@ -162,6 +168,16 @@ _DATES: list[DateRule] = [
         "that day",
     ),
     (r"(\d{4})-(\d{2})\b", lambda r, m: _month(int(m[1]), int(m[2])), "that month"),
+    (
+        rf"{_MONTH_RE}\.? (\d{{1,2}})(?:st|nd|rd|th)?,? {_YEAR}\b",
+        lambda r, m: _day(datetime(int(m[3]), _month_of(m[1]), int(m[2]), tzinfo=UTC)),
+        "that day",
+    ),
+    (
+        rf"(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH_RE}\.?,? {_YEAR}\b",
+        lambda r, m: _day(datetime(int(m[3]), _month_of(m[2]), int(m[1]), tzinfo=UTC)),
+        "that day",
+    ),
     (
         rf"(?:(last|this|next) )?{_MONTH_RE}\.?,? (?:of )?{_YEAR}",
         lambda r, m: _month(int(m[3]), _month_of(m[2])),
@@ -189,7 +205,12 @@ _DATES: list[DateRule] = [
         "that day",
     ),
     (
-        r"(last|this|next) (week|month|year)",
+        r"(last|this|next) weekend\b",
+        lambda r, m: _weekend(r, m[1].lower()),
+        "that Saturday and Sunday",
+    ),
+    (
+        r"(last|this|next) (week|month|year)\b",
         lambda r, m: _unit(r, m[2].lower(), {"last": -1, "this": 0, "next": 1}[m[1].lower()]),
         "that calendar period",
     ),

@@ -49,6 +49,9 @@ def d(y: int, m: int = 1, day: int = 1) -> datetime:
         ("in the last 2 weeks", "in the last 2 weeks", d(2024, 5, 29), ASKED),
         ("on Tuesday", "on Tuesday", d(2024, 6, 11), d(2024, 6, 12)),
         ("the 2023-05-08 meeting", "2023-05-08", d(2023, 5, 8), d(2023, 5, 9)),
+        ("shown on October 13, 2023?", "on October 13, 2023", d(2023, 10, 13), d(2023, 10, 14)),
+        ("found on 1 February, 2023", "on 1 February, 2023", d(2023, 2, 1), d(2023, 2, 2)),
+        ("volunteered last weekend", "last weekend", d(2024, 6, 8), d(2024, 6, 10)),
         ("작년 3월에 어디 살았어?", "작년 3월", d(2023, 3), d(2023, 4)),
         ("2022년에 어디서 일했어?", "2022년", d(2022), d(2023)),
         ("2021년 5월에", "2021년 5월", d(2021, 5), d(2021, 6)),
@@ -72,7 +75,7 @@ def test_time_words_become_a_window(
 @pytest.mark.parametrize(
     "query",
     ["Where does Alice live?", "What is 1000 + 2000?", "May I ask what you like?",
-     "How many days are in a week?", "March on, she said"],
+     "How many days are in a week?", "March on, she said", "the last weekender"],
 )  # fmt: skip
 def test_no_time_words_no_window(query: str) -> None:
     qt = read_time(query, ASKED)

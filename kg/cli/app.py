@@ -1005,6 +1005,9 @@ def eval_(
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmBaseUrlOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
+    time_words: Annotated[
+        bool, typer.Option(help="Read time words in questions as windows (--no-time-words: off).")
+    ] = True,
     items_out: Annotated[
         Path | None, typer.Option(help="Write each item's result here (JSON Lines).")
     ] = None,
@@ -1031,7 +1034,7 @@ def eval_(
         report = _run(run_eval(
             golden, mode=modes, systems=systems, k=k, max_tokens=max_tokens,
             abstain_below=abstain_below, embedder=emb if emb != "auto" else None, llm=llm,
-            progress=lambda msg: status.update(msg),
+            progress=lambda msg: status.update(msg), read_time=time_words,
         ))  # fmt: skip
     if items_out is not None:
         items_out.write_text("".join(r.model_dump_json() + "\n" for r in report.items))

@@ -59,13 +59,16 @@ def add_only(ontology: Ontology) -> Ontology:
     })  # fmt: skip
 
 
-def eval_config(k: int, *, cosine: bool, abstain_below: float | None) -> SearchConfig:
+def eval_config(
+    k: int, *, cosine: bool, abstain_below: float | None, read_time: bool = True
+) -> SearchConfig:
     """Facts and turns, top k of each: BM25 + cosine score-fused (the default recipes)."""
     methods = (Method.bm25, Method.cosine) if cosine else (Method.bm25,)
     scope = ScopeConfig(methods=methods, limit=k)
     return SearchConfig(facts=scope, episodes=scope, fusion=Fusion.score,
                         weights=SCORE_WEIGHTS if cosine else {},
-                        abstain_below=abstain_below if cosine else None)  # fmt: skip
+                        abstain_below=abstain_below if cosine else None,
+                        read_time=read_time)  # fmt: skip
 
 
 class ItemResult(BaseModel):
@@ -109,6 +112,7 @@ class EvalReport(BaseModel):
     k: int
     max_tokens: int
     abstain_below: float | None
+    read_time: bool = True
     embedder: str | None
     llm: str | None
     notes: list[str] = Field(default_factory=list)
@@ -153,6 +157,7 @@ class Runner:
         abstain_below: float | None = None,
         judge: Judge | None = None,
         progress: Callable[[str], None] | None = None,
+        read_time: bool = True,
     ) -> None:
         if mode is Mode.llm and kg.llm is None:
             raise InputError("ingest mode 'llm' needs an LLM (--llm-model)")
@@ -163,6 +168,7 @@ class Runner:
         self.max_tokens = max_tokens
         self.abstain_below = abstain_below
         self.judge = judge
+        self.read_time = read_time
         self.progress = progress or (lambda _: None)
         self.notes: list[str] = []
         wanted = list(dict.fromkeys(systems))
@@ -200,7 +206,7 @@ class Runner:
         judge = self.judge
         return EvalReport(
             name=self.golden.meta.name, mode=self.mode, k=self.k, max_tokens=self.max_tokens,
-            abstain_below=self.abstain_below,
+            abstain_below=self.abstain_below, read_time=self.read_time,
             embedder=EmbeddingModel.of(self.kg.embedder).model if self.kg.embedder else None,
             llm=judge.llm.model if judge is not None else None,
             notes=self.notes, rows=summarise(results), items=results,
@@ -225,7 +231,8 @@ class Runner:
     async def _ask(
         self, kg: KG, system: System, gid: str, item: Item, turn_of: dict[str, set[str]]
     ) -> ItemResult:
-        cfg = eval_config(self.k, cosine=kg.embedder is not None, abstain_below=self.abstain_below)
+        cfg = eval_config(self.k, cosine=kg.embedder is not None,
+                          abstain_below=self.abstain_below, read_time=self.read_time)  # fmt: skip
         t0 = time.perf_counter()
         results = await kg.search(item.question, group_id=gid, config=cfg,
                                   valid_at=item.asked_at, asked_at=item.asked_at)  # fmt: skip
@@ -304,6 +311,7 @@ async def run_eval(
     embedder: Embedder | None = None,
     llm: StructuredLLM | None = None,
     progress: Callable[[str], None] | None = None,
+    read_time: bool = True,
 ) -> EvalReport:
     """Run `golden` in a throwaway embedded store (a temporary directory unless `home`).
 
@@ -317,7 +325,7 @@ async def run_eval(
         try:
             runner = Runner(kg, golden, mode=mode, systems=systems, k=k, max_tokens=max_tokens,
                             abstain_below=abstain_below, judge=Judge(llm) if llm else None,
-                            progress=progress)  # fmt: skip
+                            progress=progress, read_time=read_time)  # fmt: skip
             return await runner.run()
         finally:
             await kg.close()
