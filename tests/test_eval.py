@@ -234,3 +234,18 @@ def test_cli_eval_prints_the_table_and_writes_items(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "no such file" in bad.output
     bad = runner.invoke(app, ["eval", str(path), "--mode", "llm", "--embedder", "none"])
     assert bad.exit_code == 1 and "needs an LLM" in bad.output
+
+
+def test_the_documented_example_records_parse() -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "eval.md").read_text()
+    block = re.search(r"```json\n(.*?)```", doc, re.S)
+    assert block is not None
+    text, records, decoder = block[1], [], json.JSONDecoder()
+    pos = 0
+    while text[pos:].strip():
+        pos = len(text) - len(text[pos:].lstrip())
+        value, pos = decoder.raw_decode(text, pos)
+        records.append(json.dumps(value))
+    golden = parse_lines(records)
+    assert [i.type for i in golden.items] == [ItemType.knowledge_update, ItemType.abstain]
+    assert golden.haystacks["chat-1"].turns()[3].channel.value == "tool"
