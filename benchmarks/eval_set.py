@@ -207,6 +207,7 @@ def plant(
         evidence = [ids[-1]]
     return Item(
         id=tag, type=kind, question=question, asked_at=asked_at, haystack="?",
+        subject=chain.subject,
         evidence=evidence, answers=list(dict.fromkeys([value, *alts])),
         stale_answers=[s for s in stale if s not in alts],
         supersedes=[Supersedes(turn=b, old=a) for a, b in itertools.pairwise(ids)],

@@ -116,6 +116,9 @@ def test_reading_a_context_block() -> None:
     # A stale value inside a gold answer is the gold answer, not the stale one.
     assert stale_in(BLOCK, ["Chelsea"], ["Chelsea Women"]) == (False, False)
     assert stale_in(BLOCK, ["Chelsea"], ["Arsenal"]) == (True, True)
+    # Another subject's current value is not stale for this one.
+    assert stale_in(BLOCK, ["Busan"], ["Seoul"], subject="Bob") == (False, False)
+    assert stale_in(BLOCK, ["Busan"], ["Seoul"], subject="Alice") == (True, True)
     assert appears("seoul gangnam", BLOCK) and not appears("Seo", BLOCK)
     assert gold_in(BLOCK, ["Busan"]) and not gold_in(BLOCK, ["Daegu"])
 

@@ -104,6 +104,11 @@ class Item(_Strict):
     stale_answers: list[str] = Field(
         default_factory=list, description="Values once true and no longer at asked_at."
     )
+    subject: str | None = Field(
+        default=None,
+        description="Who or what the question is about. When given, a stale answer counts "
+        "only in a line that names it too: another subject's current value is not stale.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -4,9 +4,10 @@ A context block (`kg.retrieval.render_context`) has a `<facts>` section, whose l
 what is true, and an `<episodes>` section, whose lines quote what was said when. So:
 
 - a line is **current** when it is a fact line not marked "(no longer true)";
-- an item is **stale in context** when one of its `stale_answers` appears in a current line:
-  a superseded value presented as true. Quoted episodes and closed facts are history, dated or
-  marked, and do not count (they are reported apart as `stale_quoted`);
+- an item is **stale in context** when one of its `stale_answers` appears in a current line
+  (that also names the item's `subject`, when it has one): a superseded value presented as
+  true. Quoted episodes and closed facts are history, dated or marked, and do not count (they
+  are reported apart as `stale_quoted`);
 - an answer *appears* in a line when its normalised words (case, punctuation and underscores
   folded) occur there as whole words, after removing the gold answers' own occurrences (so
   "Chelsea" is not found inside a gold "Chelsea Women").
@@ -114,11 +115,16 @@ def lines(block: str) -> list[Line]:
     return out
 
 
-def stale_in(block: str, stale: Sequence[str], gold: Sequence[str]) -> tuple[bool, bool]:
-    """(a stale answer in a current line, a stale answer in any line)."""
+def stale_in(
+    block: str, stale: Sequence[str], gold: Sequence[str], subject: str | None = None
+) -> tuple[bool, bool]:
+    """(a stale answer in a current line, a stale answer in any line), counting only lines
+    that name `subject` when one is given."""
     stale = [s for s in stale if normalise(s) not in {normalise(g) for g in gold}]
     current = anywhere = False
     for line in lines(block):
+        if subject is not None and not appears(subject, line.text):
+            continue
         if any(appears(s, line.text, masking=gold) for s in stale):
             anywhere = True
             current = current or line.current

@@ -87,6 +87,7 @@ class ItemResult(BaseModel):
     latency_ms: float
     answer: str | None = None
     verdict: str | None = None
+    context: str = Field(default="", description="The context block, for audit.")
 
 
 class Row(BaseModel):
@@ -239,7 +240,7 @@ class Runner:
         latency = (time.perf_counter() - t0) * 1000
         block = render_context(results, max_tokens=self.max_tokens)
         found = _turns_of(results, turn_of) & set(item.evidence)
-        current, quoted = stale_in(block, item.stale_answers, item.answers)
+        current, quoted = stale_in(block, item.stale_answers, item.answers, item.subject)
         res = ItemResult(
             item=item.id, type=item.type, system=system, evidence=len(item.evidence),
             found=len(found), empty=not block, tokens=approx_tokens(block) if block else 0,
@@ -247,6 +248,7 @@ class Runner:
             stale_current=current if item.stale_answers else None,
             stale_quoted=quoted if item.stale_answers else None,
             gold_in_context=gold_in(block, item.answers) if item.answers else None,
+            context=block,
         )  # fmt: skip
         if self.judge is not None:
             res.answer, res.verdict = await self.judge.answer_and_judge(item, block)
