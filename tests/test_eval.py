@@ -120,7 +120,7 @@ def test_reading_a_context_block() -> None:
     assert stale_in(BLOCK, ["Busan"], ["Seoul"], subject="Bob") == (False, False)
     assert stale_in(BLOCK, ["Busan"], ["Seoul"], subject="Alice") == (True, True)
     assert appears("seoul gangnam", BLOCK) and not appears("Seo", BLOCK)
-    assert gold_in(BLOCK, ["Busan"]) and not gold_in(BLOCK, ["Daegu"])
+    assert gold_in(BLOCK, ["Busan"]) and gold_in(BLOCK, ["Seoul"]) and not gold_in(BLOCK, ["Daegu"])
 
 
 def test_add_only_keeps_every_predicate_multi_valued() -> None:
