@@ -723,7 +723,12 @@ def search(
         typer.Option(help="sentence-transformers CrossEncoder model path, for *_cross_encoder."),
     ] = None,
     explain: Annotated[
-        bool, typer.Option("--explain", help="Show each branch's hits and the fused scores.")
+        bool,
+        typer.Option(
+            "--explain",
+            help="Show each branch's hits, the fused scores, trust and recency factors, and "
+            "how time words were read.",
+        ),
     ] = False,
     context: Annotated[
         bool, typer.Option("--context", help="Print the prompt-ready context block instead.")
@@ -997,12 +1002,20 @@ def eval_(
     k: Annotated[int, typer.Option(min=1, max=100, help="Facts and turns retrieved.")] = 10,
     max_tokens: Annotated[int, typer.Option(min=50, help="Context block budget.")] = 1000,
     abstain_below: Annotated[
-        float | None, typer.Option(help="Abstention cutoff (cosine; about 0.49 for MiniLM).")
+        float | None,
+        typer.Option(help="Abstention cutoff (cosine; about 0.49 for MiniLM). Default: off."),
     ] = None,
     embedder: Annotated[
         str, typer.Option(help="'minilm' (packaged), a model path, or 'none' (BM25 only).")
     ] = "minilm",
-    llm_model: LlmModelOpt = None,
+    llm_model: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KG_LLM_MODEL",
+            help="Model that answers and judges (and extracts, with --mode llm); without one, "
+            "retrieval metrics only.",
+        ),
+    ] = None,
     llm_base_url: LlmBaseUrlOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
     time_words: Annotated[
