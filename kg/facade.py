@@ -1117,6 +1117,7 @@ class KG:
         seeds: list[str] | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
+        asked_at: datetime | None = None,
     ) -> SearchResults:
         """Hybrid search: BM25, cosine and BFS branches, fused (scores or RRF), then reranked.
 
@@ -1126,12 +1127,19 @@ class KG:
         over facts, score-fused; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
         `seeds` are entity names (node distance, BFS). `abstain_below` leaves a scope empty
         when its best cosine similarity is below it (see `SearchConfig.abstain_below`).
+
+        Time words in the query ("in 2022", "last March", "작년 3월") are read against
+        `asked_at` (default: `valid_at`, else now) as a window: facts must be valid in it
+        (closed ones included, marked), episodes in it rank higher; `results.time` says how
+        they were read. Facts rank by their trust tier (an agent's inference below the user's
+        word unless the user restated it) and by the ontology's recency decay, if declared.
         """
         self._check_group(group_id)
         if not _text("query", query).strip():
             raise InputError("search needs a non-empty query")
         cfg = self._search_config(recipe, config, limit, min_score, abstain_below)
         valid_at, known_at = _when("valid_at", valid_at), _when("known_at", known_at)
+        asked_at = _when("asked_at", asked_at)
         now = self.clock.now()
         view = SearchView(valid_at=valid_at or now, known_at=known_at or now,
                           include_history=include_history,
@@ -1150,6 +1158,8 @@ class KG:
                 cross_encoder=self.cross_encoder,
                 center=center_uuid,
                 seeds=seed_uuids,
+                asked_at=asked_at,
+                ontology=self.ontology,
             )
         except SearchError as exc:
             raise InputError(str(exc)) from None
@@ -1173,6 +1183,7 @@ class KG:
         seeds: list[str] | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
+        asked_at: datetime | None = None,
     ) -> str:
         """`search` with the same arguments, then the hits rendered as a quoted-data block for
         a prompt, within `max_tokens` (a hit that would overflow it is left out whole)."""
@@ -1190,6 +1201,7 @@ class KG:
             seeds=seeds,
             min_score=min_score,
             abstain_below=abstain_below,
+            asked_at=asked_at,
         )
         block = _render_context(results, max_tokens=max_tokens)
         group = results.group_id

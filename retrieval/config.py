@@ -12,6 +12,8 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kg.schemas.episode import TrustTier
+
 
 class Method(StrEnum):
     bm25 = "bm25"
@@ -46,6 +48,13 @@ class ScopeConfig(BaseModel):
         if not self.methods:
             raise ValueError("a scope needs at least one search method")
         return self
+
+
+# Agent inferences and documents rank below what the user said, at equal relevance; a tool's
+# output (an API's answer) counts as the user's word. A prior, not measured: LoCoMo has only
+# user turns. Confirmation by a higher tier lifts a fact to that tier's weight.
+TRUST_WEIGHTS = {TrustTier.user: 1.0, TrustTier.tool: 1.0, TrustTier.document: 0.85,
+                 TrustTier.agent: 0.7}  # fmt: skip
 
 
 class SearchConfig(BaseModel):
@@ -89,12 +98,36 @@ class SearchConfig(BaseModel):
     min_score: float | None = Field(
         default=None, description="Drop results whose final score is below this; may leave none."
     )
+    read_time: bool = Field(
+        default=True,
+        description="Read time expressions in the query ('in 2022', 'last March', '작년 3월') "
+        "as a window: facts must be valid in it, episodes in it are boosted "
+        "(kg.retrieval.when). The words leave the full-text query.",
+    )
+    time_boost: float = Field(
+        default=0.5,
+        ge=0.0,
+        description="Episodes whose reference time is in the query's window get their fused "
+        "score times (1 + this). A boost, not a filter: a turn may speak of an earlier time.",
+    )
+    trust_weights: dict[TrustTier, float] = Field(
+        default_factory=lambda: dict(TRUST_WEIGHTS),
+        description="Fused score factor per trust tier of a fact (the highest tier among the "
+        "episodes supporting it, so a user's restatement confirms an agent's inference).",
+    )
 
     @model_validator(mode="after")
     def _positive_weights(self) -> Self:
         bad = {m.value: w for m, w in self.weights.items() if not w > 0}
         if bad:
             raise ValueError(f"fusion weights must be positive, got {bad}")
+        return self
+
+    @model_validator(mode="after")
+    def _trust_range(self) -> Self:
+        bad = {t.name: w for t, w in self.trust_weights.items() if not 0 < w <= 1}
+        if bad:
+            raise ValueError(f"trust weights must be in (0, 1], got {bad}")
         return self
 
     @model_validator(mode="after")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from kg.retrieval.when import QueryTime
 from kg.schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact
 from kg.schemas.search import Scope, SearchView
 
@@ -32,7 +33,15 @@ class Ranked(BaseModel):
 
 class FactHit(Ranked):
     fact: Fact
-    closed: bool = Field(description="Not true at the view's valid time (history views only).")
+    closed: bool = Field(
+        description="Not true at the view's valid time (history views and time windows only)."
+    )
+    trust_factor: float = Field(
+        default=1.0, description="Fused score factor for the fact's trust tier (confirmed)."
+    )
+    recency_factor: float = Field(
+        default=1.0, description="Fused score factor for the time since it was last stated."
+    )
 
 
 class EntityHit(Ranked):
@@ -41,6 +50,9 @@ class EntityHit(Ranked):
 
 class EpisodeHit(Ranked):
     episode: EpisodicNode
+    in_window: bool = Field(
+        default=False, description="Its reference time is in the query's time window (boosted)."
+    )
 
 
 class CommunityHit(Ranked):
@@ -60,5 +72,9 @@ class SearchResults(BaseModel):
         default_factory=dict,
         description="Scopes left empty by abstain_below, with their best cosine similarity "
         "(-1 when the cosine branch found nothing).",
+    )
+    time: QueryTime | None = Field(
+        default=None,
+        description="The query's time expressions, how each was read, and the one applied.",
     )
     latency_ms: float = 0.0

@@ -13,7 +13,8 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from kg.retrieval.config import Fusion, Method, Reranker, ScopeConfig, SearchConfig
 from kg.retrieval.fusion import mmr, rrf, score_fusion
@@ -27,10 +28,20 @@ from kg.retrieval.results import (
     FactHit,
     SearchResults,
 )
+from kg.retrieval.when import QueryTime, TimeExpression, anchored_window, read_time
 from kg.schemas.embedder import Embedder
+from kg.schemas.episode import TrustTier
 from kg.schemas.graph import CommunityNode, EntityNode, EpisodicNode, Fact
+from kg.schemas.ontology import Ontology
 from kg.schemas.search import Scope, Scored, SearchItem, SearchView
 from kg.schemas.store import SearchIndex
+
+
+class SearchReads(SearchIndex, Protocol):
+    """The search reads, plus episodes by uuid: a fact's trust is the highest tier among the
+    episodes that support it."""
+
+    async def episodes(self, group_id: str, uuids: list[str]) -> list[EpisodicNode]: ...
 
 
 class SearchError(ValueError):
@@ -57,7 +68,7 @@ class _Scope:
 
 @dataclass
 class Search:
-    store: SearchIndex
+    store: SearchReads
     group_id: str
     query: str
     config: SearchConfig
@@ -66,19 +77,29 @@ class Search:
     cross_encoder: CrossEncoder | None = None
     center: str | None = None
     seeds: list[str] = field(default_factory=list)
+    asked_at: datetime | None = None
+    ontology: Ontology | None = None
     reports: list[BranchReport] = field(default_factory=list)
     abstained: dict[Scope, float] = field(default_factory=dict)
     _qvec: list[float] | None = None
+    _time: QueryTime | None = None
+    _text_query: str = ""
+    _factors: dict[str, tuple[float, float]] = field(default_factory=dict)
+    _in_window: set[str] = field(default_factory=set)
 
     async def run(self) -> SearchResults:
         t0 = time.perf_counter()
         self._check()
+        self._text_query = self.query
+        if self.config.read_time:
+            await self._read_time()
         if self.embedder is not None and self._needs_vector():
             [self._qvec] = await self.embedder.embed([self.query])
         scopes = [(s, c) for s, c in self._scopes() if c is not None]
         done = await asyncio.gather(*(self._scope(s, c) for s, c in scopes))
         results = SearchResults(query=self.query, group_id=self.group_id, view=self.view,
-                                branches=self.reports, abstained=self.abstained)  # fmt: skip
+                                branches=self.reports, abstained=self.abstained,
+                                time=self._time)  # fmt: skip
         for (scope, _), hits in zip(scopes, done, strict=True):
             setattr(results, scope.value, hits)
         order = {s: i for i, s in enumerate(Scope)} | {m.value: i for i, m in enumerate(Method)}
@@ -114,6 +135,123 @@ class Search:
                     "cosine method to this scope"
                 )
 
+    # -- time words -----------------------------------------------------------------------
+
+    @property
+    def _asked_at(self) -> datetime:
+        return self.asked_at or self.view.valid_at
+
+    async def _read_time(self) -> None:
+        """Read the query's time words; apply the first understood window (facts filter on
+        it through the view, episodes are boosted in `_scope`). An event-anchored form is
+        applied only when a fact search finds its event unambiguously."""
+        qt = read_time(self.query, self._asked_at)
+        if not qt.expressions:
+            return
+        if qt.applied is None:
+            i, anchored = next(((i, e) for i, e in enumerate(qt.expressions) if e.anchor),
+                               (-1, None))  # fmt: skip
+            if anchored is not None:
+                resolved = await self._resolve_anchor(anchored)
+                exprs = list(qt.expressions)
+                exprs[i] = resolved
+                rest = self.query.replace(resolved.text, " ") if resolved.understood else qt.rest
+                qt = QueryTime(asked_at=qt.asked_at, expressions=exprs,
+                               applied=resolved if resolved.understood else None,
+                               rest=" ".join(rest.split()))  # fmt: skip
+        self._time = qt
+        if qt.applied is not None:
+            self._text_query = qt.rest or self.query
+            if not self.view.include_history:
+                self.view = self.view.model_copy(update={"window": qt.applied.window})
+
+    async def _resolve_anchor(self, expr: TimeExpression) -> TimeExpression:
+        """The event's time is the valid time of the fact the full-text branch ranks first
+        for the event's words, when the cosine branch (if any) also has it in its top 3;
+        otherwise the expression stays not understood, with the reason."""
+        assert expr.anchor is not None
+        history = self.view.model_copy(update={"include_history": True})
+        words = keyword_query(expr.anchor)
+        text = await self.store.search_text(self.group_id, Scope.facts, words, history, 5)
+        if not text:
+            return expr.model_copy(update={"note": f"{expr.note}; no fact found for "
+                                                   f"{expr.anchor!r}"})  # fmt: skip
+        top = text[0]
+        if self.embedder is not None:
+            [vec] = await self.embedder.embed([expr.anchor])
+            near = await self.store.search_vector(self.group_id, Scope.facts, vec, history, 3)
+            if top.uuid not in {n.uuid for n in near}:
+                return expr.model_copy(update={
+                    "note": f"{expr.note}; no fact clearly matches {expr.anchor!r} (the "
+                            "full-text and cosine branches disagree)"})  # fmt: skip
+        assert isinstance(top.item, Fact)
+        event_at = top.item.edge.valid_at
+        start, end = anchored_window(expr, event_at)
+        return expr.model_copy(update={
+            "understood": True, "start": start, "end": end,
+            "note": f"{expr.note}: {top.item.edge.fact!r}, valid from "
+                    f"{event_at.date().isoformat()}",
+        })  # fmt: skip
+
+    # -- trust, recency, time boost -------------------------------------------------------
+
+    async def _tiers(self, facts: dict[str, Fact]) -> dict[str, int]:
+        """Each fact's trust: the highest tier among its supporting episodes, so an agent's
+        inference restated by the user ranks as the user's word."""
+        tiers = {u: int(f.edge.trust) for u, f in facts.items()}
+        top = max(TrustTier)
+        ask = {ep for f in facts.values() if f.edge.trust < top for ep in f.edge.episodes[1:]}
+        if not ask:
+            return tiers
+        found = {e.uuid: int(e.trust) for e in await self.store.episodes(self.group_id,
+                                                                          sorted(ask))}  # fmt: skip
+        for u, f in facts.items():
+            tiers[u] = max([tiers[u], *(found.get(ep, 0) for ep in f.edge.episodes[1:])])
+        return tiers
+
+    async def _prior(
+        self, fused: list[tuple[str, float]], found: _Scope
+    ) -> list[tuple[str, float]]:
+        """Fused scores times the trust factor and the ontology's recency decay."""
+        facts = {u: item for u, _ in fused if isinstance(item := found.items[u], Fact)}
+        if not facts:
+            return fused
+        tiers = await self._tiers(facts)
+        labels: dict[str, list[str]] = {}
+        onto = self.ontology
+        if onto is not None and onto.decays_by_type:
+            subjects = sorted({f.edge.source_node_uuid for f in facts.values()})
+            labels = {n.uuid: n.labels for n in
+                      await self.store.entities_by_uuid(self.group_id, subjects)}  # fmt: skip
+        out = []
+        for u, score in fused:
+            f = facts[u]
+            trust = self.config.trust_weights.get(TrustTier(tiers[u]), 1.0)
+            recency = 1.0
+            decay = onto.decay_for(f.predicate, labels.get(f.edge.source_node_uuid, [])) if (
+                onto is not None) else None  # fmt: skip
+            if decay is not None:
+                last = max(f.edge.episode_valid_at, default=f.edge.valid_at)
+                recency = decay.factor((self._asked_at - last).total_seconds() / 86400)
+            self._factors[u] = (trust, recency)
+            out.append((u, score * trust * recency))
+        return _resorted(out, fused)
+
+    def _boost(self, fused: list[tuple[str, float]], found: _Scope) -> list[tuple[str, float]]:
+        """Episodes said within the query's window rank higher; none is dropped."""
+        assert self._time is not None and self._time.applied is not None
+        start, end = self._time.applied.window
+        out = []
+        for u, score in fused:
+            item = found.items[u]
+            at = item.valid_at if isinstance(item, EpisodicNode) else None
+            inside = at is not None and (start is None or at >= start) and (
+                end is None or at < end)  # fmt: skip
+            if inside:
+                self._in_window.add(u)
+            out.append((u, score * (1.0 + self.config.time_boost) if inside else score))
+        return _resorted(out, fused)
+
     # -- branches -------------------------------------------------------------------------
 
     async def _timed(
@@ -132,7 +270,8 @@ class Search:
         return hits
 
     async def _bm25(self, scope: Scope) -> list[Scored]:
-        query = keyword_query(self.query) if self.config.drop_question_words else self.query
+        text = self._text_query or self.query
+        query = keyword_query(text) if self.config.drop_question_words else text
         return await self.store.search_text(
             self.group_id, scope, query, self.view, self.config.window
         )
@@ -219,6 +358,10 @@ class Search:
         if Method.bfs in c.methods:
             found.add("bfs", await self._timed(scope, "bfs", lambda: self._bfs(scope, found)))
         fused = self._fuse(found, self.config.window)
+        if scope is Scope.facts:
+            fused = await self._prior(fused, found)
+        elif scope is Scope.episodes and self._time is not None and self._time.applied:
+            fused = self._boost(fused, found)
         fused_score = dict(fused)
         ranked = await self._rerank(scope, c, fused, found)
         if self.config.min_score is not None:
@@ -295,15 +438,24 @@ class Search:
         extra = {"branch_scores": found.scores.get(uuid, {})}
         if isinstance(item, Fact):
             closed = not item.edge.holds_at(self.view.valid_at)
-            return FactHit(
-                fact=item, closed=closed, score=score, ranks=ranks, fused_score=fused, **extra
-            )
+            trust, recency = self._factors.get(uuid, (1.0, 1.0))
+            return FactHit(fact=item, closed=closed, score=score, ranks=ranks, fused_score=fused,
+                           trust_factor=trust, recency_factor=recency, **extra)  # fmt: skip
         if isinstance(item, EntityNode):
             return EntityHit(entity=item, score=score, ranks=ranks, fused_score=fused, **extra)
         if isinstance(item, EpisodicNode):
-            return EpisodeHit(episode=item, score=score, ranks=ranks, fused_score=fused, **extra)
+            return EpisodeHit(episode=item, score=score, ranks=ranks, fused_score=fused,
+                              in_window=uuid in self._in_window, **extra)  # fmt: skip
         assert isinstance(item, CommunityNode)
         return CommunityHit(community=item, score=score, ranks=ranks, fused_score=fused, **extra)
+
+
+def _resorted(
+    scored: list[tuple[str, float]], before: list[tuple[str, float]]
+) -> list[tuple[str, float]]:
+    """Best first; ties keep their order in `before`."""
+    order = {u: i for i, (u, _) in enumerate(before)}
+    return sorted(scored, key=lambda us: (-us[1], order[us[0]]))
 
 
 def _text(item: SearchItem) -> str:
@@ -315,7 +467,7 @@ def _text(item: SearchItem) -> str:
 
 
 async def search(
-    store: SearchIndex,
+    store: SearchReads,
     group_id: str,
     query: str,
     config: SearchConfig,
@@ -325,9 +477,14 @@ async def search(
     cross_encoder: CrossEncoder | None = None,
     center: str | None = None,
     seeds: Sequence[str] = (),
+    asked_at: datetime | None = None,
+    ontology: Ontology | None = None,
 ) -> SearchResults:
-    """Run `config` for `query` in `view`. `center` and `seeds` are entity uuids."""
+    """Run `config` for `query` in `view`. `center` and `seeds` are entity uuids; time words
+    are read against `asked_at` (default: the view's valid time); `ontology` gives the
+    recency decay of facts (none without one)."""
     return await Search(
         store=store, group_id=group_id, query=query, config=config, view=view,
         embedder=embedder, cross_encoder=cross_encoder, center=center, seeds=list(seeds),
+        asked_at=asked_at, ontology=ontology,
     ).run()  # fmt: skip

@@ -7,6 +7,7 @@ one current object for it; a new value then supersedes the old deterministically
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -24,11 +25,34 @@ def normalize_predicate(raw: str) -> str:
     return _NON_WORD.sub("_", spaced).strip("_").upper()
 
 
+class Decay(BaseModel):
+    """How a fact's weight in ranking fades with the time since it was last stated.
+
+    factor = floor + (1 - floor) * 0.5 ** (age / half_life): 1 when just said, `floor` in
+    the end. `half_life_days=None` never fades: for what must not be forgotten (an allergy,
+    a prohibition), declared on the predicate so a global decay skips it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    half_life_days: float | None = Field(default=None, gt=0)
+    floor: float = Field(default=0.0, ge=0.0, le=1.0)
+
+    def factor(self, age_days: float) -> float:
+        if self.half_life_days is None:
+            return 1.0
+        faded: float = 0.5 ** (max(age_days, 0.0) / self.half_life_days)
+        return self.floor + (1.0 - self.floor) * faded
+
+
 class EntityType(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     description: str = ""
+    decay: Decay | None = Field(
+        default=None, description="Recency decay of facts about entities of this type."
+    )
 
     @field_validator("name")
     @classmethod
@@ -46,6 +70,11 @@ class Predicate(BaseModel):
     name: str
     cardinality: Literal["one", "many"] = "many"
     description: str = ""
+    decay: Decay | None = Field(
+        default=None,
+        description="Recency decay of its facts; wins over the subject type's and the "
+        "ontology's. Decay() (no half-life) never fades.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -73,6 +102,9 @@ class Ontology(BaseModel):
     entity_types: list[EntityType] = Field(default_factory=list)
     predicates: list[Predicate] = Field(default_factory=list)
     strict: bool = False
+    decay: Decay | None = Field(
+        default=None, description="Recency decay of every fact not otherwise declared (off)."
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> Self:
@@ -102,6 +134,23 @@ class Ontology(BaseModel):
                 "use letters, digits and underscores, starting with a letter"
             )
         return Predicate(name=name, cardinality="many")
+
+    def decay_for(self, predicate: str, subject_labels: Sequence[str] = ()) -> Decay | None:
+        """The predicate's decay, else the subject's type's, else the ontology's (or none)."""
+        name = normalize_predicate(predicate)
+        for p in self.predicates:
+            if p.name == name and p.decay is not None:
+                return p.decay
+        types = {t.name: t for t in self.entity_types}
+        for label in subject_labels:
+            t = types.get(label)
+            if t is not None and t.decay is not None:
+                return t.decay
+        return self.decay
+
+    @property
+    def decays_by_type(self) -> bool:
+        return any(t.decay is not None for t in self.entity_types)
 
     def resolve_entity_type(self, raw: str | None) -> str | None:
         """The declared type, or in a lenient ontology any PascalCase name that is not one

@@ -23,7 +23,9 @@ class Scope(StrEnum):
 class SearchView(BaseModel):
     """The bi-temporal window every branch filters on *before* ranking.
 
-    Facts: true at `valid_at` and believed at `known_at`; with `include_history`, every
+    Facts: true at `valid_at` and believed at `known_at`; with a `window` (a time expression
+    of the query, `kg.retrieval.when`), valid at some time in [start, end) instead, closed
+    versions included (the caller marks them closed); with `include_history`, every
     version believed at `known_at` whatever its valid interval (closed facts included, and
     marked closed by the caller). Contested facts only with `include_contested`. Entities and
     communities: created by `known_at`. Episodes: ingested (not rolled back or failed), created
@@ -36,6 +38,7 @@ class SearchView(BaseModel):
     known_at: UtcDatetime
     include_history: bool = False
     include_contested: bool = False
+    window: tuple[UtcDatetime | None, UtcDatetime | None] | None = None
 
 
 SearchItem = Fact | EntityNode | EpisodicNode | CommunityNode

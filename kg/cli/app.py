@@ -753,22 +753,36 @@ def search(
         typer.Option(help="sentence-transformers CrossEncoder model path, for *_cross_encoder."),
     ] = None,
     explain: Annotated[
-        bool, typer.Option("--explain", help="Show each branch's hits and the fused scores.")
+        bool,
+        typer.Option(
+            "--explain",
+            help="Show each branch's hits, the fused scores, trust and recency factors, and "
+            "how time words were read.",
+        ),
     ] = False,
     context: Annotated[
         bool, typer.Option("--context", help="Print the prompt-ready context block instead.")
     ] = False,
     max_tokens: Annotated[int, typer.Option(min=50, help="Token budget for --context.")] = 1000,
+    asked_at: Annotated[
+        str | None,
+        typer.Option(
+            "--asked-at",
+            help="When the question is asked: time words in the query ('last March', "
+            "'in 2022', '작년') are read against it (default: --as-of, else now).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Hybrid search (BM25 + cosine, or + BFS; fused, reranked), in any time view.
 
     Cosine needs embeddings: by default (--embedder auto) the model the group was embedded
     with, if it was (--embedder minilm at ingest); without one that branch reports an error
-    and the others still run.
+    and the others still run. Time words in the query become a window (facts valid in it,
+    episodes in it boosted); --explain shows how they were read.
     """
     settings: Settings = ctx.obj
-    v, k = _times(as_of=as_of, known_at=known_at)
+    v, k, asked = _times(as_of=as_of, known_at=known_at, asked_at=asked_at)
     ce: CrossEncoder | None = None
     if cross_encoder is not None:
         from kg.retrieval import SentenceTransformerCrossEncoder
@@ -787,6 +801,7 @@ def search(
         "center": center,
         "min_score": min_score,
         "abstain_below": abstain_below,
+        "asked_at": asked,
     }
 
     async def work(kg: KG) -> SearchResults | str:
@@ -1032,6 +1047,74 @@ def keys_revoke(
         f"revoked key {record.key_id} (group {record.scope!r}, role {record.role.value})",
         highlight=False,
     )
+
+
+@app.command(name="eval")
+def eval_(
+    file: Annotated[Path, typer.Argument(help="Golden set, JSON Lines (docs/eval.md).")],
+    mode: Annotated[
+        str, typer.Option(help="Ingest: structured (turns + their facts), raw (turns), llm.")
+    ] = "structured",
+    system: Annotated[
+        list[str] | None,
+        typer.Option(help="kg, add_only, full_context (LLM); repeat. Default: all that apply."),
+    ] = None,
+    k: Annotated[int, typer.Option(min=1, max=100, help="Facts and turns retrieved.")] = 10,
+    max_tokens: Annotated[int, typer.Option(min=50, help="Context block budget.")] = 1000,
+    abstain_below: Annotated[
+        float | None,
+        typer.Option(help="Abstention cutoff (cosine; about 0.49 for MiniLM). Default: off."),
+    ] = None,
+    embedder: Annotated[
+        str, typer.Option(help="'minilm' (packaged), a model path, or 'none' (BM25 only).")
+    ] = "minilm",
+    llm_model: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KG_LLM_MODEL",
+            help="Model that answers and judges (and extracts, with --mode llm); without one, "
+            "retrieval metrics only.",
+        ),
+    ] = None,
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_api_key: LlmApiKeyOpt = None,
+    time_words: Annotated[
+        bool, typer.Option(help="Read time words in questions as windows (--no-time-words: off).")
+    ] = True,
+    items_out: Annotated[
+        Path | None, typer.Option(help="Write each item's result here (JSON Lines).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evaluate retrieval on a golden set, in a throwaway store: evidence recall@k,
+    stale-in-context rate, abstention, tokens and latency per item type, with Wilson 95%
+    intervals; beside kg, an ADD-only store that never supersedes. With --llm-model it also
+    answers, judges, and runs a full-context baseline."""
+    from kg.eval import Mode, System, load, run_eval
+
+    try:
+        modes, systems = Mode(mode), [System(s) for s in system] if system else None
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    golden = load(file) if file.exists() else None
+    if golden is None:
+        raise _fail(f"golden set {file}: no such file")
+    settings = Settings(home=None, uri=None, group="default", ontology_path=None,
+                        embedder=embedder)  # fmt: skip
+    emb = settings.make_embedder()
+    llm = _llm(llm_model, llm_base_url, llm_api_key)
+    with err.status("evaluating") as status:
+        report = _run(run_eval(
+            golden, mode=modes, systems=systems, k=k, max_tokens=max_tokens,
+            abstain_below=abstain_below, embedder=emb if emb != "auto" else None, llm=llm,
+            progress=lambda msg: status.update(msg), read_time=time_words,
+        ))  # fmt: skip
+    if items_out is not None:
+        items_out.write_text("".join(r.model_dump_json() + "\n" for r in report.items))
+    if as_json:
+        out.print_json(report.model_dump_json(exclude={"items"}))
+    else:
+        render.eval_report(out, report)
 
 
 @app.command()

@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kg.erasure import ErasureReceipt
+from kg.eval import EvalReport
 from kg.facade import BulkResult, CommunityReport, QuarantineEntry
 from kg.graphiti import AdoptReport
 from kg.retrieval import SearchResults
@@ -455,6 +456,11 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
             note = b.error or ("no hits" if b.hits == 0 else "")
             table.add_row(b.scope.value, b.method, str(b.hits), f"{b.latency_ms:.1f}", note)
         console.print(table)
+        if results.time is not None:
+            console.print(f"time words (asked at {results.time.asked_at:%Y-%m-%d %H:%M}Z):",
+                          markup=False)  # fmt: skip
+            for line in results.time.describe():
+                console.print(f"  {line}", markup=False, highlight=False)
     sections: list[tuple[str, list[tuple[Any, str, str]]]] = [
         (
             "facts",
@@ -494,7 +500,12 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
             row = [str(i), text, valid, f"{hit.score:.4f}"]
             if explain:
                 ranks = ", ".join(f"{m} #{r}" for m, r in hit.ranks.items())
-                row += [f"{hit.fused_score:.4f}", ranks]
+                factors = [f"{name} x{f:.2f}" for name, f in (
+                    ("trust", getattr(hit, "trust_factor", 1.0)),
+                    ("recency", getattr(hit, "recency_factor", 1.0))) if f != 1.0]  # fmt: skip
+                if getattr(hit, "in_window", False):
+                    factors.append("in time window")
+                row += [f"{hit.fused_score:.4f}", "; ".join([ranks, *factors])]
             table.add_row(*row)
         console.print(table)
     for scope, best in results.abstained.items():
@@ -527,3 +538,27 @@ def keys(console: Console, records: Sequence[ApiKeyRecord], *, as_json: bool) ->
             r.revoked_at.strftime(TIME) if r.revoked_at else "",
         )
     console.print(table)
+
+
+def eval_report(console: Console, report: EvalReport) -> None:
+    llm = any(r.answer is not None for r in report.rows)
+    cols = ["system", "type", "items", f"evidence recall@{report.k}", "stale in context",
+            "stale quoted", "gold in context", "abstained: abstain items", "abstained: others",
+            "tokens", "p50 ms", "p95 ms"]  # fmt: skip
+    cols += ["answer correct", "answer stale"] if llm else []
+    title = (
+        f"kg eval: {report.name} ({report.mode.value} ingest, k={report.k}, abstain below "
+        f"{report.abstain_below}, embedder {report.embedder or 'none'})"
+    )
+    table = _table(title, cols, caption="% [Wilson 95%]; recall pooled over evidence turns")
+    for r in report.rows:
+        row = [r.system.value, r.type, str(r.items), r.recall.show(), r.stale.show(),
+               r.stale_quoted.show(), r.gold.show(), r.abstain.show(), r.false_abstain.show(),
+               f"{r.tokens_mean:.0f}", f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}"]  # fmt: skip
+        if llm:
+            row += [r.answer.show() if r.answer else "—",
+                    r.answer_stale.show() if r.answer_stale else "—"]  # fmt: skip
+        table.add_row(*row)
+    console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False)

@@ -70,7 +70,13 @@ def view_filter(scope: Scope, view: SearchView) -> str:
             f"{unindexed('e.created_at')} <= $known_at",
             "(e.expired_at IS NULL OR e.expired_at > $known_at)",
         ]
-        if not view.include_history:
+        if view.window is not None and not view.include_history:
+            start, end = view.window  # overlap with [start, end); a null bound is open
+            if end is not None:
+                clauses.append("(e.valid_at IS NULL OR e.valid_at < $window_end)")
+            if start is not None:
+                clauses.append("(e.invalid_at IS NULL OR e.invalid_at > $window_start)")
+        elif not view.include_history:
             clauses += [
                 # A null valid_at only occurs in graphs other tools wrote: unknown, not never.
                 "(e.valid_at IS NULL OR e.valid_at <= $valid_at)",
@@ -100,11 +106,15 @@ class CypherSearch(CypherBase):
         """Wait until the group's search indexes are populated."""
 
     def _view_params(self, group_id: str, view: SearchView) -> dict[str, Any]:
-        return {
+        params = {
             "group_id": group_id,
             "valid_at": self.dialect.encode_time(view.valid_at),
             "known_at": self.dialect.encode_time(view.known_at),
         }
+        for name, bound in zip(("window_start", "window_end"), view.window or (), strict=False):
+            if bound is not None:
+                params[name] = self.dialect.encode_time(bound)
+        return params
 
     def _item(
         self, scope: Scope, row: dict[str, Any]
