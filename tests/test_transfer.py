@@ -223,6 +223,28 @@ def _import_until_killed(home: Path, dump: Path) -> str:
     """)
 
 
+async def test_an_imported_group_reopens_whole(tmp_path: Path) -> None:
+    """On loading an RDB, FalkorDB 4.16 leaves out of its edge indexes every edge whose
+    source is node 0; an import's first node was an entity, so once the store reopened that
+    entity's facts were gone from why, history and export. A cycle makes every entity a
+    source, whichever the import writes first."""
+    async with await KG.open(home=tmp_path / "src") as src:
+        await add(src, t(2024), ("Ann", "KNOWS", "Bo"), ("Bo", "KNOWS", "Ann"))
+        lines = await lines_of(src)
+    async with await KG.open(home=tmp_path / "dst") as kg:
+        await kg.import_lines(lines, into="team")
+        assert await kg.store.fold_history(wait=True)  # the base is an RDB from here on
+    async with await KG.open(home=tmp_path / "dst") as kg:  # reopened: loaded from the RDB
+        history = await kg.history(group_id="team", limit=100)
+        assert sorted(f.subject for f in history) == ["Ann", "Bo"]
+        for fact in history:
+            assert (await kg.why(fact.edge.uuid, group_id="team")).versions
+        kinds = [json.loads(x).get("record") for x in await lines_of(kg, "team")]
+        assert kinds.count("edges") == 2
+        await add(kg, t(2025), ("Ann", "KNOWS", "Cy"), group_id="team")  # writable after it
+        assert len(await kg.history(group_id="team", subject="Ann", limit=100)) == 2
+
+
 async def test_a_killed_import_leaves_no_group_and_can_be_run_again(tmp_path: Path) -> None:
     dump, home = await big_export(tmp_path), tmp_path / "dst"
     proc = await asyncio.create_subprocess_exec(

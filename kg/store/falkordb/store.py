@@ -381,8 +381,15 @@ class FalkorDBStore(CypherStore):
 
     async def load_staged(self, group_id: str, staging: str, items: Sequence[Record]) -> None:
         # The records keep the target's group_id; the staging graph is only where they wait.
+        # The group's version node comes first, unversioned (the first write sets it), so it
+        # is node 0: on loading an RDB, FalkorDB 4.16 leaves out of its edge indexes every edge
+        # whose source is node 0, and an imported group then lost that node's facts to `why`,
+        # history and export once the store reopened (an ingested group's node 0 is this
+        # node too: the first write's fence creates it first).
         if statements := self.compile_load(check_group_id(group_id), items):
-            await self.execute(staging, statements)
+            anchor = Statement(f"MERGE (:{GROUP_LABEL} {{group_id: $group_id}})",
+                               {"group_id": group_id})  # fmt: skip
+            await self.execute(staging, [anchor, *statements])
 
     async def publish_staged(self, group_id: str, staging: str) -> None:
         """RENAMENX: a key rename, O(1) and atomic, refused if the group appeared meanwhile.
