@@ -16,8 +16,10 @@ and writes them. Per group:
   episode at a time in the window's order, each against the graph as the previous write left
   it: the same graph a one-by-one ingest gives. The write completes the stored node and is
   guarded by the lease: a worker whose lease was taken over writes nothing.
-- **Failures are retried**, with exponential backoff, up to `max_attempts` claims; then the
-  episode is failed, with its reasons, and counted. Nothing is dropped.
+- **Transient failures are retried** (endpoint down, store errors), with exponential backoff,
+  up to `max_attempts` claims; a reply that stays invalid after its corrective retry fails
+  the episode at once (a retry would ask the same model the same thing). A failed episode
+  keeps its reasons and is counted; sending it again retries it. Nothing is dropped.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import json
 import logging
 import random
 import uuid as uuidlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -38,7 +40,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from kg.errors import InputError, KGError, LeaseLostError, LLMRequiredError, StoreUnavailableError
-from kg.facade import KG
+from kg.facade import KG, EpisodeResult
 from kg.ingest.llm import LLMCall, LLMError, LLMOutputError, LLMUnavailableError
 from kg.schemas.episode import EpisodeSource
 from kg.schemas.extraction import Extraction
@@ -58,6 +60,13 @@ class WorkerStats(BaseModel):
     lease_lost: int = 0
     released: int = 0  # handed back unfinished (the worker stopped, or had no LLM)
     llm_calls: int = 0
+
+
+# Failures a retry would repeat: the model's reply stayed invalid after its corrective retry
+# (same prompt, same model), the endpoint refused the request, or the episode does not plan.
+# These fail the episode at once, recorded like a waiting add_episode's failure: sending it
+# again retries it. The rest (endpoint down, store errors) are retried with backoff.
+PERMANENT = frozenset({"llm_output", "llm_error", "invalid"})
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -141,6 +150,7 @@ class Worker:
         max_backoff_seconds: float = 300.0,
         session_timeout: float | None = None,
         owner: str | None = None,
+        on_result: Callable[[EpisodeResult], None] | None = None,
     ) -> None:
         """
         Args:
@@ -158,6 +168,8 @@ class Worker:
                 `max_backoff_seconds`.
             session_timeout: Hold an episode with a session id until its session has had
                 no new message for this long (the session has ended).
+            on_result: Called with each episode written (its summary: facts kept, dropped
+                by rule, LLM calls and tokens), e.g. to publish it.
         """
         if lease_seconds <= 0 or poll_seconds <= 0:
             raise InputError("lease_seconds and poll_seconds must be positive")
@@ -183,6 +195,7 @@ class Worker:
         )
         self.owner = owner or f"worker-{uuidlib.uuid4().hex[:12]}"
         self.stats = WorkerStats()
+        self.on_result = on_result
         self._llm_slots = asyncio.Semaphore(limit)
         self._wake = asyncio.Event()
         self._stopping = False
@@ -355,8 +368,10 @@ class Worker:
                 raise LeaseLostError(f"episode {node.uuid}: lease lost")
             if extracted is None and node.source is not EpisodeSource.facts:
                 raise LLMRequiredError("no extraction (the worker is stopping)")
-            await self.kg._complete(node, self.owner, extracted)
+            result = await self.kg._complete(node, self.owner, extracted)
             self.stats.completed += 1
+            if self.on_result is not None:
+                self.on_result(result)
         except LeaseLostError:
             self.stats.lease_lost += 1
         except StoreUnavailableError:
@@ -368,7 +383,8 @@ class Worker:
 
     async def _failed(self, group_id: str, node: EpisodicNode, exc: BaseException) -> None:
         calls: list[Any] = list(getattr(exc, "calls", []))
-        final = node.attempts >= self.max_attempts
+        reason = failure_reason(exc)
+        final = node.attempts >= self.max_attempts or reason in PERMANENT
         delay = min(self.max_backoff_seconds, self.backoff_seconds * 2 ** (node.attempts - 1))
         later = self.kg.clock.now() + timedelta(seconds=random.uniform(delay / 2, delay))
         if not isinstance(exc, LLMError | KGError):
@@ -377,7 +393,7 @@ class Worker:
             await self.store.release(
                 group_id, node.uuid, self.owner, failed=final,
                 next_attempt_at=None if final else later,
-                error=f"{type(exc).__name__}: {exc}"[:2000], reason=failure_reason(exc),
+                error=f"{type(exc).__name__}: {exc}"[:2000], reason=reason,
                 llm_calls=len(calls),
                 llm_tokens=sum(c.prompt_tokens + c.completion_tokens for c in calls),
             )  # fmt: skip
