@@ -309,6 +309,8 @@ class Worker:
         if busy:
             return
         ready = [n for n in ready if n.uuid not in state.held]
+        if self.kg.llm is None:  # text episodes wait for a worker that has an LLM
+            ready = [n for n in ready if n.source is EpisodeSource.facts]
         ready = await self._abandon_dead(group_id, ready, now)
         if self.session_timeout is not None:
             ready = await self._ended_sessions(group_id, ready, now)
