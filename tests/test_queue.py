@@ -30,7 +30,9 @@ async def rkg(home: Path) -> AsyncIterator[tuple[KG, RuleLLM]]:
 
 
 async def episodes_of(kg: KG, group: str) -> list[EpisodicNode]:
-    rows = await kg.store.raw_query(group, "MATCH (e:Episodic) RETURN properties(e) AS ep")
+    rows = await kg.store.raw_query(
+        group, "MATCH (e:Episodic) WHERE e.group_id = $g RETURN properties(e) AS ep", {"g": group}
+    )
     return [EpisodicNode.model_validate(kg.store._decode(r["ep"])) for r in rows]  # type: ignore[attr-defined]
 
 
@@ -64,7 +66,7 @@ async def snapshot(kg: KG, group: str) -> dict[str, Any]:
                 e.extraction,
             )
             for e in eps
-        ),  # fmt: skip
+        ),
     }
 
 
@@ -242,10 +244,10 @@ async def test_a_stopping_worker_hands_back_what_it_has_not_written(home: Path) 
     async with await KG.open(home=home, llm=llm) as kg:
         for ep in conversation(8, seed=5):
             await kg.add_episode(**ep, wait=False)
-        worker = Worker(kg, poll_seconds=0.05)
+        wrote = asyncio.Event()
+        worker = Worker(kg, poll_seconds=0.05, on_result=lambda _: wrote.set())
         task = asyncio.create_task(worker.run())
-        while worker.stats.completed < 1:
-            await asyncio.sleep(0.05)
+        await asyncio.wait_for(wrote.wait(), 10)
         await worker.stop()
         stats = await asyncio.wait_for(task, 10)
         assert stats.released > 0
@@ -277,3 +279,51 @@ async def test_a_worker_without_an_llm_leaves_text_episodes_alone(kg: KG) -> Non
     await task
     [node] = await episodes_of(kg, "default")
     assert node.status is EpisodeStatus.queued and node.attempts == 0 and node.error is None
+
+
+@pytest.fixture(params=["falkordb", "neo4j"])
+async def backend_kg(request: pytest.FixtureRequest, home: Path) -> AsyncIterator[KG]:
+    from tests.conftest import wipe
+
+    if request.param == "falkordb":
+        graph = await KG.open(home=home, llm=RuleLLM(delay=0.01))
+    else:
+        server = request.getfixturevalue("neo4j_server")
+        graph = await KG.open(server.kg_uri, llm=RuleLLM(delay=0.01))
+        await wipe(graph)
+    try:
+        yield graph
+    finally:
+        await graph.close()
+
+
+async def test_racing_claims_give_a_group_to_one_worker(backend_kg: KG) -> None:
+    kg = backend_kg
+    for ep in conversation(12, seed=2):
+        await kg.add_episode(**ep, wait=False)
+    uuids = [n.uuid for n in (await kg.store.ready("default", "x", kg.clock.now(), 50))[0]]
+    for _ in range(5):
+        now = kg.clock.now()
+        got = await asyncio.gather(*(
+            kg.store.claim("default", f"w{i}", uuids, now, now + timedelta(seconds=30))
+            for i in range(8)
+        ))  # fmt: skip
+        winners = [i for i, nodes in enumerate(got) if nodes]
+        assert len(winners) == 1 and len(got[winners[0]]) == len(uuids)
+        owners = {n.lease_owner for n in await episodes_of(kg, "default")}
+        assert owners == {f"w{winners[0]}"}
+        for u in uuids:  # hand all back for the next round
+            assert await kg.store.release("default", u, f"w{winners[0]}", failed=False)
+
+
+async def test_two_workers_on_one_group_write_it_as_one(backend_kg: KG) -> None:
+    kg = backend_kg
+    convo = conversation(30, seed=9)
+    for ep in convo:
+        await kg.add_episode(**ep, group_id="sequential")
+    for ep in convo:
+        await kg.add_episode(**ep, group_id="queued", wait=False)
+    a, b = Worker(kg, groups=["queued"]), Worker(kg, groups=["queued"])
+    sa, sb = await asyncio.gather(a.drain(), b.drain())
+    assert sa.completed + sb.completed == len(convo)
+    assert await snapshot(kg, "queued") == await snapshot(kg, "sequential")
