@@ -112,7 +112,8 @@ class RuleLLM(StructuredLLM):
                 raise LLMUnavailableError("scripted outage")
             reply = "not json" if episode in self.invalid else extract_reply(episode)
             if self.log is not None:
-                line = json.dumps({"episode": episode, "pid": os.getpid()}) + "\n"
+                when = messages[1]["content"].split("\n", 1)[0].rsplit(": ", 1)[-1]
+                line = json.dumps({"episode": episode, "at": when, "pid": os.getpid()}) + "\n"
                 fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
                     os.write(fd, line.encode())  # one write: whole lines across processes
