@@ -45,8 +45,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.graphiti_llm import Counts, graphiti
 from graphiti_core.embedder.client import EmbedderClient
+
+from benchmarks.graphiti_llm import Counts, graphiti
 from kg import KG
 from kg.ingest.llm import OpenAILLM
 from kg.queue import Worker
@@ -117,7 +118,8 @@ def when(e: dict[str, Any], i: int) -> datetime:
 
 def episode(group: str, e: dict[str, Any], i: int) -> Episode:
     return Episode(source="message", group_id=group, content=f"{e['speaker']}: {e['text']}",
-                   reference_time=when(e, i), source_description=f"locomo {e['dia_id']}")  # fmt: skip
+                   reference_time=when(e, i),
+                   source_description=f"locomo {e['dia_id']}")  # fmt: skip
 
 
 async def as_of(kg: KG, group: str, dates: list[datetime]) -> dict[str, Any]:
@@ -173,7 +175,8 @@ async def run(args: argparse.Namespace) -> None:
                 table.append(("kg background (enqueue + Worker)", wall, calls, note))
                 if not args.skip_sequential:
                     same = await as_of(kg, "sequential", dates) == await as_of(
-                        kg, "background", dates)
+                        kg, "background", dates
+                    )
                     print(f"as-of answers and versions, sequential vs background: "
                           f"{'identical' if same else 'DIFFERENT'} ({len(dates) + 1} valid "
                           "times)")  # fmt: skip
@@ -185,13 +188,17 @@ async def run(args: argparse.Namespace) -> None:
     print(f"\n# {n} turns of {conv}; stub latency {lat:.2f} s; concurrency {c}: limit "
           f"{limit:.1f} episodes/s at one call an episode ({n / limit:.0f} s)")  # fmt: skip
     seq = next((w for name, w, _, _ in table if name.startswith("kg sequential")), None)
-    print("\n| path | wall s | episodes/s | LLM calls | calls/episode | vs sequential | "
-          "of the limit | note |\n|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| path | wall s | episodes/s | LLM calls | calls/episode | vs sequential | "
+        "of the limit | note |\n|---|---|---|---|---|---|---|---|"
+    )
     for name, wall, calls, note in table:
         eps = n / wall
         speed = f"{seq / wall:.1f}x" if seq else "-"
-        print(f"| {name} | {wall:.1f} | {eps:.2f} | {calls} | {calls / n:.2f} | {speed} | "
-              f"{100 * eps / limit:.0f}% | {note} |")
+        print(
+            f"| {name} | {wall:.1f} | {eps:.2f} | {calls} | {calls / n:.2f} | {speed} | "
+            f"{100 * eps / limit:.0f}% | {note} |"
+        )
 
 
 async def run_graphiti(
@@ -232,7 +239,8 @@ async def run_graphiti(
             try:
                 await g.add_episode(name=e["dia_id"], episode_body=f"{e['speaker']}: {e['text']}",
                                     source_description="locomo", reference_time=when(e, i),
-                                    source=EpisodeType.message, group_id="graphitiloop")  # fmt: skip
+                                    source=EpisodeType.message,
+                                    group_id="graphitiloop")  # fmt: skip
             except Exception:
                 raised += 1
             per.append(time.perf_counter() - t1)
