@@ -153,7 +153,7 @@ async def run_kg(kg: KG, conv: str, turns: list[dict[str, Any]], args: argparse.
         print(f"| {rule} | {count} |")
     print(f"LLM calls per finished episode: {spread(calls)}")
     print(f"LLM tokens per finished episode: {spread(tokens)}")
-    print(f"wall time: {wall:.0f} s ({n / wall * 60:.2f} episodes/min)")
+    print(f"wall time: {wall:.0f} s ({len(finished) / wall * 60:.2f} finished episodes/min)")
 
 
 async def all_episodes(kg: KG, group: str) -> list[Any]:
