@@ -15,6 +15,7 @@ from kg.errors import LeaseLostError
 from kg.queue import Worker, stage_json
 from kg.schemas.episode import Episode
 from kg.schemas.graph import EpisodeStatus, EpisodicNode
+from kg.schemas.plan import GroupVersion, WritePlan
 from tests.conftest import t
 from tests.queue_llm import RuleLLM, conversation
 from tests.test_rollback import view
@@ -327,3 +328,55 @@ async def test_two_workers_on_one_group_write_it_as_one(backend_kg: KG) -> None:
     sa, sb = await asyncio.gather(a.drain(), b.drain())
     assert sa.completed + sb.completed == len(convo)
     assert await snapshot(kg, "queued") == await snapshot(kg, "sequential")
+
+
+async def test_the_leased_write_checks_its_lease_and_the_version_in_one_unit(
+    backend_kg: KG,
+) -> None:
+    """The write completing a queued episode is fenced like every write (kg.versioned): a
+    version moved by another writer between its plan and its write refuses the stale plan,
+    and the worker re-plans; a lost lease refuses the write whatever the version."""
+    kg = backend_kg
+    for ep in conversation(2, seed=4):
+        await kg.add_episode(**ep, wait=False)
+    now = kg.clock.now()
+    first, second = (await kg.store.ready("default", "w", now, 10))[0]
+    until = now + timedelta(seconds=60)
+    [node] = await kg.store.claim("default", "w", [first.uuid], now, until)
+    real_apply = kg.store.apply
+    plans: list[WritePlan] = []
+
+    async def overtaken(plan: WritePlan) -> GroupVersion:
+        plans.append(plan)
+        if len(plans) == 1:  # another writer lands between this plan's reads and its write
+            await kg.store.set_hold("default", await kg.store.version("default"), None)
+        return await real_apply(plan)
+
+    kg.store.apply = overtaken  # type: ignore[method-assign]
+    done = await kg._complete(node, "w", await kg._extract_queued(node))
+    assert done.attempts == 2 and len(plans) == 2 and plans[0].base != plans[1].base
+    assert all(p.lease_owner == "w" for p in plans)
+
+    now = kg.clock.now()
+    [node] = await kg.store.claim("default", "w", [second.uuid], now, until)
+    extracted = await kg._extract_queued(node)
+    plans.clear()
+
+    async def taken_over(plan: WritePlan) -> GroupVersion:
+        plans.append(plan)  # another worker takes the episode over, another writer writes
+        assert await kg.store.release("default", second.uuid, "w", failed=False)
+        later = kg.clock.now()
+        assert await kg.store.claim("default", "z", [second.uuid], later, until)
+        await kg.store.set_hold("default", await kg.store.version("default"), None)
+        return await real_apply(plan)
+
+    kg.store.apply = taken_over  # type: ignore[method-assign]
+    with pytest.raises(LeaseLostError):
+        await kg._complete(node, "w", extracted)
+    assert len(plans) == 1  # refused for the lease, not re-planned as a conflict
+    nodes = {n.uuid: n for n in await episodes_of(kg, "default")}
+    assert nodes[first.uuid].status is EpisodeStatus.ingested
+    assert nodes[second.uuid].status is EpisodeStatus.processing
+    assert nodes[second.uuid].lease_owner == "z"
+    cited = {u for f in await kg.history(limit=1000) for u in f.edge.episodes}
+    assert first.uuid in cited and second.uuid not in cited
