@@ -9,7 +9,11 @@ CREATE CONSTRAINT kg_entity_group_uuid IF NOT EXISTS FOR (n:Entity) REQUIRE (n.g
 CREATE CONSTRAINT kg_episodic_group_uuid IF NOT EXISTS FOR (n:Episodic) REQUIRE (n.group_id, n.uuid) IS UNIQUE;
 CREATE CONSTRAINT kg_community_group_uuid IF NOT EXISTS FOR (n:Community) REQUIRE (n.group_id, n.uuid) IS UNIQUE;
 CREATE CONSTRAINT kg_group_id IF NOT EXISTS FOR (n:KGGroup) REQUIRE n.group_id IS UNIQUE;
+CREATE CONSTRAINT kg_queue_group IF NOT EXISTS FOR (n:KGQueue) REQUIRE n.group_id IS UNIQUE;
 CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id);
+CREATE INDEX kg_episodic_status IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.status);
+CREATE INDEX kg_episodic_key IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.idempotency_key);
+CREATE INDEX kg_episodic_session IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.session_id);
 CREATE INDEX kg_entity_key IF NOT EXISTS FOR (n:Entity) ON (n.group_id, n.name_key);
 CREATE INDEX kg_episodic_hash IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.content_hash);
 CREATE INDEX kg_relates_uuid IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.uuid);

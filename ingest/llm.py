@@ -98,6 +98,9 @@ class StructuredLLM(abc.ABC):
     """Validation and one corrective retry, shared by every client."""
 
     model: str
+    # Requests this client lets run at once: background ingestion pipelines up to this many
+    # extractions (kg.queue).
+    max_concurrency: int = 4
 
     @abc.abstractmethod
     async def _complete(
@@ -246,6 +249,7 @@ class OpenAILLM(StructuredLLM):
         self._rest_client = (
             self._client.with_options(max_retries=max_retries - 1) if max_retries > 0 else None
         )
+        self.max_concurrency = max_concurrency
         self._slots = asyncio.Semaphore(max_concurrency)
         self._probing = asyncio.Lock()
         self._modes: dict[tuple[str, str], JsonMode] = {}
@@ -349,8 +353,11 @@ class ScriptedLLM(StructuredLLM):
     Token counts are estimated (4 characters a token) so budgets can be measured offline.
     """
 
-    def __init__(self, replies: Sequence[Reply], model: str = "scripted") -> None:
+    def __init__(
+        self, replies: Sequence[Reply], model: str = "scripted", *, max_concurrency: int = 4
+    ) -> None:
         self.model = model
+        self.max_concurrency = max_concurrency
         self._replies = list(replies)
         self.requests: list[list[Message]] = []
 

@@ -44,6 +44,8 @@ def episodic_node(
         channel=episode.channel,
         trust=episode.trust_tier,
         extractor=extractor,
+        idempotency_key=episode.idempotency_key,
+        session_id=episode.session_id,
     )
 
 
@@ -107,16 +109,18 @@ async def plan_structured_episode(
     new_id: Callable[[], str] = new_uuid,
     *,
     facts: list[StructuredFact] | None = None,
+    uuid: str | None = None,
 ) -> tuple[WritePlan, PlanSummary]:
     """`facts`, when given, is what to write of the episode's facts (the instruction guard
-    holds back the rest); the episode's content, which replay reads, records only those."""
+    holds back the rest); the episode's content, which replay reads, records only those.
+    `uuid` is the episode's when it is already stored (a queued one)."""
     check_structured(episode, ontology)
     facts = list(episode.facts) if facts is None else facts
     facts_json = json.dumps(
         [f.model_dump(mode="json", exclude_none=True) for f in facts], ensure_ascii=False
     )
     node = episodic_node(
-        episode, uuid=new_id(), now=now, extractor=STRUCTURED_EXTRACTOR, content=facts_json
+        episode, uuid=uuid or new_id(), now=now, extractor=STRUCTURED_EXTRACTOR, content=facts_json
     )
     return await plan_facts(node, facts, store, ontology, now, new_id)
 

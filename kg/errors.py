@@ -14,6 +14,7 @@ __all__ = [
     "InputError",
     "KGError",
     "LLMRequiredError",
+    "LeaseLostError",
     "NotFoundError",
     "StoreError",
     "StoreUnavailableError",
@@ -49,6 +50,11 @@ class StoreUnavailableError(KGError):
 
 class ExtractionError(KGError):
     """The LLM step failed; the episode is recorded as failed (retryable), no facts written."""
+
+
+class LeaseLostError(KGError):
+    """A worker's lease on a queued episode lapsed and another worker took the episode over:
+    the write that needed the lease wrote nothing."""
 
 
 class StoreError(KGError):

@@ -14,7 +14,7 @@ import json
 import logging
 import math
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -45,14 +45,22 @@ from kg.ingest.embeddings import recorded_embedder
 from kg.ingest.extraction import (
     LLM_EXTRACTOR,
     UNTRUSTED,
+    Drops,
     Guards,
     extract,
     extraction_record,
     vet,
 )
-from kg.ingest.llm import LLMError, StructuredLLM
-from kg.ingest.resolution import resolve
-from kg.ingest.structured import check_structured, episodic_node, new_uuid, plan_facts
+from kg.ingest.llm import LLMCall, LLMError, StructuredLLM
+from kg.ingest.resolution import ResolutionReport, resolve
+from kg.ingest.structured import (
+    STRUCTURED_EXTRACTOR,
+    check_structured,
+    episodic_node,
+    new_uuid,
+    plan_facts,
+    stored_facts,
+)
 from kg.retrieval import (
     DEFAULT_RECIPE,
     RECIPES,
@@ -67,6 +75,7 @@ from kg.retrieval.context import approx_tokens
 from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.schemas.embedder import Embedder, EmbeddingModel
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
+from kg.schemas.extraction import Extraction
 from kg.schemas.graph import (
     AuditEvent,
     EntityNode,
@@ -100,6 +109,11 @@ RAW_EXTRACTOR = "kg.raw/1"
 LLM_CALLS_PER_EPISODE = 3  # extraction (with its retry) + resolution; summaries run per community
 COMMUNITY_MAX_FACTS = 100_000  # the most one fact query returns: more fails, never truncates
 EPISODE_EMBED_CHARS = 2000  # MiniLM-size models read ~256 tokens; more only costs time
+# An extraction vetted and resolved: facts, drops, quarantined, extracted count, resolution,
+# LLM calls. Kept across a write's attempts (a conflict re-plans it, never re-asks the LLM).
+Resolved = tuple[
+    list[StructuredFact], Drops, list[Quarantined], int, ResolutionReport, list[LLMCall]
+]
 
 
 SourceName = Literal["message", "text", "json", "facts"]
@@ -107,9 +121,13 @@ ChannelName = Literal["user", "tool", "document", "agent"]
 
 
 class EpisodeResult(BaseModel):
+    """What `add_episode` did: `added` (written), `duplicate` (the group has it: content hash
+    or idempotency key), or `queued` (`wait=False`: stored and searchable, extraction to come
+    from a worker; see kg.queue)."""
+
     episode_uuid: str
     group_id: str
-    status: Literal["added", "duplicate"]
+    status: Literal["added", "duplicate", "queued"]
     summary: PlanSummary
     attempts: int = Field(
         default=1,
@@ -135,6 +153,10 @@ class BulkResult(BaseModel):
     @property
     def duplicate(self) -> int:
         return sum(r.status == "duplicate" for r in self.results)
+
+    @property
+    def queued(self) -> int:
+        return sum(r.status == "queued" for r in self.results)
 
     @property
     def facts_added(self) -> int:
@@ -194,6 +216,18 @@ def _record(node: EpisodicNode, s: PlanSummary) -> None:
             [q.model_dump(mode="json", exclude_none=True) for q in s.quarantined],
             ensure_ascii=False,
         )
+
+
+def queued_episode(node: EpisodicNode) -> Episode:
+    """The episode a queued node holds, as it was given (structured facts from its content)."""
+    structured = node.source is EpisodeSource.facts
+    return Episode(
+        group_id=node.group_id, source=node.source, reference_time=node.valid_at,
+        name=node.name, content="" if structured else node.content,
+        facts=stored_facts(node) if structured else [],
+        source_description=node.source_description, channel=node.channel, trust=node.trust,
+        session_id=node.session_id,
+    )  # fmt: skip
 
 
 class QuarantineEntry(BaseModel):
@@ -270,6 +304,8 @@ class KG:
         self._models: dict[str, EmbeddingModel | None] = {}  # checked: on record per group
         self._queries: dict[str, QueryMetrics] = {}  # not yet persisted, per group
         self._api: dict[str, ApiMetrics] = {}  # API calls (kg serve, MCP), not yet persisted
+        # Called with the group after each enqueue: a worker in this process wakes at once.
+        self.enqueue_listeners: list[Callable[[str], None]] = []
 
     @classmethod
     async def open(
@@ -379,6 +415,7 @@ class KG:
             ingest=await self.store.ingest_metrics(group_id),
             queries=(await self.store.query_metrics(group_id)).merged(queries),
             api=(await self.store.api_metrics(group_id)).merged(api),
+            queue=await self.store.queue_metrics(group_id, self.clock.now()),
         )
 
     def _observe(self, results: SearchResults) -> None:
@@ -411,7 +448,11 @@ class KG:
         trust: TrustTier | int | str | None = None,
         source_description: str | None = None,
         name: str | None = None,
+        session_id: str | None = None,
+        turns: tuple[int, int] | None = None,
         extract: bool = True,
+        wait: bool = True,
+        after_seconds: float | None = None,
     ) -> EpisodeResult:
         """Ingest one episode; re-adding the same content to the same group is a no-op.
 
@@ -431,8 +472,17 @@ class KG:
             source_description: Free text naming the source, e.g. a URL; rollback can
                 select episodes by it.
             name: A short name for the episode.
+            session_id: The conversation it belongs to. With `turns` (first, last), the
+                idempotency key (source, session, turns): a second episode with the same key
+                is a duplicate whatever its text.
             extract: False stores a text, message or JSON episode as it is, with no LLM
                 call: searchable (full-text, and cosine with an embedder), but adds no facts.
+            wait: False stores the episode at once as `queued` and returns its id: it is
+                searchable straight away (BM25, and cosine with an embedder), and a worker
+                (`kg worker`, `kg.queue.Worker`) extracts and writes it later, in order.
+            after_seconds: With `wait=False` and a `session_id`: hold the session's queued
+                episodes until this long after its latest message (a debounce; each new
+                message restarts the wait).
 
         Raises:
             InputError: the episode is malformed or the ontology refuses it (nothing written).
@@ -449,25 +499,34 @@ class KG:
             "trust": trust,
             "source_description": source_description,
             "name": name,
+            "session_id": session_id,
+            "turns": turns,
         }
         fields = {k: v for k, v in given.items() if v is not None}
         if episode is None:
             episode = _validate_episode(fields, "invalid episode")
         elif fields:
             raise TypeError("pass either an Episode or keyword fields, not both")
-        self.check_episode(episode, extract=extract)
+        if after_seconds is not None and (wait or not 0 < after_seconds <= 86_400):
+            raise InputError("after_seconds needs wait=False and a value in (0, 86400]")
+        queue = not wait and (extract or episode.source is EpisodeSource.facts)
+        self.check_episode(episode, extract=extract, queued=queue)
+        if queue:
+            return await self._enqueue(episode, after_seconds=after_seconds)
         return await self._add(episode, extract=extract)
 
-    def check_episode(self, episode: Episode, *, extract: bool = True) -> None:
+    def check_episode(
+        self, episode: Episode, *, extract: bool = True, queued: bool = False
+    ) -> None:
         """Refuse, before anything is read or written, an episode `add_episode` could not take:
-        a text episode with no LLM to extract it (`LLMRequiredError`), or structured facts
-        the ontology refuses (`InputError`)."""
+        a text episode with no LLM to extract it (`LLMRequiredError`; a queued one needs the
+        LLM in the worker instead), or structured facts the ontology refuses (`InputError`)."""
         if episode.source is EpisodeSource.facts:
             try:
                 check_structured(episode, self.ontology)
             except ValueError as exc:
                 raise InputError(str(exc)) from None
-        elif extract and self.llm is None:
+        elif extract and self.llm is None and not queued:
             raise LLMRequiredError(
                 f"{episode.source.value!r} episodes need an LLM: open kg with "
                 "llm=OpenAILLM(...) (any OpenAI-compatible endpoint), send structured 'facts' "
@@ -480,11 +539,12 @@ class KG:
         *,
         concurrency: int = 4,
         extract: bool = True,
+        wait: bool = True,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> BulkResult:
         """Ingest many episodes: validated in full before any write, then each group's in
         reference-time order (ties in the order given) by one writer, up to `concurrency`
-        groups at once.
+        groups at once. `wait=False` enqueues them instead (see `add_episode`).
 
         Re-running skips what is already in (by content hash), so an interrupted run resumes.
         A text episode whose extraction fails is recorded as failed, counted in the result
@@ -498,10 +558,12 @@ class KG:
             where = f"episodes[{i}]"
             ep = item if isinstance(item, Episode) else _validate_episode(dict(item), where)
             try:
-                self.check_episode(ep, extract=extract)
+                self.check_episode(ep, extract=extract, queued=not wait)
             except InputError as exc:
                 raise type(exc)(f"{where}: {exc}") from None
             checked.append(ep)
+        if not wait:
+            return await self._enqueue_many(checked, extract=extract, on_progress=on_progress)
         by_group: dict[str, list[int]] = {}
         for i in sorted(range(len(checked)), key=lambda i: checked[i].reference_time):
             by_group.setdefault(checked[i].group_id, []).append(i)
@@ -533,6 +595,59 @@ class KG:
             failed=[f"episodes[{i}]: {failed[i]}" for i in sorted(failed)],
         )
 
+    async def _enqueue_many(
+        self,
+        episodes: list[Episode],
+        *,
+        extract: bool,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> BulkResult:
+        results = []
+        for i, ep in enumerate(episodes):
+            if extract or ep.source is EpisodeSource.facts:
+                results.append(await self._enqueue(ep))
+            else:
+                results.append(await self._add(ep, extract=False))
+            if on_progress is not None:
+                on_progress(i + 1, len(episodes))
+        return BulkResult(results=results)
+
+    async def _enqueue(
+        self, episode: Episode, *, after_seconds: float | None = None
+    ) -> EpisodeResult:
+        """Store a checked episode as `queued`: durable, searchable, extracted later."""
+        group = episode.group_id
+        self._check_group(group)
+        now = self.clock.now()
+        structured = episode.source is EpisodeSource.facts
+        content = (
+            json.dumps([f.model_dump(mode="json", exclude_none=True) for f in episode.facts],
+                       ensure_ascii=False) if structured else None
+        )  # fmt: skip
+        extractor = STRUCTURED_EXTRACTOR if structured else LLM_EXTRACTOR
+        node = episodic_node(
+            episode, uuid=new_uuid(), now=now, content=content, extractor=extractor
+        )
+        node.status, node.queued_at = EpisodeStatus.queued, now
+        if after_seconds is not None and episode.session_id is not None:
+            node.next_attempt_at = now + timedelta(seconds=after_seconds)
+        await self._embed(group, [], None, node)
+        stored, created = await self.store.enqueue(node)
+        if created and node.next_attempt_at is not None and episode.session_id is not None:
+            await self.store.debounce(group, episode.session_id, node.next_attempt_at)
+        if created:
+            for listener in self.enqueue_listeners:
+                listener(group)
+        return EpisodeResult(episode_uuid=stored.uuid, group_id=group,
+                             status="queued" if created else "duplicate",
+                             summary=PlanSummary())  # fmt: skip
+
+    async def _existing(self, episode: Episode) -> EpisodicNode | None:
+        group, key = episode.group_id, episode.idempotency_key
+        if key is None:
+            return await self.store.episode_by_hash(group, content_hash(episode))
+        return await self.store.episode_by_key(group, content_hash(episode), key)
+
     async def _add(self, episode: Episode, *, extract: bool) -> EpisodeResult:
         """Plan and write one checked episode (see `check_episode`), again if another writer
         changed the group between this one's reads and its write (see kg.versioned)."""
@@ -553,7 +668,7 @@ class KG:
     ) -> tuple[EpisodeResult, WritePlan | None]:
         """One attempt: read, plan and write at `base`."""
         group = episode.group_id
-        existing = await self.store.episode_by_hash(group, content_hash(episode))
+        existing = await self._existing(episode)
         if existing is not None and existing.status != EpisodeStatus.failed:
             duplicate = EpisodeResult(
                 episode_uuid=existing.uuid,
@@ -565,13 +680,7 @@ class KG:
         failed = existing.uuid if existing is not None else None
         untrusted = episode.channel in UNTRUSTED
         if episode.source is EpisodeSource.facts:
-            kept, held = (
-                self.guards.split_facts(episode.facts) if untrusted else (list(episode.facts), [])
-            )
-            plan, summary = await plan_structured_episode(
-                episode, self.store, self.ontology, self.clock.now(), facts=kept
-            )
-            summary.quarantined = held
+            plan, summary = await self._plan_structured(episode, new_uuid())
         elif raw:
             node = episodic_node(
                 episode, uuid=new_uuid(), now=self.clock.now(), extractor=RAW_EXTRACTOR
@@ -590,6 +699,86 @@ class KG:
             episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
         )
         return added, plan
+
+    async def _plan_structured(self, episode: Episode, uuid: str) -> tuple[WritePlan, PlanSummary]:
+        untrusted = episode.channel in UNTRUSTED
+        kept, held = (
+            self.guards.split_facts(episode.facts) if untrusted else (list(episode.facts), [])
+        )
+        plan, summary = await plan_structured_episode(
+            episode, self.store, self.ontology, self.clock.now(), facts=kept, uuid=uuid
+        )
+        summary.quarantined = held
+        return plan, summary
+
+    async def _complete(
+        self,
+        node: EpisodicNode,
+        owner: str,
+        extraction: tuple[Extraction, list[LLMCall]] | None = None,
+    ) -> EpisodeResult:
+        """Write a queued episode the worker `owner` holds: resolved and planned against the
+        graph as it stands now, completing the stored node in place, and written only if
+        the lease is still held (else LeaseLostError, nothing written) and nothing else wrote
+        the group since the plan's reads (else re-planned, as `_add` does: see kg.versioned).
+        kg.queue calls this in the group's order; the extraction came before, outside the
+        writer lock."""
+        group = node.group_id
+        memo: dict[str, Any] = {}  # the resolved extraction: kept when a conflict re-plans
+        async with self._writer(group):
+            (result, plan), attempts = await retrying(
+                self.store,
+                self.clock,
+                group,
+                lambda base: self._complete_attempt(node, owner, extraction, base, memo),
+            )
+            await self._join_communities(plan)
+        result.attempts = attempts
+        return result
+
+    async def _complete_attempt(
+        self,
+        node: EpisodicNode,
+        owner: str,
+        extraction: tuple[Extraction, list[LLMCall]] | None,
+        base: GroupVersion,
+        memo: dict[str, Any],
+    ) -> tuple[EpisodeResult, WritePlan]:
+        """One attempt of `_complete`: read, plan and write at `base`, under the lease."""
+        episode = queued_episode(node)
+        try:
+            if node.source is EpisodeSource.facts:
+                plan, summary = await self._plan_structured(episode, node.uuid)
+            else:
+                if extraction is None:
+                    raise InputError(f"episode {node.uuid}: queued text without extraction")
+                if "resolved" not in memo:
+                    memo["resolved"] = await self._resolve_extraction(episode, *extraction)
+                plan, summary = await self._plan_resolved(episode, node.uuid, memo["resolved"])
+        except ValueError as exc:  # the ontology changed since it was queued
+            raise InputError(str(exc)) from None
+        ep = plan.episode
+        ep.queued_at, ep.attempts = node.queued_at, node.attempts
+        ep.idempotency_key, ep.session_id = node.idempotency_key, node.session_id
+        ep.failure_reasons = node.failure_reasons
+        plan.lease_owner = owner
+        plan.base = base
+        _record(ep, summary)
+        ep.llm_calls += node.llm_calls  # spent by failed attempts before this one
+        ep.llm_tokens += node.llm_tokens
+        await self._embed(node.group_id, plan.new_edges, plan.new_entities)  # text: embedded
+        await self.store.apply(plan)
+        done = EpisodeResult(episode_uuid=node.uuid, group_id=node.group_id, status="added",
+                             summary=summary)  # fmt: skip
+        return done, plan
+
+    async def _extract_queued(self, node: EpisodicNode) -> tuple[Extraction, list[LLMCall]]:
+        """The extraction call for a queued episode; raises LLMError. Its context is the
+        episodes before it in the group's order, as a one-by-one ingest would give it."""
+        if self.llm is None:
+            raise LLMRequiredError("this worker has no LLM to extract text episodes")
+        context = await self.store.context_before(node.group_id, node, self.context_episodes)
+        return await extract(self.llm, queued_episode(node), self.ontology, context)
 
     async def rollback(
         self, episode_ids: str | list[str], *, group_id: str = "default", apply: bool = False
@@ -920,7 +1109,7 @@ class KG:
             episode.content[:EPISODE_EMBED_CHARS]
             if episode is not None
             and episode.source is not EpisodeSource.facts
-            and episode.status is EpisodeStatus.ingested
+            and episode.status in (EpisodeStatus.ingested, EpisodeStatus.queued)
             else None
         )
         texts = [e.fact for e in todo_edges] + [n.name for n in todo_entities]
@@ -960,20 +1149,7 @@ class KG:
             except LLMError as exc:
                 memo["error"] = exc
             else:
-                facts, drops, held = vet(extraction, episode, self.ontology, self.guards)
-                extracted = len(facts)
-                facts, resolution, more = await resolve(
-                    facts,
-                    group_id=episode.group_id,
-                    store=self.store,
-                    ontology=self.ontology,
-                    llm=self.llm,
-                    now=self.clock.now(),
-                    reference_time=episode.reference_time,
-                    embedder=await self._embedder_for(episode.group_id),
-                    max_attempts=min(2, LLM_CALLS_PER_EPISODE - len(calls)),
-                )
-                memo["resolved"] = (facts, drops, held, extracted, resolution, calls + more)
+                memo["resolved"] = await self._resolve_extraction(episode, extraction, calls)
         if (error := memo.get("error")) is not None:
             # Record the attempt (retryable: re-adding the episode tries again), write no facts.
             node = episodic_node(
@@ -991,9 +1167,35 @@ class KG:
             raise ExtractionError(
                 f"extraction failed, episode recorded as failed: {error}"
             ) from error
-        facts, drops, held, extracted, resolution, calls = memo["resolved"]
+        return await self._plan_resolved(episode, new_uuid(), memo["resolved"])
+
+    async def _resolve_extraction(
+        self, episode: Episode, extraction: Extraction, calls: list[LLMCall]
+    ) -> Resolved:
+        """Vet and resolve an extracted episode: what its plans (one per attempt) are made of."""
+        assert self.llm is not None
+        facts, drops, held = vet(extraction, episode, self.ontology, self.guards)
+        extracted = len(facts)
+        facts, resolution, more = await resolve(
+            facts,
+            group_id=episode.group_id,
+            store=self.store,
+            ontology=self.ontology,
+            llm=self.llm,
+            now=self.clock.now(),
+            reference_time=episode.reference_time,
+            embedder=await self._embedder_for(episode.group_id),
+            max_attempts=min(2, LLM_CALLS_PER_EPISODE - len(calls)),
+        )
+        return facts, drops, held, extracted, resolution, [*calls, *more]
+
+    async def _plan_resolved(
+        self, episode: Episode, uuid: str, resolved: Resolved
+    ) -> tuple[WritePlan, PlanSummary]:
+        """Plan resolved facts against the graph as it stands now."""
+        facts, drops, held, extracted, resolution, calls = resolved
         now = self.clock.now()
-        node = episodic_node(episode, uuid=new_uuid(), now=now, extractor=LLM_EXTRACTOR)
+        node = episodic_node(episode, uuid=uuid, now=now, extractor=LLM_EXTRACTOR)
         node.extraction = extraction_record(facts)  # resolved: replay needs no LLM
         node.facts_extracted = extracted
         plan, summary = await plan_facts(node, facts, self.store, self.ontology, now)

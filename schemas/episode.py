@@ -83,6 +83,13 @@ class Episode(BaseModel):
     source_description: Text = ""
     channel: Channel = Channel.user
     trust: TrustTier | None = Field(default=None, description="Defaults to the channel's tier.")
+    session_id: Text | None = Field(
+        default=None, description="The conversation it belongs to: with `turns`, the "
+        "idempotency key; alone, the key background ingestion debounces on.",
+    )  # fmt: skip
+    turns: tuple[int, int] | None = Field(
+        default=None, description="The first and last turn it covers in its session."
+    )
 
     @field_validator("trust", mode="before")
     @classmethod
@@ -105,6 +112,10 @@ class Episode(BaseModel):
                 raise ValueError(f"a {self.source.value!r} episode carries content, not facts")
             if not self.content.strip():
                 raise ValueError(f"a {self.source.value!r} episode needs non-empty content")
+        if self.turns is not None and not 0 <= self.turns[0] <= self.turns[1]:
+            raise ValueError(f"turns must be (first, last) with 0 <= first <= last: {self.turns}")
+        if self.turns is not None and self.session_id is None:
+            raise ValueError("turns need a session_id: the key is (source, session, turns)")
         for i, f in enumerate(self.facts):
             if f.invalid_at and f.valid_at is None and f.invalid_at <= self.reference_time:
                 raise ValueError(
@@ -113,6 +124,15 @@ class Episode(BaseModel):
                     "its valid_at by default"
                 )
         return self
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """(source, session, turn range), when the caller gave a session and turns: the same
+        turns of the same session from the same source are one episode, whatever the text."""
+        if self.session_id is None or self.turns is None:
+            return None
+        source = self.source_description or self.source.value
+        return f"{source}\x1f{self.session_id}\x1f{self.turns[0]}-{self.turns[1]}"
 
     @property
     def trust_tier(self) -> TrustTier:

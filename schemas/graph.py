@@ -19,9 +19,18 @@ from kg.schemas.validation import STORED, UtcDatetime, name_key
 
 
 class EpisodeStatus(StrEnum):
+    """`queued` and `processing` are the background queue's states (see kg.queue): stored,
+    searchable as text, not yet extracted. `ingested` is done."""
+
+    queued = "queued"
+    processing = "processing"
     ingested = "ingested"
     failed = "failed"
     rolled_back = "rolled_back"
+
+
+# Episodes whose text search may return: done, or still in the queue (read-your-writes).
+SEARCHABLE_STATUSES = (EpisodeStatus.ingested, EpisodeStatus.queued, EpisodeStatus.processing)
 
 
 class EdgeStatus(StrEnum):
@@ -106,6 +115,31 @@ class EpisodicNode(EpisodeMetrics):
     )
     content_embedding: list[float] | None = Field(
         default=None, description="For the episodes' cosine branch; absent without an embedder."
+    )
+    # The background queue (kg.queue); absent on episodes ingested by a waiting add_episode.
+    queued_at: UtcDatetime | None = Field(
+        default=None, description="When it was enqueued: its text was known (searchable) from "
+        "then; `created_at` is when its facts were written.",
+    )  # fmt: skip
+    attempts: int = Field(default=0, description="Times a worker claimed it.")
+    next_attempt_at: UtcDatetime | None = Field(
+        default=None, description="Not claimed before this (retry backoff, session debounce)."
+    )
+    lease_owner: str | None = Field(default=None, description="The worker processing it.")
+    lease_expires_at: UtcDatetime | None = Field(
+        default=None, description="After this another worker may take it over."
+    )
+    idempotency_key: str | None = Field(
+        default=None, description="(source, session, turn range) when the caller gave them: a "
+        "second episode with the same key is a duplicate, whatever its content.",
+    )  # fmt: skip
+    session_id: str | None = Field(default=None, description="The debounce key, if any.")
+    staged: str | None = Field(
+        default=None, description="The extraction a worker got for it, kept so a worker "
+        "taking it over does not ask the LLM again (JSON; cleared when written).",
+    )  # fmt: skip
+    failure_reasons: list[str] = Field(
+        default_factory=list, description="One short reason per failed attempt."
     )
 
     def quarantined(self) -> list[Quarantined]:

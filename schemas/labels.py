@@ -25,6 +25,7 @@ RESERVED_LABELS: frozenset[str] = frozenset(
         "PendingErasure",  # erasures to finish (Neo4j; FalkorDB keeps them outside graphs)
         "ApiKey",  # kg serve's API key records (kg.schemas.keys)
         "KGGroup",  # a group's version node, which fences concurrent writers (kg.versioned)
+        "KGQueue",  # a group's queue lock node on Neo4j (kg.store.cypher.queue)
         "Saga",  # Graphiti's episode sequences
     }
 )

@@ -165,8 +165,30 @@ class ApiMetrics(BaseModel):
         return not (self.routes or self.tools)
 
 
+class QueueMetrics(BaseModel):
+    """The group's background queue (kg.queue) as it stands."""
+
+    queued: int = Field(default=0, description="Waiting for a worker (retries included).")
+    processing: int = Field(default=0, description="Held by a worker's lease.")
+    done: int = Field(default=0, description="Ingested through the queue.")
+    failed: int = Field(default=0, description="Out of attempts, or failed in a waiting call.")
+    oldest_waiting_s: float | None = Field(
+        default=None, description="Age of the oldest episode queued or processing."
+    )
+    latency_p50_s: float | None = Field(
+        default=None, description="Write-to-searchable: enqueue to facts written, median."
+    )
+    latency_p95_s: float | None = None
+    latency_samples: int = Field(default=0, description="Recent completions the latency covers.")
+    retries: int = Field(default=0, description="Claims beyond each episode's first.")
+    failures_by_reason: dict[str, int] = Field(
+        default_factory=dict, description="Failed attempts by reason (llm_output, ...)."
+    )
+
+
 class Metrics(BaseModel):
     group_id: str
     ingest: IngestMetrics
     queries: QueryMetrics
     api: ApiMetrics = Field(default_factory=ApiMetrics)
+    queue: QueueMetrics = Field(default_factory=QueueMetrics)

@@ -73,6 +73,10 @@ class WritePlan(BaseModel):
     replaces_failed: str | None = Field(
         default=None, description="A failed attempt at the same episode, deleted by this plan."
     )
+    lease_owner: str | None = Field(
+        default=None, description="The episode is a queued one this worker holds: the plan "
+        "completes the stored node in place, and writes nothing unless the lease is still held.",
+    )  # fmt: skip
     new_entities: list[EntityNode] = Field(default_factory=list)
     mentions: list[str] = Field(default_factory=list, description="Entity uuids the episode names.")
     new_edges: list[FactEdge] = Field(default_factory=list)

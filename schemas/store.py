@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kg.schemas.embedder import EmbeddingModel
 from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from kg.schemas.keys import ApiKeyRecord
-from kg.schemas.metrics import ApiMetrics, IngestMetrics, QueryMetrics
+from kg.schemas.metrics import ApiMetrics, IngestMetrics, QueryMetrics, QueueMetrics
 from kg.schemas.plan import (
     CommunityMembership,
     CommunityPlan,
@@ -422,6 +422,68 @@ class KeyStore(Protocol):
         ...
 
 
+class WorkQueue(Protocol):
+    """The background queue, kept in the store (see kg.store.cypher.queue): queued episodes
+    are episodes, every transition is an atomic conditional update, and the write completing
+    an episode is guarded by its lease (`WritePlan.lease_owner`)."""
+
+    async def enqueue(self, node: EpisodicNode) -> tuple[EpisodicNode, bool]:
+        """Store a queued episode unless the group has it (content hash or idempotency key):
+        (the stored episode, whether it is this one)."""
+        ...
+
+    async def episode_by_key(
+        self, group_id: str, content_hash: str, key: str | None
+    ) -> EpisodicNode | None: ...
+
+    async def debounce(self, group_id: str, session_id: str, until: UtcDatetime) -> int: ...
+
+    async def ready(
+        self, group_id: str, owner: str, now: UtcDatetime, limit: int
+    ) -> tuple[list[EpisodicNode], bool]:
+        """The next claimable episodes in order, and whether another worker holds the group."""
+        ...
+
+    async def claim(
+        self, group_id: str, owner: str, uuids: list[str], now: UtcDatetime, until: UtcDatetime
+    ) -> list[EpisodicNode]: ...
+
+    async def renew(
+        self, group_id: str, owner: str, uuids: list[str], until: UtcDatetime
+    ) -> set[str]: ...
+
+    async def stage(self, group_id: str, uuid: str, owner: str, staged: str) -> bool: ...
+
+    async def release(
+        self,
+        group_id: str,
+        uuid: str,
+        owner: str,
+        *,
+        failed: bool,
+        next_attempt_at: UtcDatetime | None = None,
+        error: str | None = None,
+        reason: str | None = None,
+        llm_calls: int = 0,
+        llm_tokens: int = 0,
+        undo_attempt: bool = False,
+    ) -> bool: ...
+
+    async def abandon(
+        self, group_id: str, uuid: str, now: UtcDatetime, max_attempts: int, error: str
+    ) -> bool: ...
+
+    async def session_activity(self, group_id: str, sessions: list[str]) -> dict[str, datetime]: ...
+
+    async def context_before(
+        self, group_id: str, episode: EpisodicNode, limit: int
+    ) -> list[EpisodicNode]: ...
+
+    async def queue_metrics(self, group_id: str, now: UtcDatetime) -> QueueMetrics: ...
+
+    async def queued_groups(self, groups: Sequence[str]) -> list[str]: ...
+
+
 STAGING_PREFIX = "kg-import:"
 
 
@@ -463,6 +525,6 @@ class ReplayStore(EpisodeLog, Timelines, Protocol):
 
 class GraphStore(
     EpisodeLog, Timelines, FactReader, PlanWriter, SearchIndex, MetricsStore, StoreAdmin,
-    RecordTransfer, StagedImport, EmbeddingModels, KeyStore, ErasureLog, Protocol,
+    RecordTransfer, StagedImport, EmbeddingModels, KeyStore, ErasureLog, WorkQueue, Protocol,
 ):  # fmt: skip
     """The whole contract: what the facade holds and every backend implements."""

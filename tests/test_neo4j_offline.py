@@ -75,12 +75,18 @@ class FakeTx:
         row = {"was": self.stored, "token": params.get("kg_token"), "writes": 1,
                "tx": params.get("kg_tx"), "hold": None}  # fmt: skip
 
-        class Result:
+        class Result:  # like neo4j's AsyncResult: single() gives the row; iterating, none
             async def consume(self) -> None:
                 return None
 
             async def single(self) -> dict[str, Any]:
                 return row
+
+            def __aiter__(self) -> Any:
+                return self
+
+            async def __anext__(self) -> Any:
+                raise StopAsyncIteration
 
         return Result()
 

@@ -4,7 +4,9 @@ isolation of groups (another group's ids are answered exactly as ids that exist 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -263,13 +265,6 @@ def test_errors_are_one_line_problems(served: Served) -> None:
             w.post("/v1/episodes", json={"source": "text", "content": "hi", "extract": True}), 422
         )
         assert "need an LLM" in detail
-        assert "wait=false" in problem(
-            w.post(
-                "/v1/episodes",
-                json={"source": "text", "content": "hi", "extract": False, "wait": False},
-            ),
-            422,
-        )
         assert "needs at least one fact" in problem(
             w.post("/v1/episodes", json={"source": "facts", "facts": []}), 422
         )
@@ -379,3 +374,28 @@ def test_admin_rollback_erase_export(served: Served, seeded: dict[str, Any]) -> 
         assert receipt["subject"] == "Dave" and receipt["episodes_deleted"] == 1
         assert ok(a.get("/v1/facts", params={"subject": "Dave"})) == []
         problem(a.post("/v1/erase/entity", json={"name": "Dave", "confirm": "Dave"}), 404)
+
+
+def test_wait_false_queues_and_the_server_writes_it(tmp_path: Path) -> None:
+    """`wait: false` answers at once with a queued episode; the server's own worker writes
+    its facts (an embedded store is the server's alone: no `kg worker` could reach it)."""
+    s = serve(tmp_path / "home", [("carol", "write")])
+    try:
+        with s.client("carol", "write") as c:
+            r = ok(c.post("/v1/episodes", json={
+                **facts_episode(("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")),
+                "wait": False,
+            }))  # fmt: skip
+            assert r["status"] == "queued"
+            deadline = time.monotonic() + 60
+            while not ok(c.get("/v1/facts", params={"subject": "Carol"})):
+                assert time.monotonic() < deadline, "the queued episode was never written"
+                time.sleep(0.2)
+            assert ok(c.get(f"/v1/episodes/{r['episode_uuid']}"))["status"] == "ingested"
+            again = ok(c.post("/v1/episodes", json={
+                **facts_episode(("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")),
+                "wait": False,
+            }))  # fmt: skip
+            assert again["status"] == "duplicate"
+    finally:
+        s.stop()

@@ -237,11 +237,13 @@ def read_episodes(path: Path | None, text: str, group: str) -> list[tuple[str, E
     return episodes
 
 
-def check_episodes(kg: KG, episodes: list[tuple[str, Episode]], *, extract: bool) -> None:
+def check_episodes(
+    kg: KG, episodes: list[tuple[str, Episode]], *, extract: bool, queued: bool = False
+) -> None:
     """`KG.check_episode` on every line, its errors named by file and line."""
     for where, episode in episodes:
         try:
-            kg.check_episode(episode, extract=extract)
+            kg.check_episode(episode, extract=extract, queued=queued)
         except LLMRequiredError:
             raise InputError(
                 f"{where}: {episode.source.value!r} episodes need an LLM (--llm-model, and "
@@ -297,17 +299,28 @@ def ingest(
     concurrency: Annotated[
         int, typer.Option(min=1, max=64, help="Groups ingested in parallel.")
     ] = 4,
+    background: Annotated[
+        bool,
+        typer.Option(
+            "--background",
+            help="Enqueue and return: episodes are stored at once (searchable), and "
+            "`kg worker` extracts and writes them.",
+        ),
+    ] = False,
 ) -> None:
     """Ingest episodes from a JSON Lines file (validated in full before any write).
 
     Each group is ingested by one writer in reference-time order; up to --concurrency groups
     run at once. Re-running skips what is already in (by content hash), so an interrupted
     ingest resumes. A text episode whose extraction fails is recorded as failed and retried
-    by the next run.
+    by the next run. With --background, the episodes are queued in the store and this
+    returns; no LLM is needed here (the worker has it).
     """
     settings: Settings = ctx.obj
     if llm_model and no_extract:
         raise _fail("give --llm-model or --no-extract, not both")
+    if background and llm_model:
+        raise _fail("--background queues the episodes: give --llm-model to `kg worker`")
     try:
         if file == "-":
             path, text = None, sys.stdin.read().removeprefix("\ufeff")
@@ -324,12 +337,13 @@ def ingest(
     extract = not no_extract
 
     async def work(kg: KG) -> BulkResult:
-        check_episodes(kg, episodes, extract=extract)
+        check_episodes(kg, episodes, extract=extract, queued=background)
         with render.progress(err, len(episodes)) as advance:
             return await kg.add_episodes(
                 [ep for _, ep in episodes],
                 concurrency=concurrency,
                 extract=extract,
+                wait=not background,
                 on_progress=advance,
             )
 
@@ -338,6 +352,59 @@ def ingest(
     render.ingest(out, result)
     if result.failed:
         raise typer.Exit(code=1)
+
+
+@app.command()
+def worker(
+    ctx: typer.Context,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_api_key: LlmApiKeyOpt = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=256, help="Extraction calls in flight.")
+    ] = 4,
+    all_groups: Annotated[
+        bool, typer.Option("--all-groups", help="Every group with queued episodes, not --group.")
+    ] = False,
+    drain: Annotated[
+        bool, typer.Option("--drain", help="Exit once the queue is empty (default: keep polling).")
+    ] = False,
+    lease_seconds: Annotated[
+        float, typer.Option(min=1, help="A dead worker's episodes are taken over after this.")
+    ] = 60.0,
+    poll_seconds: Annotated[float, typer.Option(min=0.05, help="Seconds between polls.")] = 1.0,
+    max_attempts: Annotated[int, typer.Option(min=1, max=100, help="Claims per episode.")] = 5,
+    session_timeout: Annotated[
+        float | None,
+        typer.Option(help="Hold a session's episodes until it has been idle this long."),
+    ] = None,
+) -> None:
+    """Extract and write queued episodes (`kg ingest --background`, `add_episode(wait=False)`).
+
+    Many workers may run against one server: each group is worked on by one worker at a
+    time, in reference-time order, and a dead worker's episodes are taken over after
+    --lease-seconds. Extraction calls run --concurrency at a time; writes stay in order.
+    Ctrl-C stops claiming and hands back what was claimed and not written.
+    """
+    from kg.queue import Worker
+
+    settings: Settings = ctx.obj
+    llm = _llm(llm_model, llm_base_url, llm_api_key, concurrency)
+
+    async def work(kg: KG) -> Any:
+        w = Worker(kg, groups=None if all_groups else [settings.group],
+                   concurrency=concurrency, lease_seconds=lease_seconds,
+                   poll_seconds=poll_seconds, max_attempts=max_attempts,
+                   session_timeout=session_timeout)  # fmt: skip
+        if drain:
+            return await w.drain()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError):
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, lambda: asyncio.ensure_future(w.stop()))
+        return await w.run()
+
+    render.worker(out, _run(_with_kg(settings, work, llm=llm)))
 
 
 # -- reads ----------------------------------------------------------------------------------

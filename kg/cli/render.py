@@ -28,6 +28,7 @@ from kg.erasure import ErasureReceipt
 from kg.eval import EvalReport
 from kg.facade import BulkResult, CommunityReport, QuarantineEntry
 from kg.graphiti import AdoptReport
+from kg.queue import WorkerStats
 from kg.retrieval import SearchResults
 from kg.retrieval.context import quote
 from kg.rollback import FactChange, ReplayReport, RollbackReport
@@ -206,6 +207,13 @@ def progress(console: Console, total: int) -> Iterator[Callable[[int, int], None
 
 
 def ingest(console: Console, r: BulkResult) -> None:
+    if r.queued:
+        console.print(
+            f"queued {r.queued} episodes ({r.duplicate} already present, {r.added} stored "
+            "unextracted): searchable now, extracted by `kg worker`",
+            soft_wrap=True,
+        )
+        return
     parts = [
         f"ingested {r.added} episodes ({r.duplicate} already present): {r.facts_added} facts "
         f"added, {r.facts_closed} closed, {r.facts_contested} contested"
@@ -241,6 +249,7 @@ def stats(console: Console, s: StoreStats, m: Metrics, *, as_json: bool) -> None
         body["ingest"] = ingest.model_dump() | derived["ingest"]
         body["queries"] = queries.model_dump() | derived["queries"]
         body["api"] = api
+        body["queue"] = m.queue.model_dump()
         console.print_json(json.dumps(body))
         return
     table = Table(title=f"group {s.group_id}", title_justify="left", show_header=False)
@@ -261,7 +270,22 @@ def stats(console: Console, s: StoreStats, m: Metrics, *, as_json: bool) -> None
             mean = c["mean_latency_ms"]
             shown = f"{c['calls']} calls, {c['errors']} errors"
             table.add_row(f"{label}: {name}", shown + (f", {mean:.3g} ms mean" if mean else ""))
+    table.add_section()
+    for key, value in m.queue.model_dump(exclude={"failures_by_reason"}).items():
+        shown = "-" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)
+        table.add_row(f"queue: {key.replace('_', ' ')}", shown)
+    for reason, count in sorted(m.queue.failures_by_reason.items()):
+        table.add_row(f"queue: failures {reason.replace('_', ' ')}", str(count))
     console.print(table)
+
+
+def worker(console: Console, s: WorkerStats) -> None:
+    console.print(
+        f"worker: {s.completed} episodes written, {s.retried} attempts to retry, {s.failed} "
+        f"failed, {s.lease_lost} taken over by another worker, {s.released} handed back; "
+        f"{s.llm_calls} LLM calls",
+        soft_wrap=True,
+    )
 
 
 def adoption(console: Console, r: AdoptReport) -> None:

@@ -38,6 +38,7 @@ from kg.errors import (
     StoreUnavailableError,
 )
 from kg.facade import KG, EpisodeResult, QuarantineEntry
+from kg.queue import Worker
 from kg.retrieval import SearchResults
 from kg.rollback import RollbackReport
 from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
@@ -86,6 +87,7 @@ class ServeOptions:
     metrics_token: str | None = None  # a scrape presenting it also gets per-group metrics
     flush_seconds: float = 30.0  # how often query metrics reach the store (kg stats)
     host: str = "127.0.0.1"  # for the MCP transport's DNS-rebinding protection
+    worker: bool = True  # a background worker in the process, for episodes sent with wait=false
 
 
 # (status, title) for each error kg raises on purpose; anything else is a 500 with no detail.
@@ -326,12 +328,20 @@ def create_app(
         kg = await open_kg()
         holder["m"] = mem = app.state.memory = Memory(kg)
         flusher = asyncio.create_task(_flush_every(kg, opts.flush_seconds))
+        # wait=false episodes are queued in the store; this worker writes them (an embedded
+        # store is this process's alone, so no `kg worker` could reach them).
+        worker = Worker(kg) if opts.worker else None
+        working = asyncio.create_task(worker.run()) if worker is not None else None
         try:
             async with mcp.session_manager.run():
                 yield
         finally:
             n = await mem.writes.drain()
             log.info("shutdown: %d write(s) were in flight, all finished", n)
+            if worker is not None and working is not None:
+                await worker.stop()  # the episode being written is finished, the rest queued
+                stats = await working
+                log.info("shutdown: background worker stopped (%s)", stats)
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher
@@ -420,7 +430,9 @@ def create_app(
     async def add_episode(c: Caller, body: AddEpisode) -> EpisodeResult:
         """Add one episode (role write). Answers once it is in the graph; re-sending the same
         content is a no-op (`status: duplicate`); a failed extraction is a 502, recorded as a
-        failed episode that re-sending retries."""
+        failed episode that re-sending retries. With `wait: false` it answers at once
+        (`status: queued`): the episode is searchable, and the server's background worker
+        writes its facts in order; GET /v1/episodes/{id} shows its status."""
         return await c.add(body)
 
     @app.get("/v1/episodes", tags=["read"])

@@ -58,8 +58,8 @@ class AddEpisode(Strict):
     )
     wait: bool = Field(
         default=True,
-        description="Answer once the episode is in the graph. false (queue and answer at once) "
-        "needs background ingestion, which this server does not offer yet.",
+        description="Answer once the episode is in the graph. false: store it as queued "
+        "(searchable at once) and answer; the server's background worker writes it in order.",
     )
 
 

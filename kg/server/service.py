@@ -105,11 +105,6 @@ class Scoped:
 
     async def add(self, req: AddEpisode) -> EpisodeResult:
         self.need(Role.write, "adding an episode")
-        if not req.wait:
-            raise InputError(
-                "wait=false needs background ingestion, which this server does not offer yet; "
-                "send wait=true (the default)"
-            )
         extract = req.extract if req.extract is not None else self.kg.llm is not None
         fields = req.model_dump(exclude={"extract", "wait"}, exclude_none=True)
         fields["group_id"] = self.group
@@ -118,8 +113,10 @@ class Scoped:
             episode = Episode.model_validate(fields)
         except ValueError as exc:  # the episode's own rules (payload, intervals)
             raise InputError(f"invalid episode: {_one_line(exc)}") from None
-        self.kg.check_episode(episode, extract=extract)
-        return await self.memory.writes.run(self.kg.add_episode(episode, extract=extract))
+        self.kg.check_episode(episode, extract=extract, queued=not req.wait)
+        return await self.memory.writes.run(
+            self.kg.add_episode(episode, extract=extract, wait=req.wait)
+        )
 
     async def retry(self, episode_id: str) -> EpisodeResult:
         """Extract a failed episode again, from what was stored of it (same content, times,

@@ -18,9 +18,10 @@ from kg.errors import WriteConflictError
 from kg.schemas.graph import VECTOR_FIELDS, EpisodicNode, Fact, FactEdge
 from kg.schemas.plan import GroupVersion
 from kg.store.cypher.analyzer import grams
-from kg.store.cypher.dialect import Dialect, Statement
+from kg.store.cypher.dialect import Dialect, Guard, Statement
 
-TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
+TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at", "queued_at",
+               "next_attempt_at", "lease_expires_at")  # fmt: skip
 TIME_LIST_FIELDS = ("episode_valid_at",)
 # Derived from the endpoints when read; never stored on the edge.
 ENDPOINT_FIELDS = ("source_node_uuid", "target_node_uuid")
@@ -98,11 +99,22 @@ class CypherBase(abc.ABC):
 
     @abc.abstractmethod
     async def execute(
-        self, group_id: str, statements: list[Statement], fence: Fence | None = None
+        self,
+        group_id: str,
+        statements: list[Statement],
+        fence: Fence | None = None,
+        guard: Guard | None = None,
     ) -> GroupVersion | None:
         """Run statements as one atomic unit, in order, each seeing the previous ones' writes.
         With a `fence`, the unit first checks and moves the group's version (raising
-        WriteConflictError, nothing written, if its base is stale) and returns the new one."""
+        WriteConflictError, nothing written, if its base is stale) and returns the new one.
+        With a `guard`, only if it holds inside that same unit (else LeaseLostError, nothing
+        written): a leased write checks its lease and the version together."""
+
+    @abc.abstractmethod
+    async def _queue_write(self, group_id: str, statement: Statement) -> list[dict[str, Any]]:
+        """Run one write statement atomically, serialised with the group's other queue
+        transitions (claims, enqueues, leased writes); its rows."""
 
     def _group_version(self, row: dict[str, Any] | None) -> GroupVersion:
         if row is None or row.get("token") is None:

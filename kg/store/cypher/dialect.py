@@ -20,6 +20,19 @@ class Statement:
     params: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Guard:
+    """A condition a whole write depends on, checked inside its atomic unit: when it does not
+    hold, nothing is written. `match` is a MATCH ... WHERE binding `kg_guard` when the
+    condition holds (FalkorDB runs it as the query's first clause, so a miss leaves no row
+    for the rest to run on; Neo4j runs it first in the transaction, after the group's queue
+    lock, and rolls back on a miss)."""
+
+    match: str
+    params: dict[str, Any]
+    failure: str  # the message of the LeaseLostError raised when it does not hold
+
+
 class Dialect(abc.ABC):
     name: str
 

@@ -88,9 +88,10 @@ def view_filter(scope: Scope, view: SearchView) -> str:
         # Structured episodes' content is their facts as JSON; the facts are what to search.
         clauses = [
             "ep.group_id = $group_id",
-            "coalesce(ep.status, 'ingested') = 'ingested'",
+            # Queued and processing episodes too: an agent finds what it just wrote.
+            "coalesce(ep.status, 'ingested') IN ['ingested', 'queued', 'processing']",
             "ep.source <> 'facts'",
-            f"{unindexed('ep.created_at')} <= $known_at",
+            "coalesce(ep.queued_at, ep.created_at) <= $known_at",
         ]
         if not view.include_history:
             clauses.append(f"{unindexed('ep.valid_at')} <= $valid_at")

@@ -11,13 +11,20 @@ import abc
 
 from kg.store.cypher.embedding import CypherEmbeddingModels
 from kg.store.cypher.keys import CypherKeys
+from kg.store.cypher.queue import CypherQueue
 from kg.store.cypher.reads import CypherReads
 from kg.store.cypher.search import CypherSearch
 from kg.store.cypher.transfer import CypherTransfer
 
 
 class CypherStore(
-    CypherReads, CypherTransfer, CypherSearch, CypherEmbeddingModels, CypherKeys, abc.ABC
+    CypherReads,
+    CypherTransfer,
+    CypherSearch,
+    CypherEmbeddingModels,
+    CypherKeys,
+    CypherQueue,
+    abc.ABC,
 ):
-    """Reads, writes, transfer, search, the group's embedding model and the API keys over
-    one transport."""
+    """Reads, writes, transfer, search, the group's embedding model, the API keys and the
+    background queue over one transport."""

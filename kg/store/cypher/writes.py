@@ -21,7 +21,8 @@ from kg.schemas.metrics import (
 from kg.schemas.plan import CommunityPlan, GroupVersion, RewritePlan, WritePlan
 from kg.schemas.validation import TYPE_NAME_RE
 from kg.store.cypher.base import ENDPOINT_FIELDS, CypherBase, Fence, with_grams
-from kg.store.cypher.dialect import Statement
+from kg.store.cypher.dialect import Guard, Statement
+from kg.store.cypher.queue import QUEUE_DONE, lease_guard
 
 _QUERY_COUNTERS = ("queries", "zero_result_queries", "branch_errors", "latency_ms_total",
                    "contexts", "context_tokens")  # fmt: skip
@@ -45,12 +46,14 @@ class CypherWrites(CypherBase):
         statements: list[Statement],
         base: GroupVersion | None,
         tx: datetime | None = None,
+        guard: Guard | None = None,
         **hold: Any,
     ) -> GroupVersion:
         """Every write of a group goes through here: one atomic unit that checks the version
-        the plan was made at (if any) and makes a new one current."""
+        the plan was made at (if any) and makes a new one current; with a `guard` (a queued
+        episode's lease), that unit checks it too."""
         fence = Fence(base, tx=self.dialect.encode_time(tx) if tx is not None else None, **hold)
-        version = await self.execute(group_id, statements, fence)
+        version = await self.execute(group_id, statements, fence, guard)
         assert version is not None
         return version
 
@@ -70,10 +73,15 @@ class CypherWrites(CypherBase):
                 "AND ep.status = 'failed' DETACH DELETE ep",
                 {"failed": plan.replaces_failed, "group_id": g},
             ))  # fmt: skip
-        out.append(
-            Statement("CREATE (ep:Episodic) SET ep += $episode",
-                      {"episode": with_grams(self._encode(plan.episode), "content")})
-        )  # fmt: skip
+        episode = with_grams(self._encode(plan.episode), "content")
+        if plan.lease_owner is None:
+            out.append(Statement("CREATE (ep:Episodic) SET ep += $episode", {"episode": episode}))
+        else:  # a queued episode, completed in place (its lease is the write's guard)
+            out.append(Statement(
+                "MATCH (ep:Episodic {uuid: $episode.uuid}) WHERE ep.group_id = $group_id "
+                f"SET ep += $episode, {QUEUE_DONE}",
+                {"episode": episode, "group_id": g},
+            ))  # fmt: skip
         out += self._vectors(
             "episode_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.content_embedding", g,
             [(plan.episode.uuid, plan.episode.content_embedding)],
@@ -249,8 +257,11 @@ class CypherWrites(CypherBase):
         ]  # fmt: skip
 
     async def apply(self, plan: WritePlan) -> GroupVersion:
+        guard = None
+        if plan.lease_owner is not None:
+            guard = lease_guard(plan.episode.uuid, plan.lease_owner)
         return await self._write(
-            plan.group_id, self.compile_plan(plan), plan.base, plan.episode.created_at
+            plan.group_id, self.compile_plan(plan), plan.base, plan.episode.created_at, guard
         )
 
     def compile_communities(self, plan: CommunityPlan) -> list[Statement]:

@@ -51,6 +51,10 @@ FALKORDB_INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("RANGE", "Entity", ("name_key",)),
     IndexSpec("RANGE", "Episodic", ("uuid",)),
     IndexSpec("RANGE", "Episodic", ("content_hash",)),
+    # The background queue (kg.store.cypher.queue): equality lookups only.
+    IndexSpec("RANGE", "Episodic", ("status",)),
+    IndexSpec("RANGE", "Episodic", ("idempotency_key",)),
+    IndexSpec("RANGE", "Episodic", ("session_id",)),
     IndexSpec("RANGE", "Community", ("uuid",)),
     IndexSpec("RANGE", "KGGroup", ("group_id",)),
     IndexSpec("RANGE", "RELATES_TO", ("uuid",), relationship=True),

@@ -24,13 +24,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from kg.errors import KGError, StoreError, StoreUnavailableError, WriteConflictError
+from kg.errors import KGError, LeaseLostError, StoreError, StoreUnavailableError, WriteConflictError
 from kg.schemas.keys import KEYS_NAMESPACE
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import STAGING_PREFIX, PendingErasure, Record, is_staging
 from kg.schemas.validation import GROUP_ID_RE, check_group_id
 from kg.store.cypher.base import GROUP_LABEL, Fence
-from kg.store.cypher.dialect import Statement
+from kg.store.cypher.dialect import Guard, Statement
 from kg.store.cypher.store import CypherStore
 from kg.store.falkordb import persistence
 from kg.store.falkordb.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
@@ -267,21 +267,30 @@ class FalkorDBStore(CypherStore):
         return _rows(result)
 
     async def execute(
-        self, group_id: str, statements: list[Statement], fence: Fence | None = None
+        self,
+        group_id: str,
+        statements: list[Statement],
+        fence: Fence | None = None,
+        guard: Guard | None = None,
     ) -> GroupVersion | None:
-        params: dict[str, Any] = {"group_id": group_id} if fence is not None else {}
-        for s in [*statements, Statement("", fence.params() if fence else {})]:
+        params: dict[str, Any] = {"group_id": group_id} if fence or guard else {}
+        extra = [Statement("", fence.params() if fence else {})]
+        extra += [Statement("", guard.params)] if guard else []
+        for s in [*statements, *extra]:
             for k, v in s.params.items():
                 if k in params and params[k] != v:
                     raise StoreError(f"plan statements disagree on parameter ${k}")
                 params[k] = v
         check_params(params)
         calls = " ".join(f"CALL {{ {s.query} }}" for s in statements)
+        # The checks are the query's first clauses (the lease, then the version): when one
+        # matches nothing, no row is left and no CALL {} after it runs. One query is atomic.
+        head = f"{guard.match} WITH kg_guard LIMIT 1 " if guard is not None else ""
         if fence is None:
-            query, ret = calls, " RETURN 1"
+            query, ret = head + calls, " RETURN 1 AS ok"
         else:
             query, ret = (
-                f"{_fenced(fence)} WITH kg_g {calls}",
+                f"{head}{_fenced(fence)} WITH kg_g {calls}",
                 (
                     " RETURN kg_g.version AS token, kg_g.writes AS writes, kg_g.tx AS tx, "
                     "kg_g.hold AS hold"
@@ -301,12 +310,31 @@ class FalkorDBStore(CypherStore):
                 raise StoreError(
                     f"FalkorDB refused the write plan (nothing written): {_line(exc)}"
                 ) from exc
-        if fence is None:
-            return None
         rows = _rows(result)
         if not rows:
-            raise fence.conflict(group_id)
+            if guard is not None and not await self._guard_holds(group_id, guard):
+                raise LeaseLostError(guard.failure)
+            if fence is not None:
+                raise fence.conflict(group_id)
+        if fence is None:
+            return None
         return self._group_version(rows[0])
+
+    async def _guard_holds(self, group_id: str, guard: Guard) -> bool:
+        """Whether a guard that just missed holds now: a lease once lost is never this
+        owner's again, so a miss with the guard still holding was the version's."""
+        query = f"{guard.match} RETURN 1 AS ok LIMIT 1"
+        return bool(await self._read(group_id, query, {**guard.params, "group_id": group_id}))
+
+    async def _queue_write(self, group_id: str, statement: Statement) -> list[dict[str, Any]]:
+        # FalkorDB runs each query alone under its graph's write lock: one query is atomic.
+        check_params(statement.params)
+        with translated("a queue write"):
+            await self.ensure_schema(group_id)
+            try:
+                return _rows(await self._graph(group_id).query(statement.query, statement.params))
+            except ResponseError as exc:
+                raise StoreError(f"FalkorDB refused a queue write: {_line(exc)}") from exc
 
     async def raw_query(
         self, group_id: str, query: str, params: dict[str, Any] | None = None, *,

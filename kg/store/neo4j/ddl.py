@@ -19,7 +19,14 @@ NEO4J_SCHEMA: tuple[str, ...] = (
     "REQUIRE (n.group_id, n.uuid) IS UNIQUE",
     # One version node per group (kg.store.cypher.base.Fence), even when two first writes race.
     "CREATE CONSTRAINT kg_group_id IF NOT EXISTS FOR (n:KGGroup) REQUIRE n.group_id IS UNIQUE",
+    # The background queue: one lock node per group serialises its transitions (claims,
+    # enqueues, the leased write), and the queue's lookups are by state, key and session.
+    "CREATE CONSTRAINT kg_queue_group IF NOT EXISTS FOR (n:KGQueue) REQUIRE n.group_id IS UNIQUE",
     "CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id)",
+    "CREATE INDEX kg_episodic_status IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.status)",
+    "CREATE INDEX kg_episodic_key IF NOT EXISTS FOR (n:Episodic) "
+    "ON (n.group_id, n.idempotency_key)",
+    "CREATE INDEX kg_episodic_session IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.session_id)",
     "CREATE INDEX kg_entity_key IF NOT EXISTS FOR (n:Entity) ON (n.group_id, n.name_key)",
     "CREATE INDEX kg_episodic_hash IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.content_hash)",
     "CREATE INDEX kg_relates_uuid IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.uuid)",

@@ -15,16 +15,22 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-from kg.errors import StoreError, StoreUnavailableError, WriteConflictError
+from kg.errors import LeaseLostError, StoreError, StoreUnavailableError, WriteConflictError
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import PendingErasure, Record, is_staging, staging_name
 from kg.store.cypher.base import GROUP_LABEL, Fence
-from kg.store.cypher.dialect import Statement
+from kg.store.cypher.dialect import Guard, Statement
 from kg.store.cypher.store import CypherStore
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.store.neo4j.dialect import Neo4jDialect
 
 NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+
+
+# The group's queue lock: taking a write lock on its node (setting a property does) serialises
+# the queue's transitions per group, and reads after it see what the previous holder committed
+# (Neo4j reads at read-committed: a condition read before the lock could be stale).
+QUEUE_LOCK = "MERGE (kg_lock:KGQueue {group_id: $group_id}) SET kg_lock.locked = true"
 
 
 class Neo4jStore(CypherStore):
@@ -106,20 +112,42 @@ class Neo4jStore(CypherStore):
         return [dict(r) for r in records]
 
     async def execute(
-        self, group_id: str, statements: list[Statement], fence: Fence | None = None
+        self,
+        group_id: str,
+        statements: list[Statement],
+        fence: Fence | None = None,
+        guard: Guard | None = None,
     ) -> GroupVersion | None:
         await self.ensure_schema(group_id)
-        if fence is None:
-            await self._run_write(statements)
-            return None
-        return await self._run_write(statements, fence_statement(group_id, fence),
-                                     lambda row: self._checked(group_id, fence, row))  # fmt: skip
+        checks: list[tuple[Statement, Callable[[dict[str, Any] | None], Any]]] = []
+        if guard is not None:
+            # The queue's lock first (serialised with claims and takeovers), then the lease
+            # under it, then the version: both checks in this one transaction, before any
+            # write, and a failed one rolls it all back. Lock order is always KGQueue, KGGroup.
+            lease = Statement(
+                f"{QUEUE_LOCK} WITH kg_lock OPTIONAL {guard.match} "
+                "RETURN kg_guard IS NOT NULL AS ok LIMIT 1",
+                {**guard.params, "group_id": group_id},
+            )
+            checks.append((lease, lambda row: _lease_held(guard, row)))
+        if fence is not None:
+            checks.append((fence_statement(group_id, fence),
+                           lambda row: self._checked(group_id, fence, row)))  # fmt: skip
+        seen, _ = await self._run_write(statements, checks)
+        return seen[-1] if fence is not None else None
 
-    def _checked(self, group_id: str, fence: Fence, row: dict[str, Any]) -> GroupVersion:
+    def _checked(self, group_id: str, fence: Fence, row: dict[str, Any] | None) -> GroupVersion:
+        row = row if row is not None else {"was": None}
         expected = fence.base.token if fence.base is not None else None
         if fence.checked and row["was"] != expected:
             raise fence.conflict(group_id)  # inside the transaction: it rolls back
         return self._group_version(row)
+
+    async def _queue_write(self, group_id: str, statement: Statement) -> list[dict[str, Any]]:
+        await self.ensure_schema(group_id)
+        lock = Statement(QUEUE_LOCK + " RETURN true AS ok", {"group_id": group_id})
+        _, rows = await self._run_write([statement], [(lock, lambda row: None)])
+        return rows
 
     async def raw_query(
         self, group_id: str, query: str, params: dict[str, Any] | None = None, *,
@@ -130,22 +158,23 @@ class Neo4jStore(CypherStore):
     async def _run_write(
         self,
         statements: list[Statement],
-        first: Statement | None = None,
-        check: Callable[[dict[str, Any]], GroupVersion] | None = None,
-    ) -> GroupVersion | None:
-        """Statements in one transaction; `first`, if given, runs before them and `check`
-        sees its single row, raising to roll the whole transaction back."""
+        checks: Sequence[tuple[Statement, Callable[[dict[str, Any] | None], Any]]] = (),
+    ) -> tuple[list[Any], list[dict[str, Any]]]:
+        """Statements in one transaction, after `checks`: each check's statement runs first,
+        in order, and its function sees that statement's first row (None if none), raising
+        to roll the whole transaction back. What the checks returned; the last statement's rows."""
 
-        async def work(tx: Any) -> GroupVersion | None:
-            version = None
-            if first is not None and check is not None:
+        async def work(tx: Any) -> tuple[list[Any], list[dict[str, Any]]]:
+            seen: list[Any] = []
+            for first, check in checks:
                 result = await tx.run(first.query, first.params)
                 record = await result.single()
-                version = check(dict(record) if record is not None else {"was": None})
+                seen.append(check(dict(record) if record is not None else None))
+            rows: list[dict[str, Any]] = []
             for s in statements:
                 result = await tx.run(s.query, s.params)
-                await result.consume()
-            return version
+                rows = [dict(r) async for r in result]
+            return seen, rows
 
         try:
             # Writes share the bookmarks of execute_query's reads: on a cluster, the next read
@@ -154,10 +183,12 @@ class Neo4jStore(CypherStore):
                 database=self._database,
                 bookmark_manager=self._driver.execute_query_bookmark_manager,
             ) as session:
-                version: GroupVersion | None = await session.execute_write(work)
+                done: tuple[list[Any], list[dict[str, Any]]] = await session.execute_write(work)
+        except (LeaseLostError, WriteConflictError):
+            raise
         except Exception as exc:
             raise self._translate(exc) from exc
-        return version
+        return done
 
     @staticmethod
     def _translate(exc: Exception) -> Exception:
@@ -263,6 +294,11 @@ class Neo4jStore(CypherStore):
 
     async def close(self) -> None:
         await self._driver.close()
+
+
+def _lease_held(guard: Guard, row: dict[str, Any] | None) -> None:
+    if not (row and row.get("ok")):
+        raise LeaseLostError(guard.failure)  # inside the transaction: it rolls back
 
 
 def fence_statement(group_id: str, fence: Fence) -> Statement:

@@ -1,0 +1,382 @@
+"""Background ingestion: the queue in the store, the worker's pipeline, and what they promise."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kg import KG
+from kg.errors import LeaseLostError
+from kg.queue import Worker, stage_json
+from kg.schemas.episode import Episode
+from kg.schemas.graph import EpisodeStatus, EpisodicNode
+from kg.schemas.plan import GroupVersion, WritePlan
+from tests.conftest import t
+from tests.queue_llm import RuleLLM, conversation
+from tests.test_rollback import view
+
+GRID = [t(2023, m, d) for m in range(1, 13) for d in (1, 15)] + [t(2024, m) for m in range(1, 13)]
+
+
+@pytest.fixture
+async def rkg(home: Path) -> AsyncIterator[tuple[KG, RuleLLM]]:
+    llm = RuleLLM(delay=0.02)
+    async with await KG.open(home=home, llm=llm) as graph:
+        yield graph, llm
+
+
+async def episodes_of(kg: KG, group: str) -> list[EpisodicNode]:
+    rows = await kg.store.raw_query(
+        group, "MATCH (e:Episodic) WHERE e.group_id = $g RETURN properties(e) AS ep", {"g": group}
+    )
+    return [EpisodicNode.model_validate(kg.store._decode(r["ep"])) for r in rows]  # type: ignore[attr-defined]
+
+
+async def snapshot(kg: KG, group: str) -> dict[str, Any]:
+    """The group's graph in terms both ingests share: views at every grid time, now and as
+    known after each episode; every version with its provenance, episodes named by content
+    hash (uuids and transaction times differ between two ingests, nothing else may)."""
+    eps = await episodes_of(kg, group)
+    name = {e.uuid: e.content_hash for e in eps}
+    order = sorted(eps, key=lambda e: e.created_at)
+    versions = sorted(
+        repr((f.subject, f.predicate, f.object, f.edge.valid_at, f.edge.invalid_at,
+              f.edge.status.value, f.edge.expired_at is None,
+              tuple(name[u] for u in f.edge.episodes), tuple(f.edge.episode_valid_at),
+              name.get(f.edge.invalidated_by or ""), f.edge.invalidation_reason))
+        for f in await kg.history(group_id=group, limit=100_000)
+    )  # fmt: skip
+    known = [await view(kg, group, known_at=e.created_at, grid=GRID[::4]) for e in order]
+    return {
+        "now": await view(kg, group, grid=GRID),
+        "known_after_each": known,
+        "versions": versions,
+        "order": [e.content_hash for e in order],
+        "episodes": sorted(
+            (
+                e.content_hash,
+                e.status.value,
+                e.facts_added,
+                e.facts_closed,
+                e.facts_reinforced,
+                e.extraction,
+            )
+            for e in eps
+        ),
+    }
+
+
+async def test_an_enqueued_episode_is_found_at_once(rkg: tuple[KG, RuleLLM]) -> None:
+    kg, llm = rkg
+    r = await kg.add_episode(source="message", content="Minji: I moved to Busan 2 weeks ago.",
+                             reference_time=t(2024, 6, 1), wait=False)  # fmt: skip
+    assert r.status == "queued"
+    found = await kg.search("Busan", recipe="episodes_bm25")  # before any worker ran
+    assert [h.episode.uuid for h in found.episodes] == [r.episode_uuid]
+    assert llm.calls == {}  # nothing extracted yet
+    [node] = await episodes_of(kg, "default")
+    assert node.status is EpisodeStatus.queued and node.queued_at is not None
+    # Known from the moment it was queued: an as-of search just before does not see it.
+    before = await kg.search("Busan", recipe="episodes_bm25",
+                             known_at=node.queued_at - timedelta(microseconds=1))  # fmt: skip
+    assert before.episodes == []
+    await Worker(kg).drain()
+    [fact] = await kg.facts(subject="Minji")
+    assert fact.object == "Busan" and fact.edge.episodes == [r.episode_uuid]
+    found = await kg.search("Busan", recipe="episodes_bm25")
+    assert [h.episode.uuid for h in found.episodes] == [r.episode_uuid]  # the same node
+
+
+async def test_an_enqueued_episode_is_found_by_cosine_at_once(home: Path) -> None:
+    from kg import local_minilm
+
+    async with await KG.open(home=home, embedder=local_minilm()) as kg:
+        r = await kg.add_episode(source="message", content="Minji: my cat is called Dubu.",
+                                 reference_time=t(2024, 6, 1), wait=False)  # fmt: skip
+        found = await kg.search("what is the name of the pet", recipe="episodes_cosine")
+        assert [h.episode.uuid for h in found.episodes] == [r.episode_uuid]
+
+
+async def test_pipelined_ingest_equals_one_by_one(rkg: tuple[KG, RuleLLM]) -> None:
+    kg, llm = rkg
+    convo = conversation(60, seed=11)
+    for ep in convo:  # the reference: one by one, in reference-time order
+        await kg.add_episode(**ep, group_id="sequential")
+    reference = await snapshot(kg, "sequential")
+    assert any("False" in v for v in reference["versions"])  # closures happened
+    for ep in convo:
+        await kg.add_episode(**ep, group_id="queued", wait=False)
+    llm.max_in_flight = 0
+    stats = await Worker(kg, concurrency=8).drain()
+    assert stats.completed == len(convo) and stats.failed == 0
+    assert llm.max_in_flight > 1  # extraction calls did overlap
+    assert await snapshot(kg, "queued") == reference
+    # Arriving backwards, the queue still writes them in reference-time order (ties, equal
+    # reference times, go by arrival): every timeline comes out the same.
+    for ep in reversed(convo):
+        await kg.add_episode(**ep, group_id="backwards", wait=False)
+    await Worker(kg, concurrency=8).drain()
+    backwards = await snapshot(kg, "backwards")
+    assert (backwards["now"], backwards["versions"]) == (reference["now"], reference["versions"])
+
+
+async def test_a_dead_workers_episode_is_taken_over_and_its_late_write_refused(
+    rkg: tuple[KG, RuleLLM],
+) -> None:
+    kg, llm = rkg
+    for ep in conversation(3, seed=3):
+        await kg.add_episode(**ep, wait=False)
+    now = kg.clock.now()
+    ready, busy = await kg.store.ready("default", "dead", now, 10)
+    assert len(ready) == 3 and not busy
+    first = ready[0]
+    [claimed] = await kg.store.claim("default", "dead", [first.uuid], now,
+                                     now + timedelta(seconds=0.5))  # fmt: skip
+    extracted = await kg._extract_queued(claimed)  # the dead worker got its extraction...
+    assert await kg.store.stage("default", first.uuid, "dead", stage_json(extracted))
+    calls = dict(llm.calls)
+    # ...and died. While its lease lives, nobody else may work on the group.
+    assert await kg.store.ready("default", "other", kg.clock.now(), 10) == ([], True)
+    await asyncio.sleep(0.6)
+    stats = await Worker(kg, poll_seconds=0.05).drain()
+    assert stats.completed == 3
+    assert llm.calls[first.content] == calls[first.content] == 1  # the staged one, not again
+    with pytest.raises(LeaseLostError):  # the dead worker wakes up: nothing written
+        await kg._complete(claimed, "dead", extracted)
+    nodes = await episodes_of(kg, "default")
+    assert {n.status for n in nodes} == {EpisodeStatus.ingested}
+    taken = next(n for n in nodes if n.uuid == first.uuid)
+    assert taken.attempts == 2 and taken.lease_owner is None and taken.staged is None
+    assert all(len(f.edge.episodes) == 1 for f in await kg.history(limit=1000))
+
+
+async def test_idempotency_key_makes_a_resent_turn_a_duplicate(rkg: tuple[KG, RuleLLM]) -> None:
+    kg, _ = rkg
+    first = await kg.add_episode(source="message", content="Minji: I live in Seoul.",
+                                 reference_time=t(2024, 1, 1), session_id="chat-1",
+                                 turns=(3, 3), wait=False)  # fmt: skip
+    # The client retried with a re-rendered text: same source, session and turns.
+    again = await kg.add_episode(source="message", content="Minji:  I live in Seoul!",
+                                 reference_time=t(2024, 1, 1), session_id="chat-1",
+                                 turns=(3, 3), wait=False)  # fmt: skip
+    assert (again.status, again.episode_uuid) == ("duplicate", first.episode_uuid)
+    waited = await kg.add_episode(source="message", content="Minji: I live in Seoul, yes.",
+                                  reference_time=t(2024, 1, 1), session_id="chat-1",
+                                  turns=(3, 3))  # fmt: skip
+    assert (waited.status, waited.episode_uuid) == ("duplicate", first.episode_uuid)
+    other = await kg.add_episode(source="message", content="Minji: I live in Seoul!",
+                                 reference_time=t(2024, 1, 1), session_id="chat-1",
+                                 turns=(4, 4), wait=False)  # fmt: skip
+    assert other.status == "queued"
+    with pytest.raises(ValueError, match="session_id"):
+        Episode(source="message", content="x", reference_time=t(2024), turns=(1, 2))
+
+
+async def test_debounce_holds_a_session_until_it_goes_quiet(rkg: tuple[KG, RuleLLM]) -> None:
+    kg, _ = rkg
+    one = await kg.add_episode(source="message", content="Minji: I live in Seoul.",
+                               reference_time=t(2024, 1, 1), session_id="s", wait=False,
+                               after_seconds=30)  # fmt: skip
+    await kg.add_episode(source="message", content="Jun: I live in Busan.",
+                         reference_time=t(2024, 1, 2), wait=False)  # fmt: skip
+    now = kg.clock.now()
+    ready, _ = await kg.store.ready("default", "w", now, 10)
+    assert [n.content for n in ready] == ["Jun: I live in Busan."]
+    held = next(n for n in await episodes_of(kg, "default") if n.uuid == one.episode_uuid)
+    assert held.next_attempt_at is not None
+    # A new message in the session restarts the wait for the whole session.
+    await kg.add_episode(source="message", content="Minji: I work at Naver.",
+                         reference_time=t(2024, 1, 3), session_id="s", wait=False,
+                         after_seconds=60)  # fmt: skip
+    later = next(n for n in await episodes_of(kg, "default") if n.uuid == one.episode_uuid)
+    assert later.next_attempt_at is not None and later.next_attempt_at > held.next_attempt_at
+    ready, _ = await kg.store.ready("default", "w", later.next_attempt_at, 10)
+    assert len(ready) == 3  # all of it, once the session has been quiet long enough
+
+
+async def test_session_timeout_waits_for_the_session_to_end(rkg: tuple[KG, RuleLLM]) -> None:
+    kg, _ = rkg
+    await kg.add_episode(source="message", content="Minji: I live in Seoul.",
+                         reference_time=t(2024, 1, 1), session_id="s", wait=False)  # fmt: skip
+    stats = await asyncio.wait_for(Worker(kg, session_timeout=0.5, poll_seconds=0.05).drain(), 10)
+    assert stats.completed == 1
+    [node] = await episodes_of(kg, "default")
+    assert node.queued_at is not None
+    assert (node.created_at - node.queued_at).total_seconds() >= 0.5
+
+
+async def test_transient_failures_retry_and_invalid_replies_fail_recorded(home: Path) -> None:
+    flaky, broken = "Minji: I live in Seoul.", "Jun: I live in Busan."
+    llm = RuleLLM(fail={flaky: 2}, invalid=frozenset({broken}))
+    async with await KG.open(home=home, llm=llm) as kg:
+        for i, text in enumerate((flaky, broken)):
+            await kg.add_episode(source="message", content=text, reference_time=t(2024, 1, i + 1),
+                                 wait=False)  # fmt: skip
+        stats = await Worker(kg, backoff_seconds=0.05, poll_seconds=0.05).drain()
+        assert (stats.completed, stats.failed, stats.retried) == (1, 1, 2)
+        [seoul] = await kg.facts(subject="Minji")
+        assert seoul.object == "Seoul"
+        nodes = {n.content: n for n in await episodes_of(kg, "default")}
+        assert nodes[flaky].status is EpisodeStatus.ingested and nodes[flaky].attempts == 3
+        assert nodes[flaky].failure_reasons == ["llm_unavailable", "llm_unavailable"]
+        assert nodes[broken].status is EpisodeStatus.failed
+        assert nodes[broken].failure_reasons == ["llm_output"]  # failed at once, recorded
+        assert nodes[broken].llm_calls == 2  # the reply and its corrective retry
+        m = (await kg.metrics()).queue
+        assert (m.done, m.failed, m.queued, m.retries) == (1, 1, 0, 2)
+        assert m.failures_by_reason == {"llm_unavailable": 2, "llm_output": 1}
+        assert m.latency_samples == 1 and m.latency_p95_s is not None
+        # Sending the failed one again retries it, as for a waiting add_episode.
+        llm.invalid = frozenset()
+        again = await kg.add_episode(source="message", content=broken,
+                                     reference_time=t(2024, 1, 2), wait=False)  # fmt: skip
+        assert again.status == "queued"
+        await Worker(kg).drain()
+        assert [f.object for f in await kg.facts(subject="Jun")] == ["Busan"]
+
+
+async def test_a_stopping_worker_hands_back_what_it_has_not_written(home: Path) -> None:
+    llm = RuleLLM(delay=0.3, max_concurrency=2)
+    async with await KG.open(home=home, llm=llm) as kg:
+        for ep in conversation(8, seed=5):
+            await kg.add_episode(**ep, wait=False)
+        wrote = asyncio.Event()
+        worker = Worker(kg, poll_seconds=0.05, on_result=lambda _: wrote.set())
+        task = asyncio.create_task(worker.run())
+        await asyncio.wait_for(wrote.wait(), 10)
+        await worker.stop()
+        stats = await asyncio.wait_for(task, 10)
+        assert stats.released > 0
+        nodes = await episodes_of(kg, "default")
+        assert {n.status for n in nodes} == {EpisodeStatus.ingested, EpisodeStatus.queued}
+        for n in nodes:
+            if n.status is EpisodeStatus.queued:
+                assert n.lease_owner is None and n.attempts == 0  # the claim was not counted
+        assert (await Worker(kg).drain()).completed == 8 - stats.completed
+
+
+async def test_structured_episodes_queue_without_an_llm(kg: KG) -> None:
+    r = await kg.add_episode(source="facts", reference_time=t(2024),
+                             facts=[{"subject": "Ara", "predicate": "LIVES_IN", "object": "Jeju"}],
+                             wait=False)  # fmt: skip
+    assert r.status == "queued" and await kg.facts(subject="Ara") == []
+    assert (await Worker(kg).drain()).completed == 1
+    [f] = await kg.facts(subject="Ara")
+    assert f.edge.episodes == [r.episode_uuid]
+
+
+async def test_a_worker_without_an_llm_leaves_text_episodes_alone(kg: KG) -> None:
+    await kg.add_episode(source="message", content="Minji: I live in Seoul.",
+                         reference_time=t(2024), wait=False)  # fmt: skip
+    worker = Worker(kg, poll_seconds=0.05)
+    task = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.5)
+    await worker.stop()
+    await task
+    [node] = await episodes_of(kg, "default")
+    assert node.status is EpisodeStatus.queued and node.attempts == 0 and node.error is None
+
+
+@pytest.fixture(params=["falkordb", "neo4j"])
+async def backend_kg(request: pytest.FixtureRequest, home: Path) -> AsyncIterator[KG]:
+    from tests.conftest import wipe
+
+    if request.param == "falkordb":
+        graph = await KG.open(home=home, llm=RuleLLM(delay=0.01))
+    else:
+        server = request.getfixturevalue("neo4j_server")
+        graph = await KG.open(server.kg_uri, llm=RuleLLM(delay=0.01))
+        await wipe(graph)
+    try:
+        yield graph
+    finally:
+        await graph.close()
+
+
+async def test_racing_claims_give_a_group_to_one_worker(backend_kg: KG) -> None:
+    kg = backend_kg
+    for ep in conversation(12, seed=2):
+        await kg.add_episode(**ep, wait=False)
+    uuids = [n.uuid for n in (await kg.store.ready("default", "x", kg.clock.now(), 50))[0]]
+    for _ in range(5):
+        now = kg.clock.now()
+        got = await asyncio.gather(*(
+            kg.store.claim("default", f"w{i}", uuids, now, now + timedelta(seconds=30))
+            for i in range(8)
+        ))  # fmt: skip
+        winners = [i for i, nodes in enumerate(got) if nodes]
+        assert len(winners) == 1 and len(got[winners[0]]) == len(uuids)
+        owners = {n.lease_owner for n in await episodes_of(kg, "default")}
+        assert owners == {f"w{winners[0]}"}
+        for u in uuids:  # hand all back for the next round
+            assert await kg.store.release("default", u, f"w{winners[0]}", failed=False)
+
+
+async def test_two_workers_on_one_group_write_it_as_one(backend_kg: KG) -> None:
+    kg = backend_kg
+    convo = conversation(30, seed=9)
+    for ep in convo:
+        await kg.add_episode(**ep, group_id="sequential")
+    for ep in convo:
+        await kg.add_episode(**ep, group_id="queued", wait=False)
+    a, b = Worker(kg, groups=["queued"]), Worker(kg, groups=["queued"])
+    sa, sb = await asyncio.gather(a.drain(), b.drain())
+    assert sa.completed + sb.completed == len(convo)
+    assert await snapshot(kg, "queued") == await snapshot(kg, "sequential")
+
+
+async def test_the_leased_write_checks_its_lease_and_the_version_in_one_unit(
+    backend_kg: KG,
+) -> None:
+    """The write completing a queued episode is fenced like every write (kg.versioned): a
+    version moved by another writer between its plan and its write refuses the stale plan,
+    and the worker re-plans; a lost lease refuses the write whatever the version."""
+    kg = backend_kg
+    for ep in conversation(2, seed=4):
+        await kg.add_episode(**ep, wait=False)
+    now = kg.clock.now()
+    first, second = (await kg.store.ready("default", "w", now, 10))[0]
+    until = now + timedelta(seconds=60)
+    [node] = await kg.store.claim("default", "w", [first.uuid], now, until)
+    real_apply = kg.store.apply
+    plans: list[WritePlan] = []
+
+    async def overtaken(plan: WritePlan) -> GroupVersion:
+        plans.append(plan)
+        if len(plans) == 1:  # another writer lands between this plan's reads and its write
+            await kg.store.set_hold("default", await kg.store.version("default"), None)
+        return await real_apply(plan)
+
+    kg.store.apply = overtaken  # type: ignore[method-assign]
+    done = await kg._complete(node, "w", await kg._extract_queued(node))
+    assert done.attempts == 2 and len(plans) == 2 and plans[0].base != plans[1].base
+    assert all(p.lease_owner == "w" for p in plans)
+
+    now = kg.clock.now()
+    [node] = await kg.store.claim("default", "w", [second.uuid], now, until)
+    extracted = await kg._extract_queued(node)
+    plans.clear()
+
+    async def taken_over(plan: WritePlan) -> GroupVersion:
+        plans.append(plan)  # another worker takes the episode over, another writer writes
+        assert await kg.store.release("default", second.uuid, "w", failed=False)
+        later = kg.clock.now()
+        assert await kg.store.claim("default", "z", [second.uuid], later, until)
+        await kg.store.set_hold("default", await kg.store.version("default"), None)
+        return await real_apply(plan)
+
+    kg.store.apply = taken_over  # type: ignore[method-assign]
+    with pytest.raises(LeaseLostError):
+        await kg._complete(node, "w", extracted)
+    assert len(plans) == 1  # refused for the lease, not re-planned as a conflict
+    nodes = {n.uuid: n for n in await episodes_of(kg, "default")}
+    assert nodes[first.uuid].status is EpisodeStatus.ingested
+    assert nodes[second.uuid].status is EpisodeStatus.processing
+    assert nodes[second.uuid].lease_owner == "z"
+    cited = {u for f in await kg.history(limit=1000) for u in f.edge.episodes}
+    assert first.uuid in cited and second.uuid not in cited
