@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-from kg.errors import StoreError, StoreUnavailableError, WriteConflictError
+from kg.errors import InputError, StoreError, StoreUnavailableError, WriteConflictError
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import PendingErasure, Record, is_staging, staging_name
 from kg.store.cypher.base import GROUP_LABEL, Fence
@@ -25,6 +25,11 @@ from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.store.neo4j.dialect import Neo4jDialect
 
 NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+NEO4J_RESIDUE = (
+    "Neo4j keeps erased values on disk, in its transaction logs and in unused store records "
+    "and full-text index segments, until they are pruned, reused or merged, and cannot "
+    "scrub them online; to remove them, follow docs/production.md#erasure-on-neo4j"
+)
 
 
 class Neo4jStore(CypherStore):
@@ -84,7 +89,31 @@ class Neo4jStore(CypherStore):
                 # `IF NOT EXISTS` does not cover two schema transactions racing to commit.
                 if "AlreadyExists" not in str(exc):
                     raise
+        if self.embedding_dim:
+            await self._check_vector_dimension(self.embedding_dim)
         self._schema_ready = True
+
+    async def _check_vector_dimension(self, dim: int) -> None:
+        """One database has one vector index per label, of one dimension, for all its groups
+        (FalkorDB has a graph, and indexes, per group). `IF NOT EXISTS` keeps an index of
+        another dimension, and Neo4j would then leave this embedder's vectors out of it
+        silently; so a second dimension in one database is refused, naming both."""
+        rows = await self._query(
+            "SHOW VECTOR INDEXES YIELD name, options WHERE name STARTS WITH 'kg_' "
+            "RETURN name, options",
+            {},
+            write=False,
+        )
+        for row in rows:
+            have = row["options"]["indexConfig"]["vector.dimensions"]
+            if have != dim:
+                raise InputError(
+                    f"Neo4j database {self._database!r} has vector indexes of {have} "
+                    f"dimensions ({row['name']}) and this embedder gives {dim}: one Neo4j "
+                    "database holds one embedding dimension for all its groups; embed with "
+                    f"a {have}-dimension model, or give these groups a database of their own "
+                    "(bolt://host:port/DATABASE on Enterprise or Aura; see docs/production.md)"
+                )
 
     async def _read(
         self, group_id: str, query: str, params: dict[str, Any]
@@ -188,9 +217,11 @@ class Neo4jStore(CypherStore):
                       {"group_id": group_id}),
         ])  # fmt: skip
 
-    async def compact(self) -> None:
-        """Neo4j reuses the space of deleted records; it offers no online way to scrub them
-        from store files (offline: neo4j-admin database copy). Documented in the README."""
+    async def compact(self) -> str:
+        """Neo4j cannot scrub its files online (measured on 5.26 Community: after the delete
+        the erased text is still in the transaction log, the store files and the full-text
+        index segments; Community has no online checkpoint or log pruning). Say so."""
+        return NEO4J_RESIDUE
 
     async def pending_erasures(self) -> list[PendingErasure]:
         rows = await self._read(
