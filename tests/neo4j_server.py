@@ -157,8 +157,11 @@ def _start(workdir: Path, password: str) -> tuple[subprocess.Popen[bytes], str]:
 @contextlib.contextmanager
 def neo4j_server() -> Iterator[Neo4jServer]:
     if uri := os.environ.get("KG_TEST_NEO4J_URI"):
-        yield Neo4jServer(uri=uri, password=os.environ.get("NEO4J_PASSWORD", ""),
-                          data=Path(d) if (d := os.environ.get("KG_TEST_NEO4J_DATA")) else None)
+        yield Neo4jServer(
+            uri=uri,
+            password=os.environ.get("NEO4J_PASSWORD", ""),
+            data=Path(d) if (d := os.environ.get("KG_TEST_NEO4J_DATA")) else None,
+        )
         if (driver := _DRIVERS.pop(uri, None)) is not None:
             driver.close()
         return

@@ -313,6 +313,7 @@ async def test_bad_search_input_is_refused(kg: KG) -> None:
 # -- restart and ranking quality ------------------------------------------------------------
 
 
+@pytest.mark.falkordb_only("simulates FalkorDB's index rebuild after a restart")
 async def test_first_search_waits_for_indexes_still_building(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1118,11 +1118,13 @@ def eval_(
 
 
 @app.command()
-def demo() -> None:
-    """A self-contained tour in a throwaway data directory: supersede, history, as-of."""
+def demo(ctx: typer.Context) -> None:
+    """A self-contained tour: supersede, history, as-of, rollback. In a throwaway data
+    directory; with --uri, on that server in a throwaway group, erased at the end."""
+    settings: Settings = ctx.obj
     home = Path(tempfile.mkdtemp(prefix="kg-demo-"))
     try:
-        _run(run_demo(home, out))
+        _run(run_demo(home, out, settings.uri))
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
