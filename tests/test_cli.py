@@ -99,6 +99,8 @@ def test_ingest_from_stdin_uses_the_group_option(where: list[str]) -> None:
     assert json.loads(out)["episodes"] == 1
     _, out, _ = kg(where, "stats", "--json")
     assert json.loads(out)["episodes"] == 0
+    assert json.loads(kg(where, "groups", "--json")[1]) == ["team-7"]
+    assert kg(where, "groups")[1] == "team-7\n"
 
 
 @pytest.mark.parametrize(
@@ -293,6 +295,7 @@ def test_help_lists_every_command() -> None:
         "erase",
         "search",
         "demo",
+        "groups",
         "communities",
     ):
         assert command in r.stdout

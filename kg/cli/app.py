@@ -456,6 +456,18 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     render.stats(out, s, m, as_json=as_json)
 
 
+@app.command()
+def groups(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the store's groups (every group has episodes), one a line."""
+    settings: Settings = ctx.obj
+    found = _run(_with_kg(settings, lambda kg: kg.groups()))
+    if as_json:
+        out.print_json(json.dumps(found))
+    else:
+        for g in found:
+            out.print(g, highlight=False, markup=False)
+
+
 @app.command("adopt-graphiti")
 def adopt_graphiti(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Adopt a group written by graphiti-core (same FalkorDB or Neo4j) for as-of views,
