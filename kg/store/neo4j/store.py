@@ -26,9 +26,11 @@ from kg.store.neo4j.dialect import Neo4jDialect
 
 NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 NEO4J_RESIDUE = (
-    "Neo4j keeps erased values on disk, in its transaction logs and in unused store records "
-    "and full-text index segments, until they are pruned, reused or merged, and cannot "
-    "scrub them online; to remove them, follow docs/production.md#erasure-on-neo4j"
+    "Neo4j cannot scrub erased values from its files online: they stay in its transaction "
+    "logs until rotated and pruned, and in freed store records, full-text index segments and "
+    "range index pages until reused or merged. To remove them, export every group, stop the "
+    "server, delete its database directory, start it anew and import (measured and tested: "
+    "docs/production.md#erasure-on-neo4j)"
 )
 
 
@@ -218,9 +220,10 @@ class Neo4jStore(CypherStore):
         ])  # fmt: skip
 
     async def compact(self) -> str:
-        """Neo4j cannot scrub its files online (measured on 5.26 Community: after the delete
-        the erased text is still in the transaction log, the store files and the full-text
-        index segments; Community has no online checkpoint or log pruning). Say so."""
+        """Neo4j cannot scrub its files online (benchmarks/neo4j_erasure_residue.py, on 5.26
+        Community: after the delete and a checkpoint the erased name is in the transaction
+        log, the string store, full-text segments and a range index; pruning the logs removes
+        it from them only). Say so."""
         return NEO4J_RESIDUE
 
     async def pending_erasures(self) -> list[PendingErasure]:
