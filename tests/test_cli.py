@@ -427,7 +427,7 @@ def test_search_with_explain_history_and_context(where: list[str], jsonl: Path) 
     assert code == 1 and "unknown recipe 'nope'" in err
     code, out, _ = kg(where, "search", "Minji", "--min-score", "5")
     assert code == 0 and "no results" in out
-    code, out, _ = kg(home, "--embedder", "minilm", "search", "boiling point of mercury",
+    code, out, _ = kg(where, "--embedder", "minilm", "search", "boiling point of mercury",
                       "--abstain-below", "0.49")  # fmt: skip
     assert code == 0 and "facts: abstained (best cosine similarity" in out and "no results" in out
 
