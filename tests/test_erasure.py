@@ -121,9 +121,7 @@ async def test_erasing_an_unknown_subject_is_an_error(kg: KG) -> None:
         await kg.erase_entity("Nobody")
 
 
-async def test_the_file_scan_sees_inside_compressed_rdb_strings(
-    falkor_kg: KG, home: Path
-) -> None:
+async def test_the_file_scan_sees_inside_compressed_rdb_strings(falkor_kg: KG, home: Path) -> None:
     """Why the scans above decompress: once compacted, text lives in the RDB base, where
     strings are LZF-compressed and a name can be split between a back reference and a literal
     run. Spelled after its first word, the name is always split so (its second "Zebulon" is a
