@@ -57,6 +57,7 @@ async def test_schema_is_created_online_and_idempotent(
     assert vector["type"] == "VECTOR"
     assert vector["options"]["indexConfig"]["vector.dimensions"] == minilm.dim
     assert vector["options"]["indexConfig"]["vector.similarity_function"] == "COSINE"
+    assert vector["options"]["indexConfig"]["vector.quantization.enabled"] is False
     assert constraints, "uniqueness constraints exist"
 
 

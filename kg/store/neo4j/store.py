@@ -10,6 +10,7 @@ transaction, so it rolls back with nothing written. Tested against a live Neo4j 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +26,8 @@ from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.store.neo4j.dialect import Neo4jDialect
 
 NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+log = logging.getLogger(__name__)
+
 NEO4J_RESIDUE = (
     "Neo4j cannot scrub erased values from its files online: they stay in its transaction "
     "logs until rotated and pruned, and in freed store records, full-text index segments and "
@@ -107,7 +110,14 @@ class Neo4jStore(CypherStore):
             write=False,
         )
         for row in rows:
-            have = row["options"]["indexConfig"]["vector.dimensions"]
+            config = row["options"]["indexConfig"]
+            if config.get("vector.quantization.enabled"):
+                log.warning(
+                    "Neo4j vector index %s is quantized (made by an older kg): its scores are "
+                    "off by up to about 2e-3 in cosine; DROP INDEX %s and reopen kg to rebuild "
+                    "it unquantized", row["name"], row["name"],
+                )  # fmt: skip
+            have = config["vector.dimensions"]
             if have != dim:
                 raise InputError(
                     f"Neo4j database {self._database!r} has vector indexes of {have} "
