@@ -93,10 +93,10 @@ async def test_the_routing_scheme_works_and_writes_leave_a_bookmark_for_reads(
         store = graph.store
         assert isinstance(store, Neo4jStore)
         manager = store._driver.execute_query_bookmark_manager
-        assert await manager.get_bookmarks() == set()
+        before = await manager.get_bookmarks()  # KG.open's reads (pending erasures) may set one
         await add(graph, t(2020), ("Alice", "LIVES_IN", "Seoul"))
         after_write = await manager.get_bookmarks()
-        assert after_write, "the write's bookmark is kept for the next reads"
+        assert after_write and after_write != before, "the write's bookmark is kept for reads"
         assert objects(await graph.facts(subject="Alice")) == ["Seoul"]
         [row] = await cypher(graph, "CALL dbms.routing.getRoutingTable({}, 'neo4j') "
                                     "YIELD servers RETURN servers")  # fmt: skip

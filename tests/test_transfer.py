@@ -350,4 +350,5 @@ async def test_a_neo4j_import_writes_nothing_under_another_groups_id(falkor_kg: 
     assert renames == [{"staging": renames[0]["staging"], "group_id": "team8"}] * 2
     await store.staged("team8")
     for query, _ in [*(st for tx in [*loads, publish] for st in tx), *driver.reads]:
-        parse(query)  # DDL aside: its shape is checked in test_neo4j_offline
+        if not query.startswith("SHOW "):  # the schema check's admin command, not openCypher
+            parse(query)  # DDL aside: its shape is checked in test_neo4j_offline
