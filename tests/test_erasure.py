@@ -293,3 +293,17 @@ async def test_neo4j_keeps_erasure_records_outside_every_group() -> None:
     assert PendingErasure.model_validate_json(params["record"]) == record
     for query in (write, clear, *(q for q, _ in driver.reads)):
         parse(query)
+
+
+async def test_a_killed_servers_temp_rewrite_file_is_removed_at_start(home: Path) -> None:
+    """A rewrite child outlives a SIGKILLed server and leaves its temp file, a copy of the data
+    from before the erasure (seen once in the interrupted-erasure test above): the next start
+    removes it."""
+    await _seed(home)
+    dead = [home / "falkordb" / "temp-rewriteaof-bg-4242.aof", home / "falkordb" / "temp-4242.rdb"]
+    for path in dead:
+        path.write_text(f"SET x {SECRET}")
+    async with await KG.open(home=home) as kg:
+        await kg.erase_entity(SECRET)
+    assert [p for p in dead if p.exists()] == []
+    assert files_containing(home, "Quisling") == []
