@@ -1,9 +1,11 @@
 """As-of accuracy on temporal update chains: share of probes kg.facts answers exactly.
 
     python benchmarks/asof_accuracy.py [DATA_DIR] [--limit N] [--seed S]
+        [--backend falkordb|neo4j|both]
 
 DATA_DIR defaults to ../shared/data. Two sets, each ingested as structured episodes into the
-embedded store (a throwaway data directory), in a shuffled arrival order, so that late,
+store `--backend` names (benchmarks/bench_store.py: a throwaway embedded FalkorDB, a
+throwaway Neo4j dev server, or both in turn), in a shuffled arrival order, so that late,
 out-of-order facts are part of the test:
 
 - YAGO11k: dated (subject, relation, object) facts with [valid_from, valid_to] years,
@@ -21,12 +23,10 @@ support are counted as not well-formed, each with its reason, and never scored.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import json
 import random
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_store import add_store_options, bench_kg, describe, run_per_backend
 
 from kg import KG, Ontology, Predicate
 from kg.ingest.names import name_key
@@ -226,21 +228,16 @@ async def ingest(
     tally.episodes = tally.facts = len(episodes)
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("data", nargs="?", default=str(Path("../shared/data")))
-    parser.add_argument("--limit", type=int, default=None, help="records per set (default all)")
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
+async def main(args: argparse.Namespace) -> None:
     temporal = Path(args.data) / "temporal"
     rng = random.Random(args.seed)
-    with tempfile.TemporaryDirectory(prefix="kg-asof-") as home:
-        async with await KG.open(home=home, ontology=ONTOLOGY) as kg:
-            tallies = [
-                await run_yago(kg, temporal / "yago11k_asof_dev.jsonl", args.limit, rng),
-                await run_situated(kg, temporal / "situatedqa_updates_dev.jsonl", args.limit, rng),
-            ]
-    print(f"# as-of accuracy (seed {args.seed}, shuffled arrival order)")
+    async with bench_kg(args, ontology=ONTOLOGY) as kg:
+        store = await describe(kg, args)
+        tallies = [
+            await run_yago(kg, temporal / "yago11k_asof_dev.jsonl", args.limit, rng),
+            await run_situated(kg, temporal / "situatedqa_updates_dev.jsonl", args.limit, rng),
+        ]
+    print(f"# as-of accuracy (seed {args.seed}, shuffled arrival order) on {store}")
     for t in tallies:
         t.report()
     total = sum(t.probes for t in tallies)
@@ -250,5 +247,14 @@ async def main() -> None:
         sys.exit(1)
 
 
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="?", default=str(Path("../shared/data")))
+    parser.add_argument("--limit", type=int, default=None, help="records per set (default all)")
+    parser.add_argument("--seed", type=int, default=7)
+    add_store_options(parser)
+    return parser
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_per_backend(parser(), main)

@@ -1,6 +1,12 @@
 """Retrieval recall on LoCoMo through the real store: which dialogue turns come back.
 
     python benchmarks/locomo_recall.py [DATA_DIR] [--methods M ...] [--cross-encoder PATH]
+        [--backend falkordb|neo4j|both]
+
+On the store `--backend` names (benchmarks/bench_store.py; both: one run on each). The BM25
+branch differs by backend: on Neo4j it is Lucene's own BM25 over the full-text index (its term
+statistics span the whole database, every group), on FalkorDB kg rescores RediSearch's pool
+with its own BM25 (kg.store.cypher.bm25, document frequencies of the group's graph).
 
 Each conversation is a group. Its dialogue turns are ingested as message episodes, stored
 unextracted (no LLM here), reference time = session time (read as UTC), content
@@ -25,10 +31,8 @@ has 6 of the 10 conversations.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo_data as L
+from bench_store import add_store_options, bench_kg, describe, run_per_backend
 
 from kg import KG
 from kg.ingest.embeddings import local_minilm
@@ -151,15 +156,7 @@ def report(methods: list[str], rows: list[dict[str, Any]], parts: dict[str, list
         print("questions: " + ", ".join(counts))
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("data", nargs="?", default=str(L.default_data_dir()))
-    ap.add_argument("--conversations", type=int, default=0, help="0 = all")
-    ap.add_argument("--skip", type=int, default=0, help="start after this many conversations")
-    ap.add_argument("--methods", nargs="*", default=DEFAULT_METHODS,
-                    help="recipes, with @bm25=W, +words, or facts:RECIPE")  # fmt: skip
-    ap.add_argument("--cross-encoder", default=None, help="sentence-transformers model path")
-    args = ap.parse_args()
+async def main(args: argparse.Namespace) -> None:
     data = L.load(args.data)
     parts = L.split(data)
     convs = L.conversations(data)[args.skip :]
@@ -177,29 +174,41 @@ async def main() -> None:
         wide(m)  # an unknown recipe fails before minutes of ingest
 
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="kg-locomo-") as home:
-        async with await KG.open(home=home, embedder=local_minilm(), cross_encoder=cross) as kg:
-            stats = await ingest(kg, data, convs)
-            print(
-                f"conversations: {len(convs)}, turns: {stats['turns']} "
-                f"({stats['turn_seconds']:.0f} s), observation facts: {stats['observations']} "
-                f"({stats['obs_seconds']:.0f} s), questions with evidence: {len(queries)}",
-                flush=True,
-            )
-            for n, q in enumerate(queries, start=1):
-                if n % 100 == 0:
-                    print(f"{n} questions", file=sys.stderr, flush=True)
-                gold = set(q["gold_dia_ids"])
-                row: dict[str, Any] = {"conv": q["conv"], "category": q["category"],
-                                       "recall": {}, "ms": {}}  # fmt: skip
-                for m in methods:
-                    t0 = time.perf_counter()
-                    got = await retrieve(kg, m, q)
-                    row["ms"][m] = (time.perf_counter() - t0) * 1000
-                    row["recall"][m] = [len(gold & set(got[:k])) / len(gold) for k in KS]
-                rows.append(row)
+    async with bench_kg(args, embedder=local_minilm(), cross_encoder=cross) as kg:
+        print(f"store: {await describe(kg, args)}", flush=True)
+        stats = await ingest(kg, data, convs)
+        print(
+            f"conversations: {len(convs)}, turns: {stats['turns']} "
+            f"({stats['turn_seconds']:.0f} s), observation facts: {stats['observations']} "
+            f"({stats['obs_seconds']:.0f} s), questions with evidence: {len(queries)}",
+            flush=True,
+        )
+        for n, q in enumerate(queries, start=1):
+            if n % 100 == 0:
+                print(f"{n} questions", file=sys.stderr, flush=True)
+            gold = set(q["gold_dia_ids"])
+            row: dict[str, Any] = {"conv": q["conv"], "category": q["category"],
+                                   "recall": {}, "ms": {}}  # fmt: skip
+            for m in methods:
+                t0 = time.perf_counter()
+                got = await retrieve(kg, m, q)
+                row["ms"][m] = (time.perf_counter() - t0) * 1000
+                row["recall"][m] = [len(gold & set(got[:k])) / len(gold) for k in KS]
+            rows.append(row)
     report(methods, rows, parts)
 
 
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data", nargs="?", default=str(L.default_data_dir()))
+    ap.add_argument("--conversations", type=int, default=0, help="0 = all")
+    ap.add_argument("--skip", type=int, default=0, help="start after this many conversations")
+    ap.add_argument("--methods", nargs="*", default=DEFAULT_METHODS,
+                    help="recipes, with @bm25=W, +words, or facts:RECIPE")  # fmt: skip
+    ap.add_argument("--cross-encoder", default=None, help="sentence-transformers model path")
+    add_store_options(ap)
+    return ap
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_per_backend(parser(), main)

@@ -1,8 +1,10 @@
 """Search latency by corpus size, every branch: facts_hybrid_bfs_rrf (BM25 + cosine + BFS, RRF).
 
     python benchmarks/search_latency.py [--sizes 10000 100000 1000000] [--queries 200]
+        [--backend falkordb|neo4j|both]
 
-The corpus is bulk-written straight into the embedded store in kg's own schema (entities,
+The corpus is bulk-written straight into the store `--backend` names (benchmarks/bench_store.py)
+in kg's own schema (entities,
 fact versions with every bi-temporal field, embeddings), because pushing a million facts
 through `add_episode` would measure ingest, not search. Facts come from templates over a few
 thousand people, places, employers and hobbies, so full-text terms have a realistic spread
@@ -17,8 +19,8 @@ order: inserting a million vectors one by one into a live HNSW index is what tim
 load before); the rebuild time and the server's memory are printed with each size.
 
 Printed per size: p50 / p95 of the whole search, of each branch (from the search's own
-branch report), and of two baselines in the same run: a bare PING round trip and an exact
-`kg.facts(subject=...)` lookup.
+branch report), and of two baselines in the same run: a bare PING round trip (Neo4j:
+`RETURN 1`) and an exact `kg.facts(subject=...)` lookup.
 """
 
 from __future__ import annotations
@@ -28,19 +30,23 @@ import asyncio
 import random
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_store import add_store_options, bench_kg, describe, ping, run_per_backend
 
 from kg import KG
 from kg.ingest.embeddings import local_minilm
 from kg.ingest.names import name_key
-from kg.store.falkordb import FalkorDBStore, FalkorDialect
+from kg.store.cypher.dialect import Dialect
+from kg.store.falkordb import FalkorDBStore
 from kg.store.falkordb.ddl import falkordb_vector_indexes
+from kg.store.neo4j.ddl import neo4j_vector_indexes
 
 PEOPLE = [f"{a} {b}" for a in ("Minji", "Jun", "Alice", "Bob", "Carol", "Dana", "Eitan", "Femi",
           "Grace", "Hiro", "Ines", "Jonas") for b in ("Kim", "Lee", "Park", "Smith", "Garcia",
@@ -56,7 +62,6 @@ QUERIES = ["Where does Minji live now?", "Who works at Naver?", "Which hobbies d
            "Who moved to Busan?", "Does anyone enjoy painting?", "Carol Chen's employer",
            "people who like jazz", "Who lives in Oslo?", "climbing and outdoor sports",
            "Jun Park's friends"]  # fmt: skip
-DIALECT = FalkorDialect()
 RECIPE = "facts_hybrid_bfs_rrf"
 
 
@@ -80,56 +85,93 @@ def template(rng: random.Random, people: list[str]) -> tuple[str, str, str, str]
     return s, "KNOWS", o, f"{s} knows {o}"
 
 
-async def write_bases(store: FalkorDBStore, group: str, vectors: dict[str, list[float]]) -> None:
-    """The distinct sentences' embeddings, as plain lists the bulk load copies with noise."""
-    graph = store.client.select_graph(group)
-    await graph.query("CREATE INDEX FOR (b:BenchBase) ON (b.text)")
-    rows = [{"t": t, "v": v} for t, v in vectors.items()]
-    for lo in range(0, len(rows), 500):
-        await graph.query("UNWIND $rows AS r CREATE (:BenchBase {text: r.t, v: r.v})",
-                          {"rows": rows[lo : lo + 500]})  # fmt: skip
+class Bulk:
+    """Bulk writes straight into kg's schema, and the fact vector index's drop and rebuild, on
+    either backend (FalkorDB: a graph per group, vecf32; Neo4j: one database, plain lists)."""
+
+    def __init__(self, kg: KG, group: str, dim: int) -> None:
+        self.kg, self.group, self.dim = kg, group, dim
+        self.store = kg.store
+        self.dialect: Dialect = kg.store.dialect  # type: ignore[attr-defined]
+        self.neo4j = not isinstance(kg.store, FalkorDBStore)
+
+    async def q(self, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        return await self.store.raw_query(self.group, query, params or {}, write=True)
+
+    async def write_bases(self, vectors: dict[str, list[float]]) -> None:
+        """The distinct sentences' embeddings, as plain lists the bulk load copies with noise."""
+        await self.q("CREATE INDEX bench_base IF NOT EXISTS FOR (b:BenchBase) ON (b.text)"
+                     if self.neo4j else "CREATE INDEX FOR (b:BenchBase) ON (b.text)")  # fmt: skip
+        rows = [{"t": t, "v": v} for t, v in vectors.items()]
+        for lo in range(0, len(rows), 500):
+            await self.q("UNWIND $rows AS r CREATE (:BenchBase {text: r.t, v: r.v, group_id: $g})",
+                         {"rows": rows[lo : lo + 500], "g": self.group})  # fmt: skip
+
+    def _fact_index(self) -> str:
+        if self.neo4j:
+            return neo4j_vector_indexes(self.dim)[-1]
+        return falkordb_vector_indexes(self.dim)[-1].cypher
+
+    async def drop_fact_index(self) -> None:
+        if self.neo4j:
+            await self.q("DROP INDEX kg_fact_embedding IF EXISTS")
+        else:
+            await self.q(self._fact_index().replace("CREATE", "DROP", 1).split(" OPTIONS")[0])
+
+    async def build_fact_index(self) -> None:
+        await self.q(self._fact_index())
+        states = ("SHOW INDEXES YIELD state RETURN state AS s" if self.neo4j
+                  else "CALL db.indexes() YIELD status RETURN status AS s")  # fmt: skip
+        ready = "ONLINE" if self.neo4j else "OPERATIONAL"
+        while True:  # a million vectors take longer than a search would wait
+            if all(r["s"] == ready for r in await self.q(states)):
+                return
+            await asyncio.sleep(1)
+
+    async def memory(self) -> str:
+        if self.neo4j:
+            return "n/a (JVM heap and page cache)"
+        return str((await self.store.client.connection.info("memory"))["used_memory_human"])
+
+    async def fill(self, start: int, stop: int, people: list[str],
+                   vectors: dict[str, list[float]], rng: random.Random) -> None:  # fmt: skip
+        """Write facts [start, stop) in batches, each as one version of kg's schema. A fact's
+        embedding is its sentence's (or, past `--distinct`, a random sentence's) plus noise,
+        made server-side so the load is not bound by sending vectors as query text."""
+        enc = self.dialect.encode_time
+        t0 = datetime(2015, 1, 1, tzinfo=UTC)
+        texts = list(vectors)
+        vector = self.dialect.vector("[x IN b.v | x + (rand() - 0.5) * 0.02]")
+        batch = 2000
+        for lo in range(start, stop, batch):
+            rows = []
+            for i in range(lo, min(stop, lo + batch)):
+                s, p, o, text = template(rng, people)
+                base = text if text in vectors else rng.choice(texts)
+                valid = t0 + timedelta(days=rng.randrange(3000))
+                u = str(uuid.UUID(int=rng.getrandbits(128)))
+                props = {
+                    "uuid": u, "fact_uuid": u, "group_id": self.group, "name": p, "fact": text,
+                    "episodes": ["bulk"], "episode_valid_at": [enc(valid)],
+                    "valid_at": enc(valid), "created_at": enc(t0 + timedelta(seconds=i)),
+                    "channel": "user", "trust": 3, "extractor": "bench", "status": "active",
+                }  # fmt: skip
+                if rng.random() < 0.2:  # a closed version: out of the default view
+                    props["invalid_at"] = enc(valid + timedelta(days=200))
+                rows.append({"s": name_key(s), "sn": s, "o": name_key(o), "on": o, "p": props,
+                             "b": base})  # fmt: skip
+            await self.q(
+                "UNWIND $rows AS r MATCH (b:BenchBase {text: r.b}) "
+                "MERGE (s:Entity {group_id: $g, name_key: r.s}) ON CREATE SET "
+                "s.uuid = 'e:' + r.s, s.name = r.sn, s.created_at = $t, s.labels = [] "
+                "MERGE (o:Entity {group_id: $g, name_key: r.o}) ON CREATE SET "
+                "o.uuid = 'e:' + r.o, o.name = r.on, o.created_at = $t, o.labels = [] "
+                f"CREATE (s)-[e:RELATES_TO]->(o) SET e = r.p, e.fact_embedding = {vector}",
+                {"rows": rows, "g": self.group, "t": enc(t0)},
+            )
 
 
-async def fill(store: FalkorDBStore, group: str, start: int, stop: int, people: list[str],
-               vectors: dict[str, list[float]], rng: random.Random) -> None:  # fmt: skip
-    """Write facts [start, stop) in batches, each as one version of kg's schema. A fact's
-    embedding is its sentence's (or, past `--distinct`, a random sentence's) plus noise, made
-    server-side so the load is not bound by sending vectors as query text."""
-    graph = store.client.select_graph(group)
-    t0 = datetime(2015, 1, 1, tzinfo=UTC)
-    texts = list(vectors)
-    batch = 2000
-    for lo in range(start, stop, batch):
-        rows = []
-        for i in range(lo, min(stop, lo + batch)):
-            s, p, o, text = template(rng, people)
-            base = text if text in vectors else rng.choice(texts)
-            valid = t0 + timedelta(days=rng.randrange(3000))
-            u = str(uuid.UUID(int=rng.getrandbits(128)))
-            props = {
-                "uuid": u, "fact_uuid": u, "group_id": group, "name": p, "fact": text,
-                "episodes": ["bulk"], "episode_valid_at": [DIALECT.encode_time(valid)],
-                "valid_at": DIALECT.encode_time(valid),
-                "created_at": DIALECT.encode_time(t0 + timedelta(seconds=i)),
-                "channel": "user", "trust": 3, "extractor": "bench", "status": "active",
-            }  # fmt: skip
-            if rng.random() < 0.2:  # a closed version: out of the default view
-                props["invalid_at"] = DIALECT.encode_time(valid + timedelta(days=200))
-            rows.append({"s": name_key(s), "sn": s, "o": name_key(o), "on": o, "p": props,
-                         "b": base})  # fmt: skip
-        await graph.query(
-            "UNWIND $rows AS r MATCH (b:BenchBase {text: r.b}) "
-            "MERGE (s:Entity {name_key: r.s}) ON CREATE SET s.uuid = 'e:' + r.s, s.name = r.sn, "
-            "s.group_id = $g, s.created_at = $t, s.labels = [] "
-            "MERGE (o:Entity {name_key: r.o}) ON CREATE SET o.uuid = 'e:' + r.o, o.name = r.on, "
-            "o.group_id = $g, o.created_at = $t, o.labels = [] "
-            "CREATE (s)-[e:RELATES_TO]->(o) SET e = r.p, "
-            "e.fact_embedding = vecf32([x IN b.v | x + (rand() - 0.5) * 0.02])",
-            {"rows": rows, "g": group, "t": DIALECT.encode_time(t0)},
-        )
-
-
-async def measure(kg: KG, store: FalkorDBStore, group: str, n_queries: int,
+async def measure(kg: KG, group: str, n_queries: int,
                   rng: random.Random) -> dict[str, list[float]]:  # fmt: skip
     out: dict[str, list[float]] = {"search": [], "bm25": [], "cosine": [], "bfs": [],
                                    "facts lookup": [], "PING": []}  # fmt: skip
@@ -145,17 +187,12 @@ async def measure(kg: KG, store: FalkorDBStore, group: str, n_queries: int,
         await kg.facts(group_id=group, subject=rng.choice(PEOPLE))
         out["facts lookup"].append((time.perf_counter() - t0) * 1000)
         t0 = time.perf_counter()
-        await store.client.connection.ping()
+        await ping(kg)
         out["PING"].append((time.perf_counter() - t0) * 1000)
     return out
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--distinct", type=int, default=3000, help="distinct sentences embedded")
-    args = ap.parse_args()
+async def main(args: argparse.Namespace) -> None:
     rng = random.Random(7)
     people = PEOPLE + [f"Person {i}" for i in range(5000)]
     embedder = local_minilm()
@@ -164,37 +201,32 @@ async def main() -> None:
     vectors = dict(zip(sentences, await embedder.embed(sentences), strict=True))
     print(f"{len(vectors)} distinct sentences embedded; {len(people)} people")
     rows = []
-    with tempfile.TemporaryDirectory(prefix="kg-latency-") as home:
-        async with await KG.open(home=home, embedder=embedder) as kg:
-            store = kg.store
-            assert isinstance(store, FalkorDBStore)
-            group = "bench"
-            await store.ensure_schema(group)
-            await write_bases(store, group, vectors)
-            have = 0
-            graph = store.client.select_graph(group)
-            fact_index = falkordb_vector_indexes(embedder.dim)[-1].cypher
-            for size in sorted(args.sizes):
-                await graph.query(fact_index.replace("CREATE", "DROP", 1).split(" OPTIONS")[0])
-                t0 = time.perf_counter()
-                await fill(store, group, have, size, people, vectors, rng)
-                load = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                await graph.query(fact_index)
-                while True:  # a million vectors take longer than a search would wait
-                    states = await graph.query("CALL db.indexes() YIELD status RETURN status")
-                    if all(r[0] == "OPERATIONAL" for r in states.result_set):
-                        break
-                    await asyncio.sleep(1)
-                build = time.perf_counter() - t0
-                have = size
-                m = await measure(kg, store, group, args.queries, rng)
-                rows.append((size, load, m))
-                memory = (await store.client.connection.info("memory"))["used_memory_human"]
-                cells = "  ".join(f"{k} {pct(v, 50):.1f}/{pct(v, 95):.1f}" for k, v in m.items())
-                print(f"{size:>9,} facts (loaded in {load:.0f} s, vector index built in "
-                      f"{build:.0f} s, server memory {memory}): p50/p95 ms  {cells}",
-                      flush=True)  # fmt: skip
+    async with bench_kg(args, embedder=embedder) as kg:
+        print(f"store: {await describe(kg, args)}")
+        group = "bench"
+        await kg.store.ensure_schema(group)
+        bulk = Bulk(kg, group, embedder.dim)
+        await bulk.write_bases(vectors)
+        await kg.store.raw_query(
+            group, "CREATE (:Episodic {uuid: 'bench', group_id: $g})", {"g": group}, write=True
+        )  # the group exists: it has an episode
+        have = 0
+        for size in sorted(args.sizes):
+            await bulk.drop_fact_index()
+            t0 = time.perf_counter()
+            await bulk.fill(have, size, people, vectors, rng)
+            load = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            await bulk.build_fact_index()
+            build = time.perf_counter() - t0
+            have = size
+            m = await measure(kg, group, args.queries, rng)
+            rows.append((size, load, m))
+            memory = await bulk.memory()
+            cells = "  ".join(f"{k} {pct(v, 50):.1f}/{pct(v, 95):.1f}" for k, v in m.items())
+            print(f"{size:>9,} facts (loaded in {load:.0f} s, vector index built in "
+                  f"{build:.0f} s, server memory {memory}): p50/p95 ms  {cells}",
+                  flush=True)  # fmt: skip
     keys = ["search", "bm25", "cosine", "bfs", "facts lookup", "PING"]
     print("\n| facts | " + " | ".join(f"{k} p50 / p95 ms" for k in keys) + " |")
     print("|---|" + "---|" * len(keys))
@@ -203,5 +235,14 @@ async def main() -> None:
                                             for k in keys) + " |")  # fmt: skip
 
 
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--distinct", type=int, default=3000, help="distinct sentences embedded")
+    add_store_options(ap)
+    return ap
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_per_backend(parser(), main)

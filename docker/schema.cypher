@@ -23,7 +23,7 @@ CREATE FULLTEXT INDEX kg_entity_text IF NOT EXISTS FOR (n:Entity) ON EACH [n.nam
 CREATE FULLTEXT INDEX kg_episode_text IF NOT EXISTS FOR (n:Episodic) ON EACH [n.content, n.text_grams];
 CREATE FULLTEXT INDEX kg_community_text IF NOT EXISTS FOR (n:Community) ON EACH [n.name, n.summary, n.text_grams];
 CREATE FULLTEXT INDEX kg_fact_text IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON EACH [e.fact, e.text_grams];
-CREATE VECTOR INDEX kg_entity_embedding IF NOT EXISTS FOR (n:Entity) ON (n.name_embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}};
-CREATE VECTOR INDEX kg_community_embedding IF NOT EXISTS FOR (n:Community) ON (n.name_embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}};
-CREATE VECTOR INDEX kg_episode_embedding IF NOT EXISTS FOR (n:Episodic) ON (n.content_embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}};
-CREATE VECTOR INDEX kg_fact_embedding IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.fact_embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine'}};
+CREATE VECTOR INDEX kg_entity_embedding IF NOT EXISTS FOR (n:Entity) ON (n.name_embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine', `vector.quantization.enabled`: false}};
+CREATE VECTOR INDEX kg_community_embedding IF NOT EXISTS FOR (n:Community) ON (n.name_embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine', `vector.quantization.enabled`: false}};
+CREATE VECTOR INDEX kg_episode_embedding IF NOT EXISTS FOR (n:Episodic) ON (n.content_embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine', `vector.quantization.enabled`: false}};
+CREATE VECTOR INDEX kg_fact_embedding IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.fact_embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine', `vector.quantization.enabled`: false}};

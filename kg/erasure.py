@@ -5,7 +5,8 @@ same normalisation the entity key uses: full-width letters, any run of whitespac
 fact version touching it, the entities nothing else refers to afterwards, and the entity
 itself. Facts about *other* subjects that those episodes supported are recomputed without
 them, exactly as rollback does. Then the store compacts its files (FalkorDB rewrites the
-append-only file, which otherwise still holds every command ever run). The audit event
+append-only file, which otherwise still holds every command ever run); a store that cannot do
+that online (Neo4j) says what remains on disk, and the receipt carries it. The audit event
 records counts only, never the subject's name.
 
 An erasure survives a crash: before anything is deleted, a `PendingErasure` record is written
@@ -67,10 +68,12 @@ class ErasureReceipt(BaseModel):
     entities_deleted: int
     fact_versions_deleted: int
     other_facts_recomputed: int
-    files_compacted: bool
+    files_compacted: bool  # the store's files no longer hold what was erased
     communities_deleted: int = 0
     compacted_at: datetime | None = None
     resumed: bool = False  # finishing an erasure a crash interrupted
+    # Where the store cannot scrub its files online: what may remain there, and the way out.
+    residue: str | None = None
 
 
 def subject_hash(record_uuid: str, key: str) -> str:
@@ -79,25 +82,25 @@ def subject_hash(record_uuid: str, key: str) -> str:
     return hashlib.sha256(f"{record_uuid}\0{key}".encode()).hexdigest()
 
 
-def _receipt(record: PendingErasure, subject: str | None, compacted_at: datetime,
-             resumed: bool) -> ErasureReceipt:  # fmt: skip
+def _receipt(record: PendingErasure, subject: str | None, compacted_at: datetime | None,
+             resumed: bool, residue: str | None) -> ErasureReceipt:  # fmt: skip
     return ErasureReceipt(
         group_id=record.group_id, subject=subject, episodes_deleted=record.episodes_deleted,
         entities_deleted=record.entities_deleted,
         fact_versions_deleted=record.fact_versions_deleted,
-        other_facts_recomputed=record.other_facts_recomputed, files_compacted=True,
+        other_facts_recomputed=record.other_facts_recomputed, files_compacted=residue is None,
         communities_deleted=record.communities_deleted, compacted_at=compacted_at,
-        resumed=resumed,
+        resumed=resumed, residue=residue,
     )  # fmt: skip
 
 
 async def _compact_and_clear(
     store: GroupEraser, record: PendingErasure, subject: str | None, resumed: bool
 ) -> ErasureReceipt:
-    await store.compact()
-    compacted_at = datetime.now(UTC)
+    residue = await store.compact()
+    compacted_at = datetime.now(UTC) if residue is None else None
     await store.clear_erasure(record.uuid)
-    return _receipt(record, subject, compacted_at, resumed)
+    return _receipt(record, subject, compacted_at, resumed, residue)
 
 
 async def erase_group(store: GroupEraser, group_id: str, now: datetime) -> ErasureReceipt:

@@ -1348,6 +1348,9 @@ class KG:
                           include_contested=include_contested)  # fmt: skip
         center_uuid = (await self._entity_uuids(group_id, [center]))[0] if center else None
         seed_uuids = await self._entity_uuids(group_id, seeds or [])
+        # The group's own model first: its mismatch is the more precise error than a store
+        # whose vector indexes have another dimension (one Neo4j database, many groups).
+        embedder = await self._embedder_for(group_id)
         await self._search_schema(group_id)
         try:
             results = await _search(
@@ -1356,7 +1359,7 @@ class KG:
                 query,
                 cfg,
                 view,
-                embedder=await self._embedder_for(group_id),
+                embedder=embedder,
                 cross_encoder=self.cross_encoder,
                 center=center_uuid,
                 seeds=seed_uuids,

@@ -336,8 +336,10 @@ class StoreAdmin(Groups, Protocol):
         """Physically delete everything of the group."""
         ...
 
-    async def compact(self) -> None:
-        """Make deletions reach the files on disk (no history of deleted data kept there)."""
+    async def compact(self) -> str | None:
+        """Make deletions reach the files on disk (no history of deleted data kept there).
+        None when done; otherwise, one line saying what may remain on disk and how to
+        remove it (a store that cannot scrub its files online)."""
         ...
 
     async def raw_query(

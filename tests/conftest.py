@@ -1,10 +1,14 @@
-"""Tests run against a real embedded FalkorDB server with its own data directory (`kg`), the
-Neo4j tests against one real Neo4j server for the session (tests/neo4j_server.py), and the
-many-example properties of the timeline logic against the in-memory store (`mem`)."""
+"""Store-facing tests run on both backends: the `backend` fixture is parametrized over an
+embedded FalkorDB server with its own data directory and one real Neo4j server for the session
+(tests/neo4j_server.py), whose database is emptied before each test; `open_test_kg(backend,
+home, ...)` opens kg on either, and `kg` is that with the defaults. Tests that only one
+backend can run take `falkor_kg` or open the embedded store themselves, and say why. The
+many-example properties of the timeline logic run against the in-memory store (`mem`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,8 +31,86 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "kg-home"
 
 
+BACKENDS = ("falkordb", "neo4j")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where a test's kg lives: the embedded FalkorDB under the test's `home`, or the
+    session's Neo4j server (emptied before the test; reopening sees the same data)."""
+
+    name: str
+    server: Neo4jServer | None = None
+
+    @property
+    def uri(self) -> str | None:
+        return self.server.kg_uri if self.server else None
+
+    def files(self, home: Path) -> Path | None:
+        """Where this store keeps its files, when the test can read them."""
+        return home if self.server is None else self.server.data
+
+    def cli_args(self, home: Path) -> list[str]:
+        """The CLI's global options that select this store."""
+        return ["--uri", self.server.kg_uri] if self.server else ["--home", str(home)]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+async def open_test_kg(backend: Backend, home: Path, **kwargs: Any) -> KG:
+    """`KG.open` on the test's backend, with any of its keyword arguments."""
+    if backend.server is None:
+        return await KG.open(home=home, **kwargs)
+    return await KG.open(backend.server.kg_uri, **kwargs)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == "falkordb":
+        return Backend("falkordb")
+    server: Neo4jServer = request.getfixturevalue("neo4j_server")
+    server.empty()
+    return Backend("neo4j", server)
+
+
 @pytest.fixture
-async def kg(home: Path) -> AsyncIterator[KG]:
+def neo4j_backend(neo4j_server: Neo4jServer) -> Backend:
+    """The Neo4j backend alone, emptied: for what only Neo4j does."""
+    neo4j_server.empty()
+    return Backend("neo4j", neo4j_server)
+
+
+@pytest.fixture
+def backend_named(request: pytest.FixtureRequest) -> Callable[[str], Backend]:
+    """Backends by name, for tests that use two at once (export from one, import into the
+    other); the Neo4j database is emptied once per test."""
+
+    def get(name: str) -> Backend:
+        if name == "falkordb":
+            return Backend("falkordb")
+        backend: Backend = request.getfixturevalue("neo4j_backend")
+        return backend
+
+    return get
+
+
+# Transfer routes between the two backends, both ways: "source->destination".
+ROUTES = ("falkordb->neo4j", "neo4j->falkordb")
+
+
+@pytest.fixture
+async def kg(backend: Backend, home: Path) -> AsyncIterator[KG]:
+    graph = await open_test_kg(backend, home)
+    try:
+        yield graph
+    finally:
+        await graph.close()
+
+
+@pytest.fixture
+async def falkor_kg(home: Path) -> AsyncIterator[KG]:
+    """The embedded FalkorDB store only: for tests of FalkorDB's own behaviour."""
     graph = await KG.open(home=home)
     try:
         yield graph
@@ -88,17 +170,10 @@ def neo4j_server() -> Iterator[Neo4jServer]:
 @pytest.fixture
 async def neo4j_kg(neo4j_server: Neo4jServer) -> AsyncIterator[KG]:
     """kg on the session's Neo4j, its database emptied first (Community has one user
-    database; the schema stays, as it would on a server kg has written to before)."""
+    database; kg's schema stays, as it would on a server kg has written to before)."""
+    neo4j_server.empty()
     graph = await KG.open(neo4j_server.kg_uri)
     try:
-        await wipe(graph)
         yield graph
     finally:
         await graph.close()
-
-
-async def wipe(graph: KG) -> None:
-    from kg.store.neo4j import Neo4jStore
-
-    assert isinstance(graph.store, Neo4jStore)
-    await graph.store.raw_query("", "MATCH (n) DETACH DELETE n", write=True)

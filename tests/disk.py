@@ -105,10 +105,15 @@ def files_containing(home: Path, needle: str, *, decompress: bool = True) -> lis
     want = needle.encode().lower()
     hits = []
     for path in sorted(home.rglob("*")):
-        if path.is_file() and not path.is_socket():
-            data = readable(path) if decompress else path.read_bytes()
-            if want in data.lower():
-                hits.append(str(path.relative_to(home)))
+        try:
+            if path.is_file() and not path.is_socket():
+                data = readable(path) if decompress else path.read_bytes()
+            else:
+                continue
+        except OSError:  # a file the server removed while we walked (Neo4j rotates logs)
+            continue
+        if want in data.lower():
+            hits.append(str(path.relative_to(home)))
     return hits
 
 

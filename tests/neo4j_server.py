@@ -3,8 +3,9 @@
 One server per pytest run, started on first use (tests that never ask for it never pay), on a
 free 127.0.0.1 port, with its data in a temporary directory that is removed afterwards. Without
 Java or Maven the Neo4j tests skip and say which is missing; with `CI` set, a Neo4j that cannot
-start fails them instead. `KG_TEST_NEO4J_URI` (+ `NEO4J_PASSWORD`) points the tests at a server
-you run yourself instead (its database is wiped between tests: never point it at real data).
+start fails them instead. `KG_TEST_NEO4J_URI` (+ `NEO4J_PASSWORD`, and `KG_TEST_NEO4J_DATA` for
+its data directory) points the tests at a server you run yourself instead (its database is
+wiped between tests: never point it at real data).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,12 +40,43 @@ class Neo4jServer:
     uri: str  # bolt://127.0.0.1:PORT, no credentials
     password: str
     user: str = "neo4j"
+    data: Path | None = None  # the server's directory, when this session started it
 
     @property
     def kg_uri(self) -> str:
         """The URI kg's store takes, with credentials in it."""
         scheme, rest = self.uri.split("://", 1)
         return f"{scheme}://{self.user}:{self.password}@{rest}"
+
+    def driver(self) -> Any:
+        """A synchronous driver for test plumbing, one per server for the session."""
+        if self.uri not in _DRIVERS:
+            import neo4j
+
+            _DRIVERS[self.uri] = neo4j.GraphDatabase.driver(
+                self.uri, auth=(self.user, self.password), notifications_min_severity="OFF"
+            )
+        return _DRIVERS[self.uri]
+
+    def empty(self) -> None:
+        """Delete every node, every index and constraint kg did not create (other tools',
+        such as graphiti-core's, and tests'), and kg's vector indexes (the next test may
+        embed with another dimension). kg's other schema stays, as on a server kg has used
+        before: the tests see both a fresh schema (vector) and a reused one (the rest)."""
+        with self.driver().session() as session:
+            session.run("MATCH (n) DETACH DELETE n").consume()
+            for r in session.run("SHOW CONSTRAINTS YIELD name WHERE NOT name STARTS WITH 'kg_' "
+                                 "RETURN name"):  # fmt: skip
+                session.run(f"DROP CONSTRAINT `{r['name']}`").consume()
+            for r in session.run(
+                "SHOW INDEXES YIELD name, type, owningConstraint WHERE type <> 'LOOKUP' AND "
+                "owningConstraint IS NULL AND (NOT name STARTS WITH 'kg_' OR type = 'VECTOR') "
+                "RETURN name"
+            ):
+                session.run(f"DROP INDEX `{r['name']}`").consume()
+
+
+_DRIVERS: dict[str, Any] = {}
 
 
 def _unavailable(reason: str) -> None:
@@ -124,7 +157,13 @@ def _start(workdir: Path, password: str) -> tuple[subprocess.Popen[bytes], str]:
 @contextlib.contextmanager
 def neo4j_server() -> Iterator[Neo4jServer]:
     if uri := os.environ.get("KG_TEST_NEO4J_URI"):
-        yield Neo4jServer(uri=uri, password=os.environ.get("NEO4J_PASSWORD", ""))
+        yield Neo4jServer(
+            uri=uri,
+            password=os.environ.get("NEO4J_PASSWORD", ""),
+            data=Path(d) if (d := os.environ.get("KG_TEST_NEO4J_DATA")) else None,
+        )
+        if (driver := _DRIVERS.pop(uri, None)) is not None:
+            driver.close()
         return
     if missing := _missing_tools():
         _unavailable(missing)
@@ -133,8 +172,10 @@ def neo4j_server() -> Iterator[Neo4jServer]:
     try:
         proc, uri = _start(workdir, password)
         try:
-            yield Neo4jServer(uri=uri, password=password)
+            yield Neo4jServer(uri=uri, password=password, data=workdir / "data")
         finally:
+            if (driver := _DRIVERS.pop(uri, None)) is not None:
+                driver.close()
             _stop(proc)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

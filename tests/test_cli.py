@@ -1,4 +1,8 @@
-"""The `kg` command line: ingest, reads, and one-line errors with no partial writes."""
+"""The `kg` command line: ingest, reads, and one-line errors with no partial writes.
+
+Commands that reach the store run on both backends (`where`: `--home DIR` for the embedded
+FalkorDB, `--uri bolt://...` for the session's Neo4j); argument errors caught before any
+store is opened, and the data directory lock, run once."""
 
 from __future__ import annotations
 
@@ -12,13 +16,21 @@ from typer.testing import CliRunner
 
 from kg.cli import app
 from kg.store.falkordb import FalkorDBStore
+from tests.conftest import Backend
 
 runner = CliRunner()
 
 
-def kg(home: Path, *args: str, input: str | None = None) -> tuple[int, str, str]:
-    r = runner.invoke(app, ["--home", str(home), *args], input=input)
+def kg(where: Path | list[str], *args: str, input: str | None = None) -> tuple[int, str, str]:
+    """Run the CLI on a store: a data directory, or global options that select one."""
+    base = ["--home", str(where)] if isinstance(where, Path) else where
+    r = runner.invoke(app, [*base, *args], input=input)
     return r.exit_code, r.stdout, r.stderr
+
+
+@pytest.fixture
+def where(backend: Backend, home: Path) -> list[str]:
+    return backend.cli_args(home)
 
 
 def episode(ref: str, *facts: tuple[str, str, str], **extra: object) -> str:
@@ -46,47 +58,49 @@ def jsonl(tmp_path: Path) -> Path:
     return path
 
 
-def test_ingest_then_query_every_view(home: Path, jsonl: Path) -> None:
-    code, out, _ = kg(home, "ingest", str(jsonl))
+def test_ingest_then_query_every_view(where: list[str], jsonl: Path) -> None:
+    code, out, _ = kg(where, "ingest", str(jsonl))
     assert code == 0, out
     assert "ingested 2 episodes (0 already present): 3 facts added, 1 closed" in out
 
-    code, out, _ = kg(home, "facts", "--subject", "minji", "--predicate", "lives in", "--json")
+    code, out, _ = kg(where, "facts", "--subject", "minji", "--predicate", "lives in", "--json")
     assert code == 0
     assert [r["object"] for r in json.loads(out)] == ["Busan"]
 
-    code, out, _ = kg(home, "as-of", "2023-03-15", "--subject", "Minji", "--json")
+    code, out, _ = kg(where, "as-of", "2023-03-15", "--subject", "Minji", "--json")
     assert sorted(r["object"] for r in json.loads(out)) == ["Naver", "Seoul"]
 
-    code, out, _ = kg(home, "history", "--predicate", "LIVES_IN", "--json")
+    code, out, _ = kg(where, "history", "--predicate", "LIVES_IN", "--json")
     rows = json.loads(out)
     assert [r["object"] for r in rows] == ["Seoul", "Seoul", "Busan"]
     assert rows[1]["invalid_at"].startswith("2024-06-01")
 
-    code, out, _ = kg(home, "stats", "--json")
+    code, out, _ = kg(where, "stats", "--json")
     assert json.loads(out)["current_facts"] == 2
 
-    code, out, _ = kg(home, "ingest", str(jsonl))  # resumable: everything is already there
+    code, out, _ = kg(where, "ingest", str(jsonl))  # resumable: everything is already there
     assert "ingested 0 episodes (2 already present)" in out
 
-    code, out, _ = kg(home, "facts", "--subject", "Minji")
+    code, out, _ = kg(where, "facts", "--subject", "Minji")
     assert code == 0 and "Busan" in out and "Naver" in out
 
 
-def test_known_at_from_the_cli(home: Path, jsonl: Path) -> None:
-    kg(home, "ingest", str(jsonl))
-    code, out, _ = kg(home, "facts", "--known-at", "2001-01-01", "--json")
+def test_known_at_from_the_cli(where: list[str], jsonl: Path) -> None:
+    kg(where, "ingest", str(jsonl))
+    code, out, _ = kg(where, "facts", "--known-at", "2001-01-01", "--json")
     assert code == 0 and json.loads(out) == []  # nothing was known in 2001
 
 
-def test_ingest_from_stdin_uses_the_group_option(home: Path) -> None:
+def test_ingest_from_stdin_uses_the_group_option(where: list[str]) -> None:
     data = episode("2020-01-01T00:00:00Z", ("A", "KNOWS", "B"))
-    code, out, _ = kg(home, "--group", "team-7", "ingest", "-", input=data)
+    code, out, _ = kg(where, "--group", "team-7", "ingest", "-", input=data)
     assert code == 0, out
-    _, out, _ = kg(home, "--group", "team-7", "stats", "--json")
+    _, out, _ = kg(where, "--group", "team-7", "stats", "--json")
     assert json.loads(out)["episodes"] == 1
-    _, out, _ = kg(home, "stats", "--json")
+    _, out, _ = kg(where, "stats", "--json")
     assert json.loads(out)["episodes"] == 0
+    assert json.loads(kg(where, "groups", "--json")[1]) == ["team-7"]
+    assert kg(where, "groups")[1] == "team-7\n"
 
 
 @pytest.mark.parametrize(
@@ -121,19 +135,19 @@ def test_ingest_from_stdin_uses_the_group_option(home: Path) -> None:
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(
-    home: Path, tmp_path: Path, bad_line: str, message: str
+    where: list[str], tmp_path: Path, bad_line: str, message: str
 ) -> None:
     path = tmp_path / "episodes.jsonl"
     path.write_text(episode("2020-01-01T00:00:00Z", ("Good", "KNOWS", "Line")) + "\n" + bad_line)
-    code, out, err = kg(home, "ingest", str(path))
+    code, out, err = kg(where, "ingest", str(path))
     assert code == 1
     assert message in err
     assert err.startswith("kg: error:") and err.strip().count("\n") == 0
-    _, out, _ = kg(home, "stats", "--json")
+    _, out, _ = kg(where, "stats", "--json")
     assert json.loads(out)["episodes"] == 0  # the good first line was not written either
 
 
-def test_unknown_predicate_with_a_strict_ontology(home: Path, tmp_path: Path) -> None:
+def test_unknown_predicate_with_a_strict_ontology(where: list[str], tmp_path: Path) -> None:
     onto = tmp_path / "onto.json"
     onto.write_text(
         json.dumps(
@@ -146,7 +160,7 @@ def test_unknown_predicate_with_a_strict_ontology(home: Path, tmp_path: Path) ->
     )
     path = tmp_path / "e.jsonl"
     path.write_text(episode("2020-01-01T00:00:00Z", ("A", "LIKES", "B")))
-    code, _, err = kg(home, "--ontology", str(onto), "ingest", str(path))
+    code, _, err = kg(where, "--ontology", str(onto), "ingest", str(path))
     assert code == 1 and "unknown predicate 'LIKES'" in err and "WORKS_AT" in err
 
 
@@ -198,6 +212,7 @@ def test_an_unknown_durability_is_refused(home: Path) -> None:
     assert code == 2 and "never" in err
 
 
+@pytest.mark.falkordb_only("the lock guards the embedded store's data directory")
 def test_a_locked_data_directory_is_a_clear_error(home: Path, jsonl: Path) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c",
@@ -233,13 +248,29 @@ def test_unsupported_uri(home: Path) -> None:
     assert code == 1 and "unsupported store URI" in err
 
 
-def test_demo_runs_offline() -> None:
+def test_demo_runs_offline(backend: Backend, jsonl: Path) -> None:
+    """Embedded: in a throwaway directory. With --uri: on that server, in a throwaway group
+    erased at the end, leaving the server's other groups as they were."""
+    uri = ["--uri", backend.uri] if backend.uri else []
+    if uri:
+        assert kg(uri, "ingest", str(jsonl))[0] == 0  # a user's group, already there
     r = subprocess.run(
-        [sys.executable, "-m", "kg.cli", "demo"], capture_output=True, text=True, timeout=120,
-        cwd=Path(__file__).parents[1], env={"PATH": "/usr/bin:/bin", "COLUMNS": "140",
-                                            "HOME": "/nonexistent"},
+        [sys.executable, "-m", "kg.cli", *uri, "demo"], capture_output=True, text=True,
+        timeout=120, cwd=Path(__file__).parents[1],
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "140", "HOME": "/nonexistent"},
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
+    if uri:
+        assert "neo4j at bolt://127.0.0.1" in r.stdout and backend.server.password not in r.stdout  # type: ignore[union-attr]
+        assert "(erased at the end)" in r.stdout
+        code, out, _ = kg(uri, "facts", "--json")
+        assert code == 0 and sorted(f["object"] for f in json.loads(out)) == ["Busan", "Naver"]
+        assert json.loads(kg(uri, "stats", "--json")[1])["episodes"] == 2
+        server = backend.server
+        assert server is not None
+        [[groups]] = server.driver().execute_query(
+            "MATCH (ep:Episodic) RETURN collect(DISTINCT ep.group_id)").records  # fmt: skip
+        assert groups == ["default"]
     now = r.stdout.split("What is true now")[1].split("The move closed")[0]
     assert "Busan" in now and "Seoul" not in now and "Daegu" not in now
     march = r.stdout.split("What was true in March 2023?")[1].split("Where does")[0]
@@ -264,65 +295,66 @@ def test_help_lists_every_command() -> None:
         "erase",
         "search",
         "demo",
+        "groups",
         "communities",
     ):
         assert command in r.stdout
 
 
-def test_communities_build_and_list(home: Path, jsonl: Path) -> None:
-    code, stdout, _ = kg(home, "communities", "list")
+def test_communities_build_and_list(where: list[str], jsonl: Path) -> None:
+    code, stdout, _ = kg(where, "communities", "list")
     assert code == 0 and "no communities" in stdout
-    assert kg(home, "ingest", str(jsonl))[0] == 0
-    code, stdout, _ = kg(home, "communities", "build")
+    assert kg(where, "ingest", str(jsonl))[0] == 0
+    code, stdout, _ = kg(where, "communities", "build")
     assert code == 0 and "1 communities: 1 summarised, 0 unchanged" in stdout
-    code, stdout, _ = kg(home, "communities", "build")
+    code, stdout, _ = kg(where, "communities", "build")
     assert "0 summarised, 1 unchanged" in stdout
-    code, stdout, _ = kg(home, "communities", "list", "--json")
+    code, stdout, _ = kg(where, "communities", "list", "--json")
     [c] = json.loads(stdout)
     assert len(c["members"]) == 3 and "Minji lives in Busan" in c["summary"]
-    code, _, stderr = kg(home, "communities", "build", "--max-iterations", "0")
+    code, _, stderr = kg(where, "communities", "build", "--max-iterations", "0")
     assert code != 0 and "max-iterations" in stderr
 
 
-def test_rollback_dry_run_then_apply(home: Path, jsonl: Path) -> None:
-    kg(home, "ingest", str(jsonl))
-    _, out, _ = kg(home, "facts", "--predicate", "LIVES_IN", "--json")
+def test_rollback_dry_run_then_apply(where: list[str], jsonl: Path) -> None:
+    kg(where, "ingest", str(jsonl))
+    _, out, _ = kg(where, "facts", "--predicate", "LIVES_IN", "--json")
     move = json.loads(out)[0]["episodes"][0]  # the episode that moved Minji to Busan
 
-    _, out, _ = kg(home, "log", "--json")
+    _, out, _ = kg(where, "log", "--json")
     assert [(e["kind"], e["episodes"]) for e in json.loads(out)] == [("closure", [move])]
-    _, out, _ = kg(home, "log", "--no-closures")
+    _, out, _ = kg(where, "log", "--no-closures")
     assert "audit log: empty" in out
 
-    code, out, _ = kg(home, "rollback", move)
+    code, out, _ = kg(where, "rollback", move)
     assert code == 0
     assert "would roll back 1 episode" in out and "dry run: nothing changed" in out
     assert "Busan" in out and "Seoul" in out
-    _, now, _ = kg(home, "facts", "--predicate", "LIVES_IN", "--json")
+    _, now, _ = kg(where, "facts", "--predicate", "LIVES_IN", "--json")
     assert [r["object"] for r in json.loads(now)] == ["Busan"]
 
-    code, out, _ = kg(home, "rollback", move, "--apply")
+    code, out, _ = kg(where, "rollback", move, "--apply")
     assert code == 0 and "rolled back 1 episode" in out
-    _, now, _ = kg(home, "facts", "--predicate", "LIVES_IN", "--json")
+    _, now, _ = kg(where, "facts", "--predicate", "LIVES_IN", "--json")
     assert [r["object"] for r in json.loads(now)] == ["Seoul"]  # re-opened
 
-    code, out, _ = kg(home, "rollback", move, "--apply")
+    code, out, _ = kg(where, "rollback", move, "--apply")
     assert code == 0 and "nothing to roll back (already rolled back" in out
-    code, out, _ = kg(home, "log", "--json")
+    code, out, _ = kg(where, "log", "--json")
     # The closure the move caused went with it; the rollback itself is on record.
     assert [e["kind"] for e in json.loads(out)] == ["rollback"]
 
 
-def test_rollback_by_source_and_argument_errors(home: Path, tmp_path: Path) -> None:
+def test_rollback_by_source_and_argument_errors(where: list[str], tmp_path: Path) -> None:
     path = tmp_path / "e.jsonl"
     path.write_text("\n".join([
         episode("2020-01-01T00:00:00Z", ("A", "LIVES_IN", "X")),
         episode("2021-01-01T00:00:00Z", ("A", "LIVES_IN", "Y"), source_description="web:evil"),
     ]))  # fmt: skip
-    kg(home, "ingest", str(path))
-    code, out, _ = kg(home, "rollback", "--source-description", "web:evil", "--apply")
+    kg(where, "ingest", str(path))
+    code, out, _ = kg(where, "rollback", "--source-description", "web:evil", "--apply")
     assert code == 0 and "rolled back 1 episode" in out
-    _, now, _ = kg(home, "facts", "--json")
+    _, now, _ = kg(where, "facts", "--json")
     assert [r["object"] for r in json.loads(now)] == ["X"]
     cases = [
         (["rollback"], "give episode ids or --source-description"),
@@ -330,72 +362,72 @@ def test_rollback_by_source_and_argument_errors(home: Path, tmp_path: Path) -> N
         (["rollback", "no-such-episode"], "no episode 'no-such-episode'"),
     ]
     for args, message in cases:
-        code, _, err = kg(home, *args)
+        code, _, err = kg(where, *args)
         assert code == 1 and message in err, args
 
 
-def test_why_shows_versions_and_episodes(home: Path, jsonl: Path) -> None:
-    kg(home, "ingest", str(jsonl))
-    _, out, _ = kg(home, "history", "--predicate", "LIVES_IN", "--json")
+def test_why_shows_versions_and_episodes(where: list[str], jsonl: Path) -> None:
+    kg(where, "ingest", str(jsonl))
+    _, out, _ = kg(where, "history", "--predicate", "LIVES_IN", "--json")
     seoul = json.loads(out)[0]["uuid"]
-    code, out, _ = kg(home, "why", seoul, "--json")
+    code, out, _ = kg(where, "why", seoul, "--json")
     assert code == 0
     data = json.loads(out)
     assert [v["object"] for v in data["versions"]] == ["Seoul", "Seoul"]
     assert len(data["episodes"]) == 2
-    code, _, err = kg(home, "why", "missing")
+    code, _, err = kg(where, "why", "missing")
     assert code == 1 and "no fact" in err
 
 
-def test_erase_needs_confirmation_and_a_target(home: Path, jsonl: Path) -> None:
-    kg(home, "ingest", str(jsonl))
-    code, _, err = kg(home, "erase", "--entity", "Minji", input="n\n")
+def test_erase_needs_confirmation_and_a_target(where: list[str], jsonl: Path) -> None:
+    kg(where, "ingest", str(jsonl))
+    code, _, err = kg(where, "erase", "--entity", "Minji", input="n\n")
     assert code == 1 and "nothing erased" in err
-    code, _, err = kg(home, "erase")
+    code, _, err = kg(where, "erase")
     assert code == 1 and "--entity NAME or --whole-group" in err
-    code, out, _ = kg(home, "erase", "--entity", "Minji", "--yes")
+    code, out, _ = kg(where, "erase", "--entity", "Minji", "--yes")
     assert code == 0 and "erased entity 'Minji': 2 episodes" in out
-    _, out, _ = kg(home, "stats", "--json")
+    _, out, _ = kg(where, "stats", "--json")
     assert json.loads(out)["episodes"] == 0
-    code, out, _ = kg(home, "erase", "--whole-group", "--yes")
+    code, out, _ = kg(where, "erase", "--whole-group", "--yes")
     assert code == 0 and "erased the whole group" in out
 
 
-def test_replay_command(home: Path, jsonl: Path, tmp_path: Path) -> None:
-    kg(home, "ingest", str(jsonl))
-    code, out, _ = kg(home, "replay")
+def test_replay_command(where: list[str], jsonl: Path, tmp_path: Path) -> None:
+    kg(where, "ingest", str(jsonl))
+    code, out, _ = kg(where, "replay")
     assert code == 0 and "the live graph equals its replay" in out
     onto = tmp_path / "onto.json"
     onto.write_text(json.dumps({"predicates": [{"name": "LIVES_IN", "cardinality": "many"}]}))
-    code, out, _ = kg(home, "--ontology", str(onto), "replay")
+    code, out, _ = kg(where, "--ontology", str(onto), "replay")
     assert code == 0 and "only in the replay: Minji LIVES_IN Seoul" in out and "dry run" in out
-    code, out, _ = kg(home, "--ontology", str(onto), "replay", "--apply")
+    code, out, _ = kg(where, "--ontology", str(onto), "replay", "--apply")
     assert code == 0 and "applied" in out
 
 
-def test_search_with_explain_history_and_context(home: Path, jsonl: Path) -> None:
-    assert kg(home, "ingest", str(jsonl))[0] == 0
-    code, out, _ = kg(home, "--embedder", "minilm", "search", "where does Minji live",
+def test_search_with_explain_history_and_context(where: list[str], jsonl: Path) -> None:
+    assert kg(where, "ingest", str(jsonl))[0] == 0
+    code, out, _ = kg(where, "--embedder", "minilm", "search", "where does Minji live",
                       "--explain", "--history", "--recipe", "facts_hybrid_bfs_rrf")  # fmt: skip
     assert code == 0, out
     assert "branches" in out and "bm25" in out and "cosine" in out and "bfs" in out
     assert "(closed)" in out and "bm25 #1" in out  # rich wraps the long cells at 80 columns
-    code, out, _ = kg(home, "search", "where does Minji live", "--history", "--json")
+    code, out, _ = kg(where, "search", "where does Minji live", "--history", "--json")
     closed = {h["fact"]["edge"]["fact"]: h["closed"] for h in json.loads(out)["facts"]}
     assert closed["Minji lives in Seoul"] is True and closed["Minji lives in Busan"] is False
-    code, out, _ = kg(home, "search", "Minji lives", "--as-of", "2023-01-01", "--json")
+    code, out, _ = kg(where, "search", "Minji lives", "--as-of", "2023-01-01", "--json")
     facts = [h["fact"]["edge"]["fact"] for h in json.loads(out)["facts"]]
     assert "Minji lives in Seoul" in facts and "Minji lives in Busan" not in facts
     # Without an embedder the cosine branch says why it found nothing; the others still run.
     cosine = [b for b in json.loads(out)["branches"] if b["method"] == "cosine"]
     assert "no embedder" in cosine[0]["error"]
-    code, out, _ = kg(home, "search", "Minji", "--context", "--max-tokens", "200")
+    code, out, _ = kg(where, "search", "Minji", "--context", "--max-tokens", "200")
     assert code == 0 and out.startswith("Memory records") and '"Minji lives in Busan"' in out
-    code, _, err = kg(home, "search", "Minji", "--recipe", "nope")
+    code, _, err = kg(where, "search", "Minji", "--recipe", "nope")
     assert code == 1 and "unknown recipe 'nope'" in err
-    code, out, _ = kg(home, "search", "Minji", "--min-score", "5")
+    code, out, _ = kg(where, "search", "Minji", "--min-score", "5")
     assert code == 0 and "no results" in out
-    code, out, _ = kg(home, "--embedder", "minilm", "search", "boiling point of mercury",
+    code, out, _ = kg(where, "--embedder", "minilm", "search", "boiling point of mercury",
                       "--abstain-below", "0.49")  # fmt: skip
     assert code == 0 and "facts: abstained (best cosine similarity" in out and "no results" in out
 
@@ -445,7 +477,7 @@ class _ChatServer:
         self.server.shutdown()
 
 
-def test_ingest_text_episodes_through_an_llm_endpoint(home: Path, tmp_path: Path) -> None:
+def test_ingest_text_episodes_through_an_llm_endpoint(where: list[str], tmp_path: Path) -> None:
     path = tmp_path / "chat.jsonl"
     lines = [{"source": "message", "content": "Minji: I live in Seoul.", "group_id": "a",
               "reference_time": "2021-01-01T00:00:00Z"},
@@ -454,11 +486,11 @@ def test_ingest_text_episodes_through_an_llm_endpoint(home: Path, tmp_path: Path
              {"source": "message", "content": "Jun: I live in Daegu.", "group_id": "b",
               "reference_time": "2022-01-01T00:00:00Z"}]  # fmt: skip
     path.write_text("\n".join(json.dumps(x) for x in lines))
-    code, _, err = kg(home, "ingest", str(path))
+    code, _, err = kg(where, "ingest", str(path))
     assert code == 1 and "need an LLM (--llm-model" in err  # nothing written
     server = _ChatServer()
     try:
-        code, out, _ = kg(home, "ingest", str(path), "--llm-model", "local-model",
+        code, out, _ = kg(where, "ingest", str(path), "--llm-model", "local-model",
                           "--llm-base-url", server.url, "--concurrency", "2")  # fmt: skip
     finally:
         server.close()
@@ -466,31 +498,31 @@ def test_ingest_text_episodes_through_an_llm_endpoint(home: Path, tmp_path: Path
     assert "ingested 3 episodes" in out and "1 closed" in out and "3 LLM calls" in out
     assert {r["model"] for r in server.requests} == {"local-model"}
     assert server.requests[0]["response_format"]["type"] == "json_schema"  # type: ignore[index]
-    code, out, _ = kg(home, "--group", "a", "facts", "--json")
+    code, out, _ = kg(where, "--group", "a", "facts", "--json")
     assert [r["object"] for r in json.loads(out)] == ["Busan"]
-    code, out, _ = kg(home, "--group", "b", "facts", "--json")
+    code, out, _ = kg(where, "--group", "b", "facts", "--json")
     assert [r["object"] for r in json.loads(out)] == ["Daegu"]
 
 
-def test_ingest_text_unextracted_then_search_it(home: Path, tmp_path: Path) -> None:
+def test_ingest_text_unextracted_then_search_it(where: list[str], tmp_path: Path) -> None:
     path = tmp_path / "notes.jsonl"
     path.write_text(json.dumps({"source": "text", "content": "민지는 부산으로 이사했어요",
                                 "reference_time": "2024-06-01T00:00:00Z"}))  # fmt: skip
-    code, out, _ = kg(home, "ingest", str(path), "--no-extract")
+    code, out, _ = kg(where, "ingest", str(path), "--no-extract")
     assert code == 0 and "ingested 1 episodes" in out
-    code, out, _ = kg(home, "search", "부산에", "--recipe", "episodes_bm25", "--json")
+    code, out, _ = kg(where, "search", "부산에", "--recipe", "episodes_bm25", "--json")
     assert [h["episode"]["content"] for h in json.loads(out)["episodes"]] == [
         "민지는 부산으로 이사했어요"
     ]
-    code, _, err = kg(home, "ingest", str(path), "--no-extract", "--llm-model", "m")
+    code, _, err = kg(where, "ingest", str(path), "--no-extract", "--llm-model", "m")
     assert code == 1 and "not both" in err
 
 
-def test_search_context_is_counted_as_a_context(home: Path, jsonl: Path) -> None:
-    assert kg(home, "ingest", str(jsonl))[0] == 0
-    code, out, _ = kg(home, "search", "Minji", "--context", "--max-tokens", "200")
+def test_search_context_is_counted_as_a_context(where: list[str], jsonl: Path) -> None:
+    assert kg(where, "ingest", str(jsonl))[0] == 0
+    code, out, _ = kg(where, "search", "Minji", "--context", "--max-tokens", "200")
     assert code == 0 and out.startswith("Memory records")
-    _, out, _ = kg(home, "stats", "--json")
+    _, out, _ = kg(where, "stats", "--json")
     queries = json.loads(out)["queries"]
     assert queries["queries"] == 1 and queries["contexts"] == 1
     assert queries["context_tokens"] >= 200 // 4  # the block's size, counted by KG.context

@@ -13,7 +13,7 @@ from kg.errors import InputError
 from kg.ingest.communities import Cluster, clusters, label_propagation, plan_rebuild
 from kg.ingest.llm import ScriptedLLM
 from kg.schemas.store import Community
-from tests.conftest import add, t
+from tests.conftest import Backend, add, open_test_kg, t
 
 FAMILY = [("Minji", "SIBLING_OF", "Jisoo"), ("Jisoo", "LIVES_IN", "Busan"),
           ("Minji", "LIVES_IN", "Busan"), ("Minji", "KNOWS", "Hana")]  # fmt: skip
@@ -104,7 +104,9 @@ async def test_erasure_removes_summaries_naming_the_subject(kg: KG) -> None:
     assert any("Minji" in c.node.summary for c in comms)  # rebuilt without her
 
 
-async def test_summaries_through_the_llm_one_call_per_changed_community(home: Path) -> None:
+async def test_summaries_through_the_llm_one_call_per_changed_community(
+    backend: Backend, home: Path
+) -> None:
     def answer(messages: list[dict[str, str]]) -> str:
         assert "You name and summarise a cluster" in messages[0]["content"]
         if "Naver" in messages[1]["content"]:
@@ -112,7 +114,7 @@ async def test_summaries_through_the_llm_one_call_per_changed_community(home: Pa
         return json.dumps({"name": "Minji's family", "summary": "Minji and Jisoo live in Busan."})
 
     llm = ScriptedLLM([answer, answer])
-    async with await KG.open(home=home, llm=llm) as kg:
+    async with await open_test_kg(backend, home, llm=llm) as kg:
         await add(kg, t(2024, 1, 1), *FAMILY)
         await add(kg, t(2024, 1, 2), *WORK)
         report = await kg.build_communities()

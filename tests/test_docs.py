@@ -18,7 +18,8 @@ def cypher_blocks() -> list[str]:
     return re.findall(r"```cypher\n(.*?)```", DOC.read_text(), re.S)
 
 
-async def test_documented_falkordb_as_of_query_runs_verbatim(kg: KG) -> None:
+async def test_documented_falkordb_as_of_query_runs_verbatim(falkor_kg: KG) -> None:
+    kg = falkor_kg
     await add(kg, t(2021, 3, 2), ("Minji", "LIVES_IN", "Seoul"), ("Minji", "WORKS_AT", "Naver"))
     await add(kg, t(2024, 6, 1), ("Minji", "LIVES_IN", "Busan"))
     falkor_query = cypher_blocks()[0]

@@ -23,6 +23,10 @@ from kg.store.falkordb.embedded import Durability, EmbeddedServer, _pid_alive
 from tests.conftest import add, fact, objects, t
 from tests.disk import written_to_file
 
+# The embedded server's own life: its files, restarts, kills, lock and stale servers. On Neo4j
+# the server is the operator's (a write plan is one transaction; recovery is Neo4j's own).
+pytestmark = pytest.mark.falkordb_only("the embedded server's lifecycle, files and lock")
+
 
 def _server_pid(kg: KG) -> int:
     assert isinstance(kg.store, FalkorDBStore) and kg.store.server is not None

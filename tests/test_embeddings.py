@@ -11,8 +11,8 @@ import pytest
 
 from kg import KG
 from kg.ingest.embeddings import Embedder, OpenAIEmbedder, local_minilm
-from kg.store.falkordb import FalkorDBStore
-from tests.conftest import add, t
+from tests.conftest import Backend, add, open_test_kg, t
+from tests.store_probe import nearest_facts as nearest
 
 try:
     import httpx2
@@ -39,22 +39,15 @@ async def test_minilm_loads_offline_and_means_something(minilm: Embedder) -> Non
 
 
 @pytest.fixture
-async def kg_emb(home: Path, minilm: Embedder) -> AsyncIterator[KG]:
-    async with await KG.open(home=home, embedder=minilm) as graph:
+async def kg_emb(backend: Backend, home: Path, minilm: Embedder) -> AsyncIterator[KG]:
+    async with await open_test_kg(backend, home, embedder=minilm) as graph:
         yield graph
 
 
 async def nearest_facts(kg: KG, minilm: Embedder, text: str, k: int = 3) -> list[str]:
-    assert isinstance(kg.store, FalkorDBStore)
+    """The fact vector index queried directly: its k nearest, then the unretired ones."""
     [v] = await minilm.embed([text])
-    rows = await kg.store.raw_query(
-        "default",
-        "CALL db.idx.vector.queryRelationships('RELATES_TO', 'fact_embedding', $k, vecf32($v)) "
-        "YIELD relationship, score RETURN relationship.fact, relationship.expired_at, score "
-        "ORDER BY score",
-        {"k": k, "v": v},
-    )
-    return [row[0] for row in map(list, (r.values() for r in rows)) if row[1] is None]
+    return [r["fact"] for r in await nearest(kg, v, k) if r["expired_at"] is None]
 
 
 async def test_facts_are_embedded_and_found_by_the_vector_index(
@@ -81,11 +74,10 @@ async def test_versions_rewritten_by_rollback_keep_embeddings(kg_emb: KG, minilm
 
 async def test_entities_get_name_embeddings(kg_emb: KG) -> None:
     await add(kg_emb, t(2020), ("Alice", "KNOWS", "Bob"))
-    assert isinstance(kg_emb.store, FalkorDBStore)
     rows = await kg_emb.store.raw_query(
-        "default", "MATCH (n:Entity) RETURN n.name, n.name_embedding ORDER BY n.name"
+        "default", "MATCH (n:Entity) RETURN n.name AS name, n.name_embedding AS v ORDER BY name"
     )
-    assert [(name, len(v)) for name, v in (r.values() for r in rows)] == [
+    assert [(r["name"], len(r["v"])) for r in rows] == [
         ("Alice", 384), ("Bob", 384)]  # fmt: skip
 
 

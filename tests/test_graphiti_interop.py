@@ -1,4 +1,6 @@
-"""kg on a graph written by graphiti-core 0.31.2, on the same embedded FalkorDB.
+"""kg on a graph written by graphiti-core 0.31.2, on both backends: Graphiti writes with its own
+driver (FalkorDriver on kg's embedded FalkorDB client; Neo4jDriver, its own Bolt connection, on
+the session's Neo4j server), then kg reads, adopts and rolls back on its store.
 
 Graphiti runs its real add_episode pipeline (extraction, node resolution, edge extraction,
 dedupe and invalidation) against a scripted LLM client that answers its prompts the way a
@@ -25,7 +27,9 @@ os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
 
 from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
+from graphiti_core.driver.driver import GraphDriver
 from graphiti_core.driver.falkordb_driver import FalkorDriver
+from graphiti_core.driver.neo4j_driver import Neo4jDriver
 from graphiti_core.llm_client.client import LLMClient
 from graphiti_core.llm_client.config import LLMConfig
 from graphiti_core.nodes import EpisodeType
@@ -35,7 +39,7 @@ from kg.graphiti_embedder import GraphitiEmbedder
 from kg.ingest.embeddings import local_minilm
 from kg.schemas.embedder import Embedder
 from kg.store.falkordb import FalkorDBStore
-from tests.conftest import t
+from tests.conftest import Backend, open_test_kg, t
 
 GROUP = "team7"  # Graphiti's FalkorDB full-text filter fails on group ids with '-'
 
@@ -115,15 +119,24 @@ class Written:
     graphiti: Graphiti
     llm: ScriptedGraphitiLLM
     episodes: dict[str, str]  # name -> uuid
+    backend: Backend
+
+
+def graphiti_driver(backend: Backend, kg: KG) -> GraphDriver:
+    """Graphiti's own driver for the backend, on the same data kg opened."""
+    if backend.server is None:
+        assert isinstance(kg.store, FalkorDBStore)
+        return FalkorDriver(falkor_db=kg.store.client, database=GROUP)
+    s = backend.server
+    return Neo4jDriver(uri=s.uri, user=s.user, password=s.password)
 
 
 @pytest.fixture
-async def written(home: Path, minilm: Embedder) -> AsyncIterator[Written]:
-    async with await KG.open(home=home, embedder=minilm) as kg:
+async def written(backend: Backend, home: Path, minilm: Embedder) -> AsyncIterator[Written]:
+    async with await open_test_kg(backend, home, embedder=minilm) as kg:
         llm = ScriptedGraphitiLLM()
-        assert isinstance(kg.store, FalkorDBStore)
-        g = Graphiti(graph_driver=FalkorDriver(falkor_db=kg.store.client, database=GROUP),
-                     llm_client=llm, embedder=GraphitiEmbedder(minilm),
+        driver = graphiti_driver(backend, kg)
+        g = Graphiti(graph_driver=driver, llm_client=llm, embedder=GraphitiEmbedder(minilm),
                      cross_encoder=NoCrossEncoder())  # fmt: skip
         await g.build_indices_and_constraints()
         script = [
@@ -144,7 +157,11 @@ async def written(home: Path, minilm: Embedder) -> AsyncIterator[Written]:
                                     source_description="chat", reference_time=when,
                                     group_id=GROUP)  # fmt: skip
             episodes[name] = r.episode.uuid
-        yield Written(kg, g, llm, episodes)
+        try:
+            yield Written(kg, g, llm, episodes, backend)
+        finally:
+            if backend.server is not None:
+                await driver.close()
 
 
 async def test_kg_searches_a_graphiti_graph_as_written(written: Written) -> None:
@@ -226,9 +243,10 @@ async def test_cli_adopts_a_graphiti_group(written: Written, home: Path) -> None
 
     await written.kg.close()  # the embedded store allows one process at a time
     runner = CliRunner()
+    where = written.backend.cli_args(home)
 
     async def kg(*args: str) -> Any:  # the CLI runs its own event loop: give it a thread
-        return await asyncio.to_thread(runner.invoke, app, ["--home", str(home), *args])
+        return await asyncio.to_thread(runner.invoke, app, [*where, *args])
 
     r = await kg("--group", GROUP, "adopt-graphiti")
     assert r.exit_code == 0 and "adopted group team7: 4 entities, 3 episodes" in r.stdout

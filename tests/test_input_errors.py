@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
 from kg import KG, InputError, Ontology, Predicate
-from tests.conftest import add, fact, objects, t
+from tests.conftest import Backend, add, fact, objects, open_test_kg, t
 
 HOSTILE = [
     'x"}) MATCH (n) DETACH DELETE n //',
@@ -84,11 +85,11 @@ async def test_malformed_facts_are_refused_and_nothing_is_written(
     assert await kg.facts() == []
 
 
-async def test_strict_ontology_rejects_unknown_predicates(home: object) -> None:
+async def test_strict_ontology_rejects_unknown_predicates(backend: Backend, home: Path) -> None:
     onto = Ontology(
         name="hr", predicates=[Predicate(name="WORKS_AT", cardinality="one")], strict=True
     )
-    async with await KG.open(home=home, ontology=onto) as kg:  # type: ignore[arg-type]
+    async with await open_test_kg(backend, home, ontology=onto) as kg:
         with pytest.raises(InputError, match=r"unknown predicate 'LIKES'.*WORKS_AT"):
             await add(kg, t(2020), ("A", "WORKS_AT", "X"), ("A", "LIKES", "Y"))
         with pytest.raises(InputError, match="unknown predicate"):

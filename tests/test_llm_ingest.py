@@ -12,7 +12,7 @@ import pytest
 from kg import KG
 from kg.errors import ExtractionError
 from kg.ingest.llm import ScriptedLLM
-from tests.conftest import objects, t
+from tests.conftest import Backend, objects, open_test_kg, t
 
 Session = tuple[KG, ScriptedLLM]
 
@@ -28,9 +28,9 @@ def f(s: str, p: str, o: str, quote: str, valid_at: str | None = None,
 
 
 @pytest.fixture
-async def session(home: Path) -> AsyncIterator[tuple[KG, ScriptedLLM]]:
+async def session(backend: Backend, home: Path) -> AsyncIterator[tuple[KG, ScriptedLLM]]:
     llm = ScriptedLLM([])
-    async with await KG.open(home=home, llm=llm) as kg:
+    async with await open_test_kg(backend, home, llm=llm) as kg:
         yield kg, llm
 
 

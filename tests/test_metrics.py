@@ -13,13 +13,13 @@ from typer.testing import CliRunner
 from kg import KG
 from kg.cli import app
 from kg.ingest.llm import ScriptedLLM
-from tests.conftest import add, t
+from tests.conftest import Backend, add, open_test_kg, t
 from tests.test_llm_ingest import f, reply
 
 
-async def test_episode_metrics_are_stored_and_summed(home: Path) -> None:
+async def test_episode_metrics_are_stored_and_summed(backend: Backend, home: Path) -> None:
     llm = ScriptedLLM([])
-    async with await KG.open(home=home, llm=llm) as kg:
+    async with await open_test_kg(backend, home, llm=llm) as kg:
         llm._replies.append(reply(f("Minji", "LIVES_IN", "Seoul", "I live in Seoul")))
         await kg.add_episode(source="message", content="Minji: I live in Seoul.",
                              reference_time=t(2024, 1, 1))  # fmt: skip
@@ -51,15 +51,15 @@ def test_an_episode_stores_every_counter_its_summary_reports() -> None:
     assert summary.counters() == Counters(**shared, llm_tokens=120, facts_dropped=3)
 
 
-async def test_query_metrics_persist_across_processes(home: Path) -> None:
-    async with await KG.open(home=home) as kg:
+async def test_query_metrics_persist_across_processes(backend: Backend, home: Path) -> None:
+    async with await open_test_kg(backend, home) as kg:
         await add(kg, t(2024, 1, 1), ("Minji", "LIVES_IN", "Busan"))
         await kg.search("Minji Busan")
         await kg.search("nothing matches this")
         block = await kg.context("where does Minji live", max_tokens=200)
         live = (await kg.metrics()).queries  # unflushed counters count too
         assert (live.queries, live.zero_result_queries, live.contexts) == (3, 1, 1)
-    async with await KG.open(home=home) as kg:
+    async with await open_test_kg(backend, home) as kg:
         await kg.search("Busan")
         q = (await kg.metrics()).queries
     assert (q.queries, q.zero_result_queries, q.contexts) == (4, 1, 1)
@@ -67,21 +67,23 @@ async def test_query_metrics_persist_across_processes(home: Path) -> None:
     assert q.mean_latency_ms is not None and q.mean_latency_ms > 0
 
 
-async def test_searching_an_unknown_group_stores_nothing(home: Path) -> None:
-    async with await KG.open(home=home) as kg:
+async def test_searching_an_unknown_group_stores_nothing(backend: Backend, home: Path) -> None:
+    async with await open_test_kg(backend, home) as kg:
         await kg.search("anything", group_id="ghost")
-    async with await KG.open(home=home) as kg:
+    async with await open_test_kg(backend, home) as kg:
         assert "ghost" not in await kg.groups()
         assert (await kg.metrics("ghost")).queries.queries == 0
 
 
-def test_kg_stats_shows_ingest_and_query_metrics(home: Path, tmp_path: Path) -> None:
+def test_kg_stats_shows_ingest_and_query_metrics(
+    backend: Backend, home: Path, tmp_path: Path
+) -> None:
     runner = CliRunner()
     path = tmp_path / "e.jsonl"
     path.write_text(json.dumps({"source": "facts", "reference_time": "2024-01-01T00:00:00Z",
                                 "facts": [{"subject": "A", "predicate": "KNOWS",
                                            "object": "B"}]}))  # fmt: skip
-    base = ["--home", str(home)]
+    base = backend.cli_args(home)
     assert runner.invoke(app, [*base, "ingest", str(path)]).exit_code == 0
     assert runner.invoke(app, [*base, "search", "A knows B"]).exit_code == 0
     r = runner.invoke(app, [*base, "stats", "--json"])
@@ -92,6 +94,7 @@ def test_kg_stats_shows_ingest_and_query_metrics(home: Path, tmp_path: Path) -> 
     assert "ingest: facts added" in table and "queries: hits facts bm25" in table
 
 
+@pytest.mark.falkordb_only("kills the embedded server; the session's Neo4j serves every test")
 async def test_close_survives_a_store_that_is_gone(
     home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -270,6 +270,7 @@ def test_ddl_has_the_documented_neo4j5_shape(ddl: str) -> None:
     assert re.match(pattern, ddl), ddl
     if "VECTOR" in ddl:
         assert "`vector.dimensions`: 384" in ddl and "'cosine'" in ddl
+        assert "`vector.quantization.enabled`: false" in ddl  # exact scores
 
 
 def test_the_docker_schema_file_is_the_ddl_kg_runs() -> None:

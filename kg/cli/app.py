@@ -523,6 +523,18 @@ def stats(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     render.stats(out, s, m, as_json=as_json)
 
 
+@app.command()
+def groups(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the store's groups (every group has episodes), one a line."""
+    settings: Settings = ctx.obj
+    found = _run(_with_kg(settings, lambda kg: kg.groups()))
+    if as_json:
+        out.print_json(json.dumps(found))
+    else:
+        for g in found:
+            out.print(g, highlight=False, markup=False)
+
+
 @app.command("adopt-graphiti")
 def adopt_graphiti(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Adopt a group written by graphiti-core (same FalkorDB or Neo4j) for as-of views,
@@ -1185,11 +1197,13 @@ def eval_(
 
 
 @app.command()
-def demo() -> None:
-    """A self-contained tour in a throwaway data directory: supersede, history, as-of."""
+def demo(ctx: typer.Context) -> None:
+    """A self-contained tour: supersede, history, as-of, rollback. In a throwaway data
+    directory; with --uri, on that server in a throwaway group, erased at the end."""
+    settings: Settings = ctx.obj
     home = Path(tempfile.mkdtemp(prefix="kg-demo-"))
     try:
-        _run(run_demo(home, out))
+        _run(run_demo(home, out, settings.uri))
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

@@ -454,10 +454,14 @@ def erasure(console: Console, target: str, receipt: ErasureReceipt) -> None:
     console.print(
         f"erased {target}: {receipt.episodes_deleted} episodes, {receipt.entities_deleted} "
         f"entities, {receipt.fact_versions_deleted} fact versions deleted; "
-        f"{receipt.other_facts_recomputed} other facts recomputed; store files compacted"
-        f"{when}{resumed}",
+        f"{receipt.other_facts_recomputed} other facts recomputed; "
+        + ("store files compacted" if receipt.files_compacted else "store files NOT compacted")
+        + (when if receipt.files_compacted else "")
+        + resumed,
         markup=False, highlight=False,
     )  # fmt: skip
+    if receipt.residue:
+        console.print(f"note: {receipt.residue}", markup=False, highlight=False)
 
 
 def loading(console: Console, every: float = 5.0) -> Callable[[LoadProgress], None]:

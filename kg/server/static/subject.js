@@ -236,6 +236,7 @@ function eraseDialog(name) {
         ["other facts recomputed", r.other_facts_recomputed],
         ["communities deleted", r.communities_deleted],
         ["data files compacted", r.files_compacted ? "yes" : "no"],
+        ...(r.residue ? [["what remains on disk", r.residue]] : []),  // Neo4j: see the receipt
       ].map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, String(v)))),
       { class: "receipt", "data-testid": "receipt" }));
       input.disabled = true;

@@ -221,6 +221,17 @@ class EmbeddedServer:
                 break
             await asyncio.sleep(0.05)
 
+    def _remove_dead_temp_files(self) -> None:
+        """A rewrite or save cut short by a killed server leaves its child's temp file
+        (`temp-rewriteaof-bg-PID.aof`, `temp-PID.rdb`): a copy of the data as it was, which
+        redis never reads or removes, so an erasure finished after the crash would leave the
+        erased text in it. No server of ours runs here now (we hold the lock, the stale one
+        is gone), so every such file is dead."""
+        for pattern in ("temp-rewriteaof-*.aof", "temp-*.rdb"):
+            for path in self.data_dir.glob(pattern):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+
     async def _stale_is_loading(self) -> bool:
         """Whether the stale server is (or may be) loading: no answer counts as loading."""
         sock = str(self.data_dir / "kg.sock")
@@ -275,6 +286,7 @@ class EmbeddedServer:
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             await self._reap_stale_server()
+            self._remove_dead_temp_files()
             self.socket_path = self._socket()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.socket_path)

@@ -10,12 +10,19 @@ transaction, so it rolls back with nothing written. Tested against a live Neo4j 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-from kg.errors import LeaseLostError, StoreError, StoreUnavailableError, WriteConflictError
+from kg.errors import (
+    InputError,
+    LeaseLostError,
+    StoreError,
+    StoreUnavailableError,
+    WriteConflictError,
+)
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import PendingErasure, Record, is_staging, staging_name
 from kg.store.cypher.base import GROUP_LABEL, Fence
@@ -25,6 +32,15 @@ from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.store.neo4j.dialect import Neo4jDialect
 
 NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+log = logging.getLogger(__name__)
+
+NEO4J_RESIDUE = (
+    "Neo4j cannot scrub erased values from its files online: they stay in its transaction "
+    "logs until rotated and pruned, and in freed store records, full-text index segments and "
+    "range index pages until reused or merged. To remove them, export every group, stop the "
+    "server, delete its database directory, start it anew and import (measured and tested: "
+    "docs/production.md#erasure-on-neo4j)"
+)
 
 
 # The group's queue lock: taking a write lock on its node (setting a property does) serialises
@@ -90,7 +106,38 @@ class Neo4jStore(CypherStore):
                 # `IF NOT EXISTS` does not cover two schema transactions racing to commit.
                 if "AlreadyExists" not in str(exc):
                     raise
+        if self.embedding_dim:
+            await self._check_vector_dimension(self.embedding_dim)
         self._schema_ready = True
+
+    async def _check_vector_dimension(self, dim: int) -> None:
+        """One database has one vector index per label, of one dimension, for all its groups
+        (FalkorDB has a graph, and indexes, per group). `IF NOT EXISTS` keeps an index of
+        another dimension, and Neo4j would then leave this embedder's vectors out of it
+        silently; so a second dimension in one database is refused, naming both."""
+        rows = await self._query(
+            "SHOW VECTOR INDEXES YIELD name, options WHERE name STARTS WITH 'kg_' "
+            "RETURN name, options",
+            {},
+            write=False,
+        )
+        for row in rows:
+            config = row["options"]["indexConfig"]
+            if config.get("vector.quantization.enabled"):
+                log.warning(
+                    "Neo4j vector index %s is quantized (made by an older kg): its scores are "
+                    "off by up to about 2e-3 in cosine; DROP INDEX %s and reopen kg to rebuild "
+                    "it unquantized", row["name"], row["name"],
+                )  # fmt: skip
+            have = config["vector.dimensions"]
+            if have != dim:
+                raise InputError(
+                    f"Neo4j database {self._database!r} has vector indexes of {have} "
+                    f"dimensions ({row['name']}) and this embedder gives {dim}: one Neo4j "
+                    "database holds one embedding dimension for all its groups; embed with "
+                    f"a {have}-dimension model, or give these groups a database of their own "
+                    "(bolt://host:port/DATABASE on Enterprise or Aura; see docs/production.md)"
+                )
 
     async def _read(
         self, group_id: str, query: str, params: dict[str, Any]
@@ -219,9 +266,12 @@ class Neo4jStore(CypherStore):
                       {"group_id": group_id}),
         ])  # fmt: skip
 
-    async def compact(self) -> None:
-        """Neo4j reuses the space of deleted records; it offers no online way to scrub them
-        from store files (offline: neo4j-admin database copy). Documented in the README."""
+    async def compact(self) -> str:
+        """Neo4j cannot scrub its files online (benchmarks/neo4j_erasure_residue.py, on 5.26
+        Community: after the delete and a checkpoint the erased name is in the transaction
+        log, the string store, full-text segments and a range index; pruning the logs removes
+        it from them only). Say so."""
+        return NEO4J_RESIDUE
 
     async def pending_erasures(self) -> list[PendingErasure]:
         rows = await self._read(
