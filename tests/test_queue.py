@@ -284,14 +284,12 @@ async def test_a_worker_without_an_llm_leaves_text_episodes_alone(kg: KG) -> Non
 
 @pytest.fixture(params=["falkordb", "neo4j"])
 async def backend_kg(request: pytest.FixtureRequest, home: Path) -> AsyncIterator[KG]:
-    from tests.conftest import wipe
-
     if request.param == "falkordb":
         graph = await KG.open(home=home, llm=RuleLLM(delay=0.01))
     else:
         server = request.getfixturevalue("neo4j_server")
+        server.empty()
         graph = await KG.open(server.kg_uri, llm=RuleLLM(delay=0.01))
-        await wipe(graph)
     try:
         yield graph
     finally:
