@@ -34,9 +34,9 @@ from kg.server.models import (
 )
 from kg.server.service import Memory, Scoped
 
-PRINCIPAL = "kg_principal"
+PRINCIPAL = "kg_principal"  # where McpAuth leaves the caller in the request scope
 # Facts, entities and episodes: text stored unextracted (no LLM) is found too.
-SEARCH_RECIPE = "combined_hybrid_rrf"  # where McpAuth leaves the caller in the request scope
+SEARCH_RECIPE = "combined_hybrid_rrf"
 
 INSTRUCTIONS = """\
 kg is your long-term memory: a bi-temporal knowledge graph. It keeps what was true when
