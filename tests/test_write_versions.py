@@ -208,8 +208,10 @@ async def test_an_import_never_lands_in_a_group_another_writer_created(
     assert objects(await kg.facts(group_id="taken")) == ["Busan"]  # not dropped, not merged
 
 
-async def test_a_group_erased_elsewhere_gets_its_indexes_back(kg: KG) -> None:
-    """Another process erased the group: this one's cache still says its indexes exist."""
+async def test_a_group_erased_elsewhere_gets_its_indexes_back(falkor_kg: KG) -> None:
+    """Another process erased the group: this one's cache still says its indexes exist
+    (FalkorDB: a graph per group, with its own indexes)."""
+    kg = falkor_kg
     await add(kg, t(2000), ("Alice", "LIVES_IN", "Seoul"))
     await kg.store.client.connection.execute_command("GRAPH.DELETE", "default")
     await add(kg, t(2010), ("Alice", "LIVES_IN", "Busan"))

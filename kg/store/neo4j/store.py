@@ -305,11 +305,21 @@ class Neo4jStore(CypherStore):
             raise WriteConflictError(f"group {group_id!r} was created while the import ran; "
                              "nothing was imported")  # fmt: skip
         params = {"staging": staging, "group_id": group_id}
-        await self._run_write([
-            Statement("MATCH (n) WHERE n.group_id = $staging SET n.group_id = $group_id", params),
-            Statement("MATCH ()-[r]->() WHERE r.group_id = $staging SET r.group_id = $group_id",
-                      params),
-        ])  # fmt: skip
+        try:
+            await self._run_write([
+                Statement("MATCH (n) WHERE n.group_id = $staging SET n.group_id = $group_id",
+                          params),
+                Statement("MATCH ()-[r]->() WHERE r.group_id = $staging "
+                          "SET r.group_id = $group_id", params),
+            ])  # fmt: skip
+        except StoreError as exc:
+            # A first write that landed after the check above created the group's version
+            # node; the staging's own one cannot take the same group_id (a unique
+            # constraint), so the transaction is refused whole: the same refusal as the check.
+            if "ConstraintValidationFailed" in str(exc) and GROUP_LABEL in str(exc):
+                raise WriteConflictError(f"group {group_id!r} was created while the import "
+                                         "ran; nothing was imported") from exc  # fmt: skip
+            raise
 
     async def drop_staged(self, staging: str) -> None:
         if not is_staging(staging):
