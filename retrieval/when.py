@@ -124,6 +124,12 @@ def _ago(ref: datetime, unit: str, n: int) -> Period:
     return start, offset(start, unit, 1)
 
 
+def _last(text: str, ref: datetime, unit: str, n: int) -> TimeExpression:
+    """'the last n units' (English and Korean): from n units before that day up to `ref`."""
+    start = offset(midnight(ref), unit, -n)
+    return _expr(text, start, ref, f"the last {n} {unit}(s) up to the time asked")
+
+
 _EN_UNIT = r"(day|week|month|year)s?"
 # The event of an anchored form: a clause up to punctuation or the question it qualifies.
 _EVENT = (
@@ -317,18 +323,7 @@ def _relative(query: str, ref: datetime) -> list[Found]:
     last_n = rf"\b(?:in|over|during)\s+the\s+(?:last|past)\s+(?:{NUMBER}\s+)?{_EN_UNIT}"
     for m in re.finditer(last_n, query, re.IGNORECASE):
         n, unit = count(m[1].lower()) if m[1] else 1, m[2].lower()
-        out.append(
-            (
-                m.start(),
-                m.end(),
-                _expr(
-                    m[0],
-                    offset(midnight(ref), unit, -n),
-                    ref,
-                    f"the last {n} {unit}(s) up to the time asked",
-                ),
-            )
-        )
+        out.append((m.start(), m.end(), _last(m[0], ref, unit, n)))
     for m in re.finditer(rf"(\S+기)\s*{_KO_NUMBER}\s?{_KO_UNIT_RE}\s?(전|후)", query):
         way = "before" if m[4] == "전" else "after"
         out.append((m.start(), m.end(), _anchored(m[0], m[1], way, _ko_count(m[2]),
@@ -338,18 +333,7 @@ def _relative(query: str, ref: datetime) -> list[Found]:
         out.append((m.start(), m.end(), _expr(m[0], *_ago(ref, unit, n), f"one {unit}, {n} back")))
     for m in re.finditer(rf"(?:최근|지난)\s?{_KO_NUMBER}\s?{_KO_UNIT_RE}", query):
         n, unit = _ko_count(m[1]), _KO_UNIT[m[2]]
-        out.append(
-            (
-                m.start(),
-                m.end(),
-                _expr(
-                    m[0],
-                    offset(midnight(ref), unit, -n),
-                    ref,
-                    f"the last {n} {unit}(s) up to the time asked",
-                ),
-            )
-        )
+        out.append((m.start(), m.end(), _last(m[0], ref, unit, n)))
     return out
 
 
