@@ -180,6 +180,52 @@ def test_every_read_endpoint(served: Served, seeded: dict[str, Any]) -> None:
         assert not dry["applied"] and [x["object"] for x in dry["restored"]] == ["Paris"]
 
 
+def test_search_asked_at_and_abstain_below(served: Served, seeded: dict[str, Any]) -> None:
+    """The search options `kg search` has: time words read against `asked_at`, and
+    abstention; bad values refused with the CLI's checks, as one-line problems."""
+    query = "where did Alice live last year"
+    with served.client("alice", "read") as c:
+        for asked, in_utc, year, city in (
+            ("2022-01-01T09:00:00+09:00", "2022-01-01T00:00:00Z", "2021", "Paris"),
+            ("2024-05-01T00:00:00Z", "2024-05-01T00:00:00Z", "2023", "Berlin"),
+        ):
+            found = ok(c.post("/v1/search", json={"query": query, "asked_at": asked}))
+            assert [h["fact"]["object"] for h in found["facts"]] == [city], found
+            assert found["time"]["asked_at"] == in_utc
+            assert found["time"]["applied"]["start"].startswith(year), found["time"]
+            block = ok(c.post("/v1/context", json={"query": query, "asked_at": asked}))
+            other = "Berlin" if city == "Paris" else "Paris"
+            assert city in block["context"] and other not in block["context"]
+        # No embedder on this server: the cosine branch finds nothing, so every scope abstains.
+        quiet = ok(c.post("/v1/search", json={"query": "Alice", "abstain_below": 0.49}))
+        assert not quiet["facts"] and quiet["abstained"] == {"facts": -1.0}
+        assert ok(c.post("/v1/search", json={"query": "Alice", "abstain_below": -1}))["facts"]
+        # Refused as kg search refuses them, on one line.
+        for when in ("0001-01-01T00:00:01+00:01", "9999-12-31T23:59:59-01:00"):
+            assert "outside years 1" in problem(
+                c.post("/v1/search", json={"query": "x", "asked_at": when}), 422
+            )
+        number = "is a number, not a time"
+        assert number in problem(c.post("/v1/search", json={"query": "x", "asked_at": 2021}), 422)
+        assert number in problem(
+            c.post("/v1/context", json={"query": "x", "asked_at": "2021"}), 422
+        )
+        assert "timezone" in problem(
+            c.post("/v1/search", json={"query": "x", "asked_at": "2021-01-01T00:00:00"}), 422
+        )
+        for bad in (1.5, -2, "nan"):
+            assert "abstain_below" in problem(
+                c.post("/v1/search", json={"query": "x", "abstain_below": bad}), 422
+            )
+        assert "add the cosine method" in problem(
+            c.post(
+                "/v1/search",
+                json={"query": "x", "recipe": "episodes_bm25", "abstain_below": 0.4},
+            ),
+            422,
+        )
+
+
 def test_roles(served: Served, seeded: dict[str, Any]) -> None:
     berlin = seeded["berlin"]["episode_uuid"]
     with served.client("alice", "read") as r, served.client("alice", "write") as w:

@@ -104,6 +104,20 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
         block = await call(s, "search_memory", query="Where does Alice live?")
         assert "Alice lives in Berlin" in block and "valid 2022-06-01" in block
         assert "Paris" not in block  # closed: left out of the default view
+        # Time words read against asked_at (a closed fact is found in its window), and
+        # abstention, as kg search --asked-at / --abstain-below.
+        then = await call(
+            s, "search_memory", query="where did Alice live last year",
+            asked_at="2021-07-01T09:00:00+09:00",
+        )  # fmt: skip
+        assert "Alice lives in Paris" in then and "Berlin" not in then
+        # No embedder on this server: no cosine similarity reaches the cutoff, so nothing.
+        none = await call(s, "search_memory", query="Where does Alice live?", abstain_below=0.49)
+        assert none == "No memories matched this query."
+        assert "abstain_below" in await error(s, "search_memory", query="Alice", abstain_below=1.5)
+        assert "is a number, not a time" in await error(
+            s, "search_memory", query="Alice", asked_at="2021"
+        )
         then = await call(s, "facts_as_of", subject="Alice", valid_at="2021-01-01T00:00:00Z")
         assert [f["object"] for f in then] == ["Paris"]
         history = await call(s, "fact_history", subject="Alice", predicate="LIVES_IN")

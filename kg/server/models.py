@@ -92,6 +92,20 @@ class SearchRequest(Strict):
     include_contested: bool = False
     center: Name | None = Field(default=None, description="Entity name to rank around.")
     min_score: float | None = Field(default=None, allow_inf_nan=False, ge=-1e9, le=1e9)
+    abstain_below: float | None = Field(
+        default=None,
+        allow_inf_nan=False,
+        ge=-1.0,
+        le=1.0,
+        description="Leave a scope empty when its best cosine similarity to the query is below "
+        "this (about 0.49 for MiniLM): a question about something never said. Needs an "
+        "embedder and the cosine method; `abstained` names the scopes left empty.",
+    )
+    asked_at: Time | None = Field(
+        default=None,
+        description="When the question is asked: time words in the query ('last March', "
+        "'in 2022') are read against it. Default: valid_at, else now.",
+    )
 
 
 class ContextRequest(SearchRequest):
