@@ -214,6 +214,22 @@ class Worker:
         self._stopping = True
         self._wake.set()
 
+    async def stop_within(self, running: asyncio.Task[WorkerStats], seconds: float) -> WorkerStats:
+        """Stop, and give `running` (the task of `run`) `seconds` to finish the episode being
+        extracted and written; past that, give up the extractions still in flight (their
+        episodes are handed back, queued again with the claim not counted). A store write
+        already under way still finishes: it is never cut in half."""
+        await self.stop()
+        done, _ = await asyncio.wait({running}, timeout=max(seconds, 0.0))
+        if not done:
+            log.warning("worker %s: extraction outlasted the graceful timeout (%g s); "
+                        "handing its episodes back", self.owner, seconds)  # fmt: skip
+            for state in list(self._active.values()):
+                for item in list(state.held.values()):
+                    if item.task is not None:
+                        item.task.cancel()
+        return await running
+
     async def run(self) -> WorkerStats:
         """Work until `stop()`: poll for groups with queued episodes, drain them."""
         self.kg.enqueue_listeners.append(self.wake)
@@ -365,7 +381,8 @@ class Worker:
         try:
             extracted = staged_extraction(node)
             if item.task is not None:
-                extracted = await item.task
+                await asyncio.wait({item.task})  # a given-up extraction is cancelled: none
+                extracted = None if item.task.cancelled() else item.task.result()
             if item.lost:
                 raise LeaseLostError(f"episode {node.uuid}: lease lost")
             if extracted is None and node.source is not EpisodeSource.facts:

@@ -260,6 +260,30 @@ async def test_a_stopping_worker_hands_back_what_it_has_not_written(home: Path) 
         assert (await Worker(kg).drain()).completed == 8 - stats.completed
 
 
+async def test_stop_within_gives_up_an_extraction_that_outlasts_it(home: Path) -> None:
+    """`stop_within` bounds a stop: an extraction still in flight when the time runs out is
+    given up and its episode handed back, the claim not counted; a written one stays."""
+    llm = RuleLLM(max_concurrency=1)
+    stuck = asyncio.Event()
+
+    async def never(*args: Any) -> tuple[str, int, int]:
+        stuck.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async with await KG.open(home=home, llm=llm) as kg:
+        await kg.add_episode(**conversation(1, seed=3)[0], wait=False)
+        worker = Worker(kg, poll_seconds=0.05)
+        llm._complete = never  # type: ignore[method-assign]
+        task = asyncio.create_task(worker.run())
+        await asyncio.wait_for(stuck.wait(), 10)
+        stats = await asyncio.wait_for(worker.stop_within(task, 0.2), 10)
+        assert stats.released == 1 and stats.completed == 0
+        (node,) = await episodes_of(kg, "default")
+        assert node.status is EpisodeStatus.queued
+        assert node.lease_owner is None and node.attempts == 0
+
+
 async def test_structured_episodes_queue_without_an_llm(kg: KG) -> None:
     r = await kg.add_episode(source="facts", reference_time=t(2024),
                              facts=[{"subject": "Ara", "predicate": "LIVES_IN", "object": "Jeju"}],

@@ -141,6 +141,79 @@ def test_sigterm_in_the_middle_of_writes(tmp_path: Path) -> None:
     assert int(drained[-1].split("shutdown: ")[1].split()[0]) >= cut  # waited for them
 
 
+class _SilentLLM:
+    """An OpenAI-compatible endpoint that takes every request and never answers (until
+    closed): an extraction that would outlast any graceful timeout."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        self.requests = 0
+        self.release = threading.Event()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                outer.requests += 1
+                outer.release.wait(300)
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_sigterm_gives_up_a_background_extraction_at_the_graceful_timeout(
+    tmp_path: Path,
+) -> None:
+    """The server's background worker is stopped within --graceful-timeout: an episode sent
+    with wait=false whose extraction never answers is handed back (queued again, its claim
+    not counted) once the timeout runs out, and the server exits 0 (not after the LLM
+    client's own 120 s timeout and retries)."""
+    home = tmp_path / "home"
+    llm = _SilentLLM()
+    served = serve(home, [("ops", "write")], "--graceful-timeout", "2",
+                   "--llm-model", "m", "--llm-base-url", llm.url)  # fmt: skip
+    try:
+        with served.client("ops", "write") as c:
+            body = {"source": "message", "content": "Minji: I live in Busan.",
+                    "reference_time": "2024-01-01T00:00:00Z", "wait": False}  # fmt: skip
+            r = c.post("/v1/episodes", json=body)
+        assert r.status_code == 200 and r.json()["status"] == "queued", r.text
+        deadline = time.monotonic() + 60
+        while llm.requests == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert llm.requests, "the worker never asked the LLM"
+        assert served.process is not None
+        served.process.send_signal(signal.SIGTERM)
+        code = served.process.wait(60)
+        served.process = None
+    finally:
+        served.stop()
+        llm.close()
+    log = served.log()
+    assert code == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert "outlasted the graceful timeout" in log, log[-3000:]
+
+    async def check() -> EpisodeStatus:
+        async with await KG.open(home=home) as kg:
+            (node,) = await kg.store.find_episodes("ops", None, None, include_rolled_back=True)
+        assert node.lease_owner is None and node.attempts == 0  # the claim was not counted
+        return node.status
+
+    assert asyncio.run(check()) is EpisodeStatus.queued
+
+
 # -- keys -----------------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ import io
 import json
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Coroutine
@@ -942,7 +943,12 @@ def serve(
         ),
     ] = None,
     graceful_timeout: Annotated[
-        int, typer.Option(min=1, help="Seconds open requests get to finish at shutdown.")
+        int,
+        typer.Option(
+            min=1,
+            help="Seconds open requests and the background worker's extraction in flight get "
+            "to finish at shutdown.",
+        ),
     ] = 30,
     metrics_flush: Annotated[
         float,
@@ -960,7 +966,7 @@ def serve(
     try:
         import uvicorn
 
-        from kg.server.app import ServeOptions, create_app
+        from kg.server.app import ServeOptions, begin_shutdown, create_app
         from kg.server.logs import log_config
     except ImportError as exc:
         raise _serve_missing(exc) from None
@@ -976,6 +982,7 @@ def serve(
         metrics_token=metrics_token or None,
         host=host,
         flush_seconds=metrics_flush,
+        graceful_seconds=graceful_timeout,
     )
 
     async def main() -> None:
@@ -984,8 +991,15 @@ def serve(
         async def opened() -> KG:
             return kg
 
+        asgi = create_app(opened, options)
+
+        class Server(uvicorn.Server):
+            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+                begin_shutdown(asgi)  # the worker's stop runs in the requests' timeout
+                await super().shutdown(sockets)
+
         config = uvicorn.Config(
-            create_app(opened, options),
+            asgi,
             host=host,
             port=port,
             log_level=log_level.lower(),
@@ -1004,7 +1018,7 @@ def serve(
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: None)
         try:
-            await uvicorn.Server(config).serve()
+            await Server(config).serve()
         finally:
             await kg.close()  # a no-op when the lifespan closed it
 

@@ -38,7 +38,7 @@ from kg.errors import (
     StoreUnavailableError,
 )
 from kg.facade import KG, EpisodeResult, QuarantineEntry
-from kg.queue import Worker
+from kg.queue import Worker, WorkerStats
 from kg.retrieval import SearchResults
 from kg.rollback import RollbackReport
 from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
@@ -88,6 +88,35 @@ class ServeOptions:
     flush_seconds: float = 30.0  # how often query metrics reach the store (kg stats)
     host: str = "127.0.0.1"  # for the MCP transport's DNS-rebinding protection
     worker: bool = True  # a background worker in the process, for episodes sent with wait=false
+    # At shutdown, open requests and the worker's extraction in flight get this long (from
+    # the start of the shutdown when the server calls `begin_shutdown`, as `kg serve` does).
+    graceful_seconds: float = 30.0
+
+
+class Background:
+    """The server's queue worker: episodes sent with wait=false are written by it. Its stop
+    is bounded by the graceful timeout (`Worker.stop_within`)."""
+
+    def __init__(self, kg: KG, seconds: float) -> None:
+        self.worker = Worker(kg)
+        self.seconds = seconds
+        self.running = asyncio.create_task(self.worker.run())
+        self.stopping: asyncio.Task[WorkerStats] | None = None
+
+    def stop(self) -> asyncio.Task[WorkerStats]:
+        """Start stopping (once): no new claims from now, the graceful timeout runs."""
+        if self.stopping is None:
+            self.stopping = asyncio.create_task(self.worker.stop_within(self.running, self.seconds))
+        return self.stopping
+
+
+def begin_shutdown(app: FastAPI) -> None:
+    """The server stops accepting requests: stop the background worker now, so that its
+    stop runs in the same graceful timeout as the requests still open (uvicorn only runs
+    the lifespan's shutdown after those)."""
+    background = getattr(app.state, "background", None)
+    if isinstance(background, Background):
+        background.stop()
 
 
 # (status, title) for each error kg raises on purpose; anything else is a 500 with no detail.
@@ -330,17 +359,18 @@ def create_app(
         flusher = asyncio.create_task(_flush_every(kg, opts.flush_seconds))
         # wait=false episodes are queued in the store; this worker writes them (an embedded
         # store is this process's alone, so no `kg worker` could reach them).
-        worker = Worker(kg) if opts.worker else None
-        working = asyncio.create_task(worker.run()) if worker is not None else None
+        background = Background(kg, opts.graceful_seconds) if opts.worker else None
+        app.state.background = background
         try:
             async with mcp.session_manager.run():
                 yield
         finally:
             n = await mem.writes.drain()
             log.info("shutdown: %d write(s) were in flight, all finished", n)
-            if worker is not None and working is not None:
-                await worker.stop()  # the episode being written is finished, the rest queued
-                stats = await working
+            if background is not None:
+                # The episode being written is finished (or, past the graceful timeout, its
+                # extraction given up and handed back), the rest queued.
+                stats = await background.stop()
                 log.info("shutdown: background worker stopped (%s)", stats)
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
