@@ -4,6 +4,7 @@ group's data never shows and its ids are not found."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -189,6 +190,23 @@ async def test_admin_tools(served: Served) -> None:
         text = await call(s, "add_memory", content="Alice prefers window seats", extract=False)
         assert text["status"] == "added"
         assert "window seats" in await call(s, "search_memory", query="window seats")
+        # wait=false: queued at once, written by the server's background worker.
+        queued = await call(
+            s, "add_memory", source="facts", wait=False,
+            facts=[{"subject": "Alice", "predicate": "WORKS_AT", "object": "Acme"}],
+        )  # fmt: skip
+        assert queued["status"] == "queued" and "facts_added" not in queued
+        assert await eventually(s, "facts_as_of", subject="Alice", predicate="WORKS_AT")
+
+
+async def eventually(s: ClientSession, tool: str, **args: Any) -> Any:
+    """The tool's answer once it is not empty (a queued episode written by the worker)."""
+    for _ in range(300):
+        found = await call(s, tool, **args)
+        if found:
+            return found
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{tool} {args}: still nothing after 30 s")
 
 
 async def test_isolation_every_tool(served: Served) -> None:
@@ -263,6 +281,12 @@ async def test_stdio_kg_mcp_binds_one_group(tmp_path: Path) -> None:
             for f in await call(s, "facts_as_of", subject="Alice", valid_at="2021-01-01T00:00:00Z")
         ] == ["Paris"]
         assert "admin" in await error(s, "forget", entity="Alice", confirm="Alice")
+        queued = await call(
+            s, "add_memory", source="facts", wait=False,
+            facts=[{"subject": "Dana", "predicate": "WORKS_AT", "object": "Acme"}],
+        )  # fmt: skip
+        assert queued["status"] == "queued"
+        assert await eventually(s, "facts_as_of", subject="Dana")  # kg mcp's own worker
     # The group was the flag's: a store opened afterwards finds it there and only there.
     from kg import KG
 

@@ -900,6 +900,7 @@ def search(
 
 # -- server: kg serve, kg mcp, kg keys ------------------------------------------------------
 
+MCP_STOP_SECONDS = 30.0  # kg mcp's background worker, at exit (as kg serve's default)
 SERVE_HINT = r"the server needs the serve extra: pip install 'kg\[serve]'"  # \[: rich markup
 SERVE_PACKAGES = ("fastapi", "uvicorn", "mcp", "prometheus_client", "starlette")
 
@@ -1039,10 +1040,12 @@ def mcp_stdio(
     """MCP over stdio, for desktop clients: the tools work in one group, bound here (no key).
 
     The default role, write, lets the model add and search; --role admin also lets it
-    forget subjects and apply rollbacks.
+    forget subjects and apply rollbacks. Episodes added with wait=false are written by a
+    worker in this process; at exit it gets 30 s, then what is unwritten stays queued.
     """
     settings: Settings = ctx.obj
     try:
+        from kg.queue import Worker
         from kg.schemas.keys import Role
         from kg.server.keys import Principal
         from kg.server.mcp import build_mcp
@@ -1058,8 +1061,15 @@ def mcp_stdio(
 
     async def work(kg: KG) -> None:
         memory = Memory(kg)
-        await build_mcp(lambda: memory, fixed=principal).run_stdio_async()
-        await memory.writes.drain()
+        # add_memory with wait=false queues; this worker writes the group's queue (the
+        # embedded store is this process's alone while it runs).
+        worker = Worker(kg, groups=[gid])
+        running = asyncio.create_task(worker.run())
+        try:
+            await build_mcp(lambda: memory, fixed=principal).run_stdio_async()
+            await memory.writes.drain()
+        finally:
+            await worker.stop_within(running, MCP_STOP_SECONDS)
 
     _run(_with_kg(replace(settings, group=gid), work, llm=llm))
 

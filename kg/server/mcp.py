@@ -168,12 +168,23 @@ def build_mcp(
                 "server's LLM (default: if it has one)."
             ),
         ] = None,
+        wait: Annotated[
+            bool,
+            Field(
+                description="true (default): answer once the episode is in the graph, with "
+                "what changed. false: answer at once with status 'queued'; the text is "
+                "searchable now, its facts are written shortly by the server's background "
+                "worker, in order (kept in the store: nothing is dropped)."
+            ),
+        ] = True,
     ) -> dict[str, Any]:
-        """Store an episode in memory. Returns only once it is stored (never queued and
-        dropped): the episode id, whether it was new or a duplicate, and what changed
-        (facts added, closed, contested). A new value of a single-valued predicate (e.g. a
-        new LIVES_IN) closes the old one at the new fact's valid_at; nothing is deleted.
-        Prefer source 'facts' for things the user states: they are stored exactly."""
+        """Store an episode in memory. By default returns once it is stored (never queued
+        and dropped): the episode id, whether it was new or a duplicate, and what changed
+        (facts added, closed, contested). With wait=false it returns at once with status
+        'queued' and the server's background worker writes it. A new value of a
+        single-valued predicate (e.g. a new LIVES_IN) closes the old one at the new fact's
+        valid_at; nothing is deleted. Prefer source 'facts' for things the user states:
+        they are stored exactly."""
         req = _checked(
             AddEpisode,
             {
@@ -184,6 +195,7 @@ def build_mcp(
                 "name": name,
                 "source_description": source_description,
                 "extract": extract,
+                "wait": wait,
             },
         )
 
