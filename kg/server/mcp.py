@@ -35,7 +35,7 @@ from kg.server.models import (
 from kg.server.service import Memory, Scoped
 
 PRINCIPAL = "kg_principal"  # where McpAuth leaves the caller in the request scope
-# Facts, entities and episodes: text stored unextracted (no LLM) is found too.
+# Facts, entities, episodes and communities: text stored unextracted (no LLM) is found too.
 SEARCH_RECIPE = "combined_hybrid_rrf"
 
 INSTRUCTIONS = """\
