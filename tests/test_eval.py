@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from kg import InputError
+from kg.cli import render
 from kg.cli.app import app
 from kg.eval import GoldenSet, ItemType, Mode, System, load, run_eval, wilson
 from kg.eval.golden import parse_lines
@@ -194,6 +197,13 @@ async def test_with_an_llm_it_answers_judges_and_runs_full_context(tmp_path: Pat
     prompts = [r[-1]["content"] for r in llm.requests if r[0]["content"] == ANSWER_SYSTEM]
     assert any(HEADER in p for p in prompts) and any("Mina:" in p and HEADER not in p
                                                       for p in prompts)  # fmt: skip
+    # Shown in 80 columns: the answers in a table of their own, per system.
+    console = Console(width=80, record=True, file=io.StringIO())
+    render.eval_report(console, report)
+    shown = console.export_text()
+    assert max(map(len, shown.splitlines())) <= 80 and "…" not in shown, shown
+    answers = shown.split("correct")[1]  # the answers table
+    assert "full_context" in answers and f"{100 * ours.answer.k / ours.answer.n:.1f}" in answers
 
 
 async def test_the_llm_path_through_the_real_openai_client(tmp_path: Path) -> None:
@@ -233,6 +243,19 @@ def test_cli_eval_prints_the_table_and_writes_items(tmp_path: Path) -> None:
     assert len(items.read_text().splitlines()) == 2 * 3
     result = runner.invoke(app, ["eval", str(path), "--embedder", "none", "--system", "kg"])
     assert result.exit_code == 0 and "Wilson 95%" in result.stdout
+    # Fits 80 columns by default, nothing cut (rich would shorten cells to 'abs…'); --wide
+    # is the one-line table with every column, --json (above) every figure.
+    narrow = runner.invoke(app, ["eval", str(path), "--embedder", "none"],
+                           env={"COLUMNS": "80"})  # fmt: skip
+    assert narrow.exit_code == 0, narrow.output
+    assert max(len(line) for line in narrow.stdout.splitlines()) <= 80, narrow.stdout
+    assert "…" not in narrow.stdout, narrow.stdout
+    for word in ("kg", "add_only", "knowledge_update", "stale", "tokens", "100.0"):
+        assert word in narrow.stdout, (word, narrow.stdout)
+    wide = runner.invoke(app, ["eval", str(path), "--embedder", "none", "--wide"],
+                         env={"COLUMNS": "200"})  # fmt: skip
+    assert wide.exit_code == 0 and "p95 ms" in wide.stdout and "abstained: others" in wide.stdout
+    assert "100.0 [" in wide.stdout  # the interval beside the figure
     bad = runner.invoke(app, ["eval", str(tmp_path / "missing.jsonl")])
     assert bad.exit_code == 1 and "no such file" in bad.output
     bad = runner.invoke(app, ["eval", str(path), "--mode", "llm", "--embedder", "none"])

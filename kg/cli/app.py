@@ -1187,6 +1187,14 @@ def eval_(
     items_out: Annotated[
         Path | None, typer.Option(help="Write each item's result here (JSON Lines).")
     ] = None,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide",
+            help="One line a row with every column (latency too) and exact intervals; "
+            "the default fits 80 columns.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate retrieval on a golden set, in a throwaway store: evidence recall@k,
@@ -1217,7 +1225,7 @@ def eval_(
     if as_json:
         out.print_json(report.model_dump_json(exclude={"items"}))
     else:
-        render.eval_report(out, report)
+        render.eval_report(out, report, wide=wide)
 
 
 @app.command()

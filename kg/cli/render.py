@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.highlighter import JSONHighlighter, NullHighlighter
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -26,6 +27,7 @@ from rich.text import Text
 
 from kg.erasure import ErasureReceipt
 from kg.eval import EvalReport
+from kg.eval.metrics import Rate
 from kg.facade import BulkResult, CommunityReport, QuarantineEntry
 from kg.graphiti import AdoptReport
 from kg.queue import WorkerStats
@@ -568,16 +570,72 @@ def keys(console: Console, records: Sequence[ApiKeyRecord], *, as_json: bool) ->
     console.print(table)
 
 
-def eval_report(console: Console, report: EvalReport) -> None:
+def eval_report(console: Console, report: EvalReport, *, wide: bool = False) -> None:
+    """The report's rows: by default in 80 columns (each rate's Wilson interval under it,
+    rounded; answers in a table of their own; no latency), `wide` as one line a row with
+    every column."""
+    title = (
+        f"kg eval: {report.name} ({report.mode.value} ingest, k={report.k}, abstain below "
+        f"{report.abstain_below}, embedder {report.embedder or 'none'})"
+    )
+    if wide:
+        _eval_wide(console, report, title)
+    else:
+        console.print(title, markup=False, highlight=False)
+        _eval_narrow(console, report)
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False)
+
+
+def _rate(r: Rate | None) -> str:
+    """'12.5' over its Wilson 95% interval in whole percent, '2-47'."""
+    if r is None or r.interval is None:
+        return "—"
+    lo, hi = r.interval
+    return f"{100 * r.k / r.n:.1f}\n{100 * lo:.0f}-{100 * hi:.0f}"
+
+
+def _eval_narrow(console: Console, report: EvalReport) -> None:
+    def table(cols: list[str]) -> Table:
+        t = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
+        for i, col in enumerate(cols):
+            t.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+        return t
+
+    retrieval = table(["type", "n", f"recall\n@{report.k}", "stale\nin ctx", "stale\nquoted",
+                       "gold\nin ctx", "abst\nitems", "abst\nothers", "tokens"])  # fmt: skip
+    llm = any(r.answer is not None for r in report.rows)
+    answers = table(["type", "n", "answer\ncorrect", "answer\nstale"])
+    system = None
+    for r in report.rows:
+        if r.system is not system:
+            system = r.system
+            for t in (retrieval, answers):
+                if t.row_count:
+                    t.add_section()
+                t.add_row(Text(system.value, style="bold"))
+        kind = f"  {r.type}"
+        retrieval.add_row(kind, str(r.items), _rate(r.recall), _rate(r.stale),
+                          _rate(r.stale_quoted), _rate(r.gold), _rate(r.abstain),
+                          _rate(r.false_abstain), f"{r.tokens_mean:.0f}")  # fmt: skip
+        answers.add_row(kind, str(r.items), _rate(r.answer), _rate(r.answer_stale))
+    console.print(retrieval)
+    console.print(
+        "% over its Wilson 95% interval; recall pooled over evidence turns; abst: context "
+        "left empty, on abstain items / on the others; --wide adds latency, --json has every "
+        "figure",
+        markup=False, highlight=False,
+    )  # fmt: skip
+    if llm:
+        console.print(answers)
+
+
+def _eval_wide(console: Console, report: EvalReport, title: str) -> None:
     llm = any(r.answer is not None for r in report.rows)
     cols = ["system", "type", "items", f"evidence recall@{report.k}", "stale in context",
             "stale quoted", "gold in context", "abstained: abstain items", "abstained: others",
             "tokens", "p50 ms", "p95 ms"]  # fmt: skip
     cols += ["answer correct", "answer stale"] if llm else []
-    title = (
-        f"kg eval: {report.name} ({report.mode.value} ingest, k={report.k}, abstain below "
-        f"{report.abstain_below}, embedder {report.embedder or 'none'})"
-    )
     table = _table(title, cols, caption="% [Wilson 95%]; recall pooled over evidence turns")
     for r in report.rows:
         row = [r.system.value, r.type, str(r.items), r.recall.show(), r.stale.show(),
@@ -588,5 +646,3 @@ def eval_report(console: Console, report: EvalReport) -> None:
                     r.answer_stale.show() if r.answer_stale else "—"]  # fmt: skip
         table.add_row(*row)
     console.print(table)
-    for note in report.notes:
-        console.print(f"note: {note}", markup=False)
