@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -279,6 +281,36 @@ def test_demo_runs_offline(backend: Backend, jsonl: Path) -> None:
     after = r.stdout.split("After the rollback")[1]
     assert "Busan" in after and "Naver" in after
     assert "Pyongyang" not in after and "Evil Corp" not in after
+
+
+def _commands(group: Any, path: list[str]) -> Iterator[tuple[list[str], Any]]:
+    """Every subcommand under a (Typer's own) click group, with its path."""
+    for name, sub in getattr(group, "commands", {}).items():
+        yield [*path, name], sub
+        yield from _commands(sub, [*path, name])
+
+
+def test_help_paragraphs_wrap_to_the_terminal() -> None:
+    """A docstring's paragraph is one paragraph on screen: wrapped to the terminal's width,
+    never at the line breaks of the source (which left half-empty lines at 60 columns and
+    ragged ones at 120)."""
+    import inspect
+
+    import typer.main
+
+    root = typer.main.get_command(app)
+    checked = 0
+    for path, command in [([], root), *_commands(root, [])]:
+        wide = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "2000"})
+        assert wide.exit_code == 0, (path, wide.output)
+        lines = [" ".join(line.strip(" │").split()) for line in wide.stdout.splitlines()]
+        for paragraph in inspect.cleandoc(command.help or "").split("\n\n"):
+            flat = " ".join(paragraph.split())
+            assert any(flat in line for line in lines), (path, flat, wide.stdout)
+            checked += 1
+        narrow = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "60"})
+        assert max(map(len, narrow.stdout.splitlines())) <= 60, (path, narrow.stdout)
+    assert checked > 30
 
 
 def test_help_lists_every_command() -> None:

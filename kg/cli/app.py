@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import io
 import json
 import shutil
@@ -1238,6 +1239,29 @@ def demo(ctx: typer.Context) -> None:
         _run(run_demo(home, out, settings.uri))
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _flowing(text: str) -> str:
+    """Help text with each paragraph on one line: Typer keeps a docstring's line breaks, so
+    without this the source's line length, not the terminal's, decided where lines end. A
+    paragraph marked with Click's \\b stays as written."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+
+
+def _reflow_help(typer_app: typer.Typer) -> None:
+    for info in typer_app.registered_commands:
+        doc = info.help if isinstance(info.help, str) else inspect.getdoc(info.callback)
+        if doc:
+            info.help = _flowing(doc)
+    if isinstance(typer_app.info.help, str):
+        typer_app.info.help = _flowing(typer_app.info.help)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_help(group.typer_instance)
+
+
+_reflow_help(app)
 
 
 def main() -> None:
