@@ -11,7 +11,11 @@ names match, the content was never said; see locomo_data.foreign_questions).
 Signals: `cosine`, the best cosine similarity (what `SearchConfig.abstain_below` uses);
 `cosine_margin`, that minus the mean of the top 50; `bm25_share`, the best BM25 score over the
 most the query could score (every term matched at saturating tf; the engine would need the
-store to report it); `both`, the mean of cosine and bm25_share.
+store to report it); `both`, the mean of cosine and bm25_share (each from its own best turn);
+`joint`, the best turn's mean of the two (lexical and semantic agreement on one turn);
+`cosine_unnamed`, the best cosine similarity of the question with the conversation's speaker
+names taken out (the turns are embedded as they are): a name that every turn carries no
+longer lifts a question about something never said.
 A confidence signal per question is computed from what the engine sees; the cutoff is set on
 the development conversations so that at most `--budget` of their answerable questions are
 refused, and the same cutoff is then applied to the held-out conversations. Reported per
@@ -22,6 +26,7 @@ refused ones counted as retrieving nothing.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,7 +55,10 @@ def signals(
         dv = cache.get(cv.texts())
         own = [q for q in data["queries"] if q["conv"] == conv and q["gold_dia_ids"]]
         foreign = L.foreign_questions(data, conv, pairs[conv])
-        for q in own + foreign:
+        names = re.compile(r"\b(" + "|".join(map(re.escape, L.speakers(data, conv))) + r")('s)?\b")
+        unnamed = cache.get([" ".join(names.sub(" ", q["question"]).split()) or q["question"]
+                             for q in own + foreign])  # fmt: skip
+        for q, qv in zip(own + foreign, unnamed, strict=True):
             kind = "foreign" if "foreign_from" in q else (
                 "adversarial" if q["category"] == 5 else "answerable")  # fmt: skip
             terms = F.tuned_query(q["question"])
@@ -60,6 +68,7 @@ def signals(
             # The most a document could score: every term matched, at the tf that saturates.
             ceiling = sum(idf(bm.df.get(t, 0), len(cv.ids)) * (bm.k1 + 1) for t in set(terms))
             top = float(np.max(b)) if np.isfinite(b).any() else 0.0
+            share = np.where(np.isfinite(b), b, 0.0) / ceiling if ceiling else np.zeros(len(b))
             gold = None
             if kind != "foreign":
                 gold = np.array([ids[d] for d in q["gold_dia_ids"] if d in ids])
@@ -70,6 +79,8 @@ def signals(
                 "bm25_share": top / ceiling if ceiling else 0.0,
                 "cosine_margin": float(c.max() - np.sort(c)[-50:].mean()),
                 "both": 0.5 * float(c.max()) + 0.5 * (top / ceiling if ceiling else 0.0),
+                "joint": float((0.5 * c + 0.5 * share).max()),
+                "cosine_unnamed": float((dv @ qv).max()),
             })  # fmt: skip
     return rows
 
@@ -95,7 +106,8 @@ def main() -> None:
     counts = {p: {k: sum(r["kind"] == k for r in rs) for k in kinds} for p, rs in rows.items()}
     print("questions: " + "; ".join(f"{p} " + ", ".join(f"{k} {n}" for k, n in c.items())
                                     for p, c in counts.items()))  # fmt: skip
-    runs = [(sig, None) for sig in ("cosine", "cosine_margin", "bm25_share", "both")]
+    signals_ = ("cosine", "cosine_margin", "bm25_share", "both", "joint", "cosine_unnamed")
+    runs = [(sig, None) for sig in signals_]
     if args.cosine is not None:
         runs.append(("cosine", args.cosine))
     for sig, fixed in runs:
