@@ -88,8 +88,9 @@ class ServeOptions:
     flush_seconds: float = 30.0  # how often query metrics reach the store (kg stats)
     host: str = "127.0.0.1"  # for the MCP transport's DNS-rebinding protection
     worker: bool = True  # a background worker in the process, for episodes sent with wait=false
-    # At shutdown, open requests and the worker's extraction in flight get this long (from
-    # the start of the shutdown when the server calls `begin_shutdown`, as `kg serve` does).
+    # At shutdown the worker's extraction in flight gets this long, counted from
+    # `begin_shutdown` (kg serve calls it at the signal and passes --graceful-timeout, the
+    # open requests' budget too), else from the lifespan's shutdown.
     graceful_seconds: float = 30.0
 
 
