@@ -962,7 +962,9 @@ def serve(
 
     Every request carries an API key (`kg keys create`): the key decides the group and the
     role. SIGTERM or Ctrl-C stops accepting requests, finishes the writes in flight, then
-    closes the store.
+    closes the store; open requests and the background worker (episodes sent with
+    wait=false) get --graceful-timeout, after which an extraction still running is handed
+    back to the queue.
     """
     settings: Settings = ctx.obj
     try:
