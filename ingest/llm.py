@@ -19,7 +19,10 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
+from contextvars import ContextVar
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlparse
 
@@ -30,6 +33,13 @@ from kg.schemas.validation import validation_message
 log = logging.getLogger("kg.llm")
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, str]
+
+# Calls made on a group's ordered write path (resolution runs under the group's writer lock,
+# extraction does not): they take the next free request slot ahead of waiting extractions, so
+# a pipelined worker's writes do not queue behind the extractions it started for later
+# episodes (kg.queue).
+URGENT_PURPOSES = frozenset({"resolve"})
+_URGENT: ContextVar[bool] = ContextVar("kg_llm_urgent", default=False)
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S | re.I)
@@ -62,6 +72,48 @@ class LLMCall(BaseModel):
     completion_tokens: int
     latency_ms: float
     valid: bool
+
+
+class Slots:
+    """A semaphore whose urgent waiters are served before the others (each kind in order)."""
+
+    def __init__(self, n: int) -> None:
+        self._free = n
+        self._urgent: deque[asyncio.Future[None]] = deque()
+        self._normal: deque[asyncio.Future[None]] = deque()
+
+    @asynccontextmanager
+    async def take(self, urgent: bool = False) -> AsyncIterator[None]:
+        await self._acquire(urgent)
+        try:
+            yield
+        finally:
+            self._release()
+
+    async def _acquire(self, urgent: bool) -> None:
+        if self._free > 0 and not self._urgent and not self._normal:
+            self._free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        line = self._urgent if urgent else self._normal
+        line.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release()  # handed a slot just as it was cancelled: pass it on
+            with suppress(ValueError):
+                line.remove(waiter)
+            raise
+
+    def _release(self) -> None:
+        for line in (self._urgent, self._normal):
+            while line:
+                waiter = line.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)  # the slot passes straight to it
+                    return
+        self._free += 1
 
 
 def clean_reply(text: str) -> str:
@@ -119,9 +171,13 @@ class StructuredLLM(abc.ABC):
         raw = ""
         for attempt in range(1, max_attempts + 1):
             t0 = time.perf_counter()
-            raw, prompt_tokens, completion_tokens = await self._complete(
-                convo, schema, schema.__name__
-            )
+            urgent = _URGENT.set(purpose in URGENT_PURPOSES)  # seen by the client's slots
+            try:
+                raw, prompt_tokens, completion_tokens = await self._complete(
+                    convo, schema, schema.__name__
+                )
+            finally:
+                _URGENT.reset(urgent)
             latency = (time.perf_counter() - t0) * 1000
             try:
                 value = schema.model_validate_json(clean_reply(raw))
@@ -250,7 +306,7 @@ class OpenAILLM(StructuredLLM):
             self._client.with_options(max_retries=max_retries - 1) if max_retries > 0 else None
         )
         self.max_concurrency = max_concurrency
-        self._slots = asyncio.Semaphore(max_concurrency)
+        self._slots = Slots(max_concurrency)
         self._probing = asyncio.Lock()
         self._modes: dict[tuple[str, str], JsonMode] = {}
         if json_mode is not None:
@@ -268,7 +324,7 @@ class OpenAILLM(StructuredLLM):
     async def _complete(
         self, messages: list[Message], schema: type[BaseModel], name: str
     ) -> tuple[str, int, int]:
-        async with self._slots:
+        async with self._slots.take(urgent=_URGENT.get()):
             mode = self.json_mode
             if mode is not None:
                 try:

@@ -20,6 +20,7 @@ from kg.ingest.llm import (
     LLMUnavailableError,
     OpenAILLM,
     ScriptedLLM,
+    Slots,
     clean_reply,
 )
 
@@ -160,6 +161,48 @@ async def test_concurrency_is_bounded() -> None:
     llm = server.client(max_concurrency=2)
     await asyncio.gather(*[llm.structured(MESSAGES, Person, purpose="x") for _ in range(6)])
     assert server.max_in_flight == 2
+
+
+async def test_a_resolution_call_takes_the_next_slot_ahead_of_waiting_extractions() -> None:
+    # One slot, an extraction in flight, two more extractions queued, then a resolution
+    # call: resolution runs under a group's writer lock, so it is sent next.
+    server = Server(*[(200, completion('{"name": "A", "age": 1}'))] * 4)
+    server.delay = 0.05
+    llm = server.client(max_concurrency=1)
+
+    async def call(text: str, purpose: str) -> None:
+        await llm.structured([{"role": "user", "content": text}], Person, purpose=purpose)
+
+    first = asyncio.create_task(call("x1", "extract"))
+    await asyncio.sleep(0.01)  # x1 holds the slot
+    queued = [asyncio.create_task(call(f"x{i}", "extract")) for i in (2, 3)]
+    await asyncio.sleep(0.01)
+    urgent = asyncio.create_task(call("r", "resolve"))
+    await asyncio.gather(first, *queued, urgent)
+    sent = [json.loads(r.content)["messages"][-1]["content"] for r in server.requests]
+    assert sent == ["x1", "r", "x2", "x3"]
+    assert server.max_in_flight == 1
+
+
+async def test_a_cancelled_waiter_gives_its_slot_on() -> None:
+    slots = Slots(1)
+    held = asyncio.Event()
+    done = asyncio.Event()
+
+    async def hold() -> None:
+        async with slots.take():
+            held.set()
+            await done.wait()
+
+    holder = asyncio.create_task(hold())
+    await held.wait()
+    waiters = [asyncio.create_task(slots.take(urgent=u).__aenter__()) for u in (True, False)]
+    await asyncio.sleep(0)
+    waiters[0].cancel()  # the urgent one gives up before the slot is free
+    done.set()
+    await holder
+    await asyncio.wait_for(waiters[1], 1)  # the slot went on to the normal waiter
+    assert waiters[0].cancelled()
 
 
 async def test_scripted_client_shares_the_validation_path() -> None:
