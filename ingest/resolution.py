@@ -22,6 +22,7 @@ with no LLM.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -80,6 +81,16 @@ class _Ask:
         return not self.name_candidates and not self.fact_candidates
 
 
+@dataclass
+class Answer:
+    """A resolution question asked ahead of the episode's turn to write (kg.queue), and the
+    reply (None if that call failed). The calls were spent either way."""
+
+    key: str  # the question, word for word, and what its ids stand for
+    decision: Resolution | None
+    calls: list[LLMCall]
+
+
 async def resolve(
     facts: list[StructuredFact],
     *,
@@ -91,11 +102,99 @@ async def resolve(
     reference_time: datetime,
     embedder: Embedder | None = None,
     max_attempts: int = 2,
+    answered: Answer | None = None,
 ) -> tuple[list[StructuredFact], ResolutionReport, list[LLMCall]]:
-    """Rewrite `facts` against what the group already holds; see the module docstring."""
+    """Rewrite `facts` against what the group already holds; see the module docstring.
+
+    `answered`: a reply got earlier (`ask_ahead`), used if the question asked now is the same
+    one; else the model is asked now. Its calls are returned with the others."""
     report = ResolutionReport()
-    if not facts or max_attempts < 1 or not await store.has_group(group_id):
-        return facts, report, []
+    spent = list(answered.calls) if answered is not None else []
+    if max_attempts < 1 and answered is None:
+        return facts, report, spent
+    ask = await _question(facts, group_id, store, ontology, now, embedder, report)
+    if ask is None:
+        return facts, report, spent
+    messages = build_messages(facts, ask)
+    if (
+        answered is not None
+        and answered.decision is not None
+        and answered.key == _key(messages, ask)
+    ):
+        return _apply(facts, answered.decision, ask, report, reference_time), report, spent
+    if max_attempts < 1:
+        report.error = "no LLM calls left for resolution"
+        return facts, report, spent
+    try:
+        decision, calls = await llm.structured(
+            messages, Resolution, purpose="resolve", max_attempts=max_attempts
+        )
+    except LLMError as exc:
+        # Resolution only refines: without it the episode still lands, resolved exactly.
+        report.error = str(exc)
+        return facts, report, spent + list(getattr(exc, "calls", []))
+    return _apply(facts, decision, ask, report, reference_time), report, spent + calls
+
+
+@dataclass
+class Question:
+    """What `resolve` would ask the model about an episode, against the graph as it stood."""
+
+    messages: list[Message]
+    key: str
+
+
+async def question(
+    facts: list[StructuredFact],
+    *,
+    group_id: str,
+    store: ResolutionStore,
+    ontology: Ontology,
+    now: datetime,
+    embedder: Embedder | None = None,
+) -> Question | None:
+    """The question `resolve` would ask against the graph as it stands now (reads only);
+    None if there is nothing to ask. A pipelined worker asks it (`ask_ahead`) as soon as an
+    episode is extracted, while the episodes before it are still being written: when the
+    episode's turn comes, `resolve` uses the reply only if the graph those writes left asks
+    the very same question, so the outcome is the one asking then would give."""
+    ask = await _question(facts, group_id, store, ontology, now, embedder, ResolutionReport())
+    if ask is None:
+        return None
+    messages = build_messages(facts, ask)
+    return Question(messages, _key(messages, ask))
+
+
+async def ask_ahead(llm: StructuredLLM, q: Question) -> Answer:
+    """Ask `q` now, once (no corrective retry: a failed reply is asked again in turn)."""
+    try:
+        decision, calls = await llm.structured(
+            q.messages, Resolution, purpose="resolve_ahead", max_attempts=1
+        )
+    except LLMError as exc:
+        return Answer(q.key, None, list(getattr(exc, "calls", [])))
+    return Answer(q.key, decision, calls)
+
+
+def _key(messages: list[Message], ask: _Ask) -> str:
+    ids = {k: e.uuid for k, e in ask.entities.items()}
+    ids |= {k: x.edge.uuid for k, x in ask.existing.items()}
+    return json.dumps([messages, ids], sort_keys=True, ensure_ascii=False)
+
+
+async def _question(
+    facts: list[StructuredFact],
+    group_id: str,
+    store: ResolutionStore,
+    ontology: Ontology,
+    now: datetime,
+    embedder: Embedder | None,
+    report: ResolutionReport,
+) -> _Ask | None:
+    """What is ambiguous about `facts` in the graph as it stands (reads only); None if
+    nothing is."""
+    if not facts or not await store.has_group(group_id):
+        return None
     view = SearchView(valid_at=now, known_at=now)
     keys = sorted({name_key(n) for f in facts for n in (f.subject, f.object)})
     exact = {e.name_key: e for e in await store.entities_by_key(group_id, keys)}
@@ -138,18 +237,7 @@ async def resolve(
             ask.fact_candidates[fid] = [_id_for(ask.existing, x, "X") for x in near]
     report.entity_candidates = len(ask.entities)
     report.fact_candidates = len(ask.existing)
-    if ask.empty():
-        return facts, report, []
-
-    try:
-        decision, calls = await llm.structured(
-            build_messages(facts, ask), Resolution, purpose="resolve", max_attempts=max_attempts
-        )
-    except LLMError as exc:
-        # Resolution only refines: without it the episode still lands, resolved exactly.
-        report.error = str(exc)
-        return facts, report, list(getattr(exc, "calls", []))
-    return _apply(facts, decision, ask, report, reference_time), report, calls
+    return None if ask.empty() else ask
 
 
 def _id_for(table: dict[str, EntityNode] | dict[str, Fact], item: EntityNode | Fact,

@@ -52,7 +52,7 @@ from kg.ingest.extraction import (
     vet,
 )
 from kg.ingest.llm import LLMCall, LLMError, StructuredLLM
-from kg.ingest.resolution import ResolutionReport, resolve
+from kg.ingest.resolution import Answer, Question, ResolutionReport, question, resolve
 from kg.ingest.structured import (
     STRUCTURED_EXTRACTOR,
     check_structured,
@@ -716,13 +716,14 @@ class KG:
         node: EpisodicNode,
         owner: str,
         extraction: tuple[Extraction, list[LLMCall]] | None = None,
+        answered: Answer | None = None,
     ) -> EpisodeResult:
         """Write a queued episode the worker `owner` holds: resolved and planned against the
         graph as it stands now, completing the stored node in place, and written only if
         the lease is still held (else LeaseLostError, nothing written) and nothing else wrote
         the group since the plan's reads (else re-planned, as `_add` does: see kg.versioned).
         kg.queue calls this in the group's order; the extraction came before, outside the
-        writer lock."""
+        writer lock, and so may a resolution reply (`answered`, see `_resolve_ahead`)."""
         group = node.group_id
         memo: dict[str, Any] = {}  # the resolved extraction: kept when a conflict re-plans
         async with self._writer(group):
@@ -730,7 +731,7 @@ class KG:
                 self.store,
                 self.clock,
                 group,
-                lambda base: self._complete_attempt(node, owner, extraction, base, memo),
+                lambda base: self._complete_attempt(node, owner, extraction, answered, base, memo),
             )
             await self._join_communities(plan)
         result.attempts = attempts
@@ -741,6 +742,7 @@ class KG:
         node: EpisodicNode,
         owner: str,
         extraction: tuple[Extraction, list[LLMCall]] | None,
+        answered: Answer | None,
         base: GroupVersion,
         memo: dict[str, Any],
     ) -> tuple[EpisodeResult, WritePlan]:
@@ -753,7 +755,9 @@ class KG:
                 if extraction is None:
                     raise InputError(f"episode {node.uuid}: queued text without extraction")
                 if "resolved" not in memo:
-                    memo["resolved"] = await self._resolve_extraction(episode, *extraction)
+                    memo["resolved"] = await self._resolve_extraction(
+                        episode, *extraction, answered=answered
+                    )
                 plan, summary = await self._plan_resolved(episode, node.uuid, memo["resolved"])
         except ValueError as exc:  # the ontology changed since it was queued
             raise InputError(str(exc)) from None
@@ -772,12 +776,19 @@ class KG:
                              summary=summary)  # fmt: skip
         return done, plan
 
-    async def _extract_queued(self, node: EpisodicNode) -> tuple[Extraction, list[LLMCall]]:
-        """The extraction call for a queued episode; raises LLMError. Its context is the
-        episodes before it in the group's order, as a one-by-one ingest would give it."""
+    async def _extraction_context(self, node: EpisodicNode) -> list[EpisodicNode]:
+        """The episodes before a queued one in the group's order, as a one-by-one ingest
+        would give its extraction call."""
+        return await self.store.context_before(node.group_id, node, self.context_episodes)
+
+    async def _extract_queued(
+        self, node: EpisodicNode, context: list[EpisodicNode] | None = None
+    ) -> tuple[Extraction, list[LLMCall]]:
+        """The extraction call for a queued episode; raises LLMError."""
         if self.llm is None:
             raise LLMRequiredError("this worker has no LLM to extract text episodes")
-        context = await self.store.context_before(node.group_id, node, self.context_episodes)
+        if context is None:
+            context = await self._extraction_context(node)
         return await extract(self.llm, queued_episode(node), self.ontology, context)
 
     async def rollback(
@@ -1169,11 +1180,37 @@ class KG:
             ) from error
         return await self._plan_resolved(episode, new_uuid(), memo["resolved"])
 
+    async def _resolution_question(
+        self, node: EpisodicNode, extraction: tuple[Extraction, list[LLMCall]]
+    ) -> Question | None:
+        """An extracted queued episode's resolution question, against the graph as it stands
+        (kg.queue asks it while earlier episodes are being written; the episode's turn uses
+        the reply if the graph then asks the same: see kg.ingest.resolution.question). None
+        if there is nothing to ask, or if the episode's budget leaves no call for asking
+        again in turn."""
+        if len(extraction[1]) + 2 > LLM_CALLS_PER_EPISODE:
+            return None
+        episode = queued_episode(node)
+        facts, _, _ = vet(extraction[0], episode, self.ontology, self.guards)
+        return await question(
+            facts,
+            group_id=episode.group_id,
+            store=self.store,
+            ontology=self.ontology,
+            now=self.clock.now(),
+            embedder=await self._embedder_for(episode.group_id),
+        )
+
     async def _resolve_extraction(
-        self, episode: Episode, extraction: Extraction, calls: list[LLMCall]
+        self,
+        episode: Episode,
+        extraction: Extraction,
+        calls: list[LLMCall],
+        answered: Answer | None = None,
     ) -> Resolved:
         """Vet and resolve an extracted episode: what its plans (one per attempt) are made of."""
         assert self.llm is not None
+        spent = len(calls) + (len(answered.calls) if answered is not None else 0)
         facts, drops, held = vet(extraction, episode, self.ontology, self.guards)
         extracted = len(facts)
         facts, resolution, more = await resolve(
@@ -1185,7 +1222,8 @@ class KG:
             now=self.clock.now(),
             reference_time=episode.reference_time,
             embedder=await self._embedder_for(episode.group_id),
-            max_attempts=min(2, LLM_CALLS_PER_EPISODE - len(calls)),
+            max_attempts=min(2, LLM_CALLS_PER_EPISODE - spent),
+            answered=answered,
         )
         return facts, drops, held, extracted, resolution, [*calls, *more]
 

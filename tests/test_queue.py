@@ -12,8 +12,10 @@ import pytest
 
 from kg import KG
 from kg.errors import LeaseLostError
+from kg.ingest.resolution import Answer
 from kg.queue import Worker, stage_json
 from kg.schemas.episode import Episode
+from kg.schemas.extraction import FactMatch, Resolution
 from kg.schemas.graph import EpisodeStatus, EpisodicNode
 from kg.schemas.plan import GroupVersion, WritePlan
 from tests.conftest import t
@@ -123,6 +125,47 @@ async def test_pipelined_ingest_equals_one_by_one(rkg: tuple[KG, RuleLLM]) -> No
     await Worker(kg, concurrency=8).drain()
     backwards = await snapshot(kg, "backwards")
     assert (backwards["now"], backwards["versions"]) == (reference["now"], reference["versions"])
+
+
+async def test_a_resolution_reply_got_ahead_is_used_only_for_the_same_question(
+    rkg: tuple[KG, RuleLLM], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "works at Busan" joins the same two entities as the stored "lives in Busan" under
+    # another predicate: resolution asks about it. The reply asked ahead (scripted here to
+    # say it contradicts) is used when the question in turn is the same, and not otherwise.
+    kg, llm = rkg
+    purposes: list[str] = []
+    structured = llm.structured
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        purposes.append(kwargs["purpose"])
+        return await structured(*args, **kwargs)
+
+    monkeypatch.setattr(llm, "structured", counted)
+    for group, between in (("same", False), ("changed", True)):
+        await kg.add_episode(source="message", content="Minji: I live in Busan.",
+                             reference_time=t(2023, 1, 1), group_id=group)  # fmt: skip
+        r = await kg.add_episode(source="message", content="Minji: I work at Busan.",
+                                 reference_time=t(2023, 3, 1), group_id=group,
+                                 wait=False)  # fmt: skip
+        now = kg.clock.now()
+        lease = now + timedelta(seconds=60)
+        [node] = await kg.store.claim(group, "me", [r.episode_uuid], now, lease)
+        extracted = await kg._extract_queued(node)
+        q = await kg._resolution_question(node, extracted)
+        assert q is not None and "F1" in q.messages[-1]["content"]
+        answered = Answer(q.key, Resolution(facts=[FactMatch(fact="F1", contradicts=["X1"])]), [])
+        if between:  # another live fact between the two entities: the question changes
+            await kg.add_episode(source="message", content="Minji: I like Busan.",
+                                 reference_time=t(2023, 2, 1), group_id=group)  # fmt: skip
+        purposes.clear()
+        done = await kg._complete(node, "me", extracted, answered)
+        lives = await kg.facts(group_id=group, predicate="LIVES_IN", valid_at=t(2023, 6, 1))
+        if between:  # asked again in turn (the scripted model merges nothing): still lives there
+            assert purposes == ["resolve"] and [f.object for f in lives] == ["Busan"]
+        else:  # the reply got ahead was used: no call in turn, and it closed the old fact
+            assert purposes == [] and lives == []
+            assert done.summary.facts_contradicted == 1
 
 
 async def test_a_dead_workers_episode_is_taken_over_and_its_late_write_refused(
