@@ -42,6 +42,7 @@ from pydantic import BaseModel, ValidationError
 from kg.errors import InputError, KGError, LeaseLostError, LLMRequiredError, StoreUnavailableError
 from kg.facade import KG, EpisodeResult
 from kg.ingest.llm import LLMCall, LLMError, LLMOutputError, LLMUnavailableError
+from kg.ingest.resolution import Answer, ask_ahead
 from kg.schemas.episode import EpisodeSource
 from kg.schemas.extraction import Extraction
 from kg.schemas.graph import EpisodicNode
@@ -109,6 +110,7 @@ def staged_extraction(node: EpisodicNode) -> Extracted | None:
 class _Item:
     node: EpisodicNode
     task: asyncio.Task[Extracted | None] | None = None
+    answered: Answer | None = None  # its resolution question, asked once it was extracted
     lost: bool = False
 
     @property
@@ -119,8 +121,11 @@ class _Item:
 
 @dataclass
 class _Group:
-    window: list[_Item] = field(default_factory=list)
+    window: list[_Item] = field(default_factory=list)  # claimed, unwritten, in order
     held: dict[str, _Item] = field(default_factory=dict)
+    claiming: asyncio.Lock = field(default_factory=asyncio.Lock)
+    feeder: asyncio.Task[None] | None = None  # a claim started as an extraction ended
+    closed: bool = False  # handing back: claim nothing more
 
 
 class Worker:
@@ -182,7 +187,7 @@ class Worker:
         if not 1 <= limit <= 256:
             raise InputError(f"concurrency must be in 1..256, got {limit}")
         self.concurrency = limit
-        self.window = 2 * limit  # claimed ahead: extractions in flight while one is written
+        self.window = 2 * limit  # extractions waiting or in flight, topped up as they end
         self.group_slots = asyncio.Semaphore(group_concurrency)
         self.lease = timedelta(seconds=lease_seconds)
         self.poll_seconds = poll_seconds
@@ -308,8 +313,7 @@ class Worker:
 
     async def _pipeline(self, group_id: str, state: _Group) -> None:
         while not self._stopping:
-            if len(state.window) <= self.window // 2:
-                await self._claim(group_id, state)
+            await self._top_up(group_id, state)
             if not state.window:
                 return
             item = state.window.pop(0)
@@ -318,9 +322,32 @@ class Worker:
             finally:
                 state.held.pop(item.node.uuid, None)
 
-    async def _claim(self, group_id: str, state: _Group) -> None:
+    async def _top_up(self, group_id: str, state: _Group) -> None:
+        """Claim more when fewer than `window` extractions are waiting or in flight, so the
+        LLM is kept busy whatever the writes are doing (called by the writing loop and as
+        each extraction ends); at most `4 * window` episodes are held unwritten."""
+        async with state.claiming:
+            if self._stopping or state.closed:
+                return
+            pending = sum(1 for i in state.window if i.task is not None and not i.task.done())
+            room = min(self.window - pending, 4 * self.window - len(state.window))
+            # Claims come in runs (a claim is two round trips), except to fill an empty window.
+            if room <= 0 or (state.window and room < self.window // 4):
+                return
+            await self._claim(group_id, state, room)
+
+    def _extracted(self, group_id: str, state: _Group, _: object) -> None:
+        if not (self._stopping or state.closed) and (state.feeder is None or state.feeder.done()):
+            state.feeder = asyncio.create_task(self._feed(group_id, state))
+
+    async def _feed(self, group_id: str, state: _Group) -> None:
+        try:
+            await self._top_up(group_id, state)
+        except KGError as exc:  # the writing loop claims again (and meets the error itself)
+            log.warning("worker %s: claim in %r failed: %s", self.owner, group_id, exc)
+
+    async def _claim(self, group_id: str, state: _Group, want: int) -> None:
         now = self.kg.clock.now()
-        want = self.window - len(state.window)
         ready, busy = await self.store.ready(group_id, self.owner, now, want + len(state.held))
         if busy:
             return
@@ -338,6 +365,7 @@ class Worker:
             item = _Item(node)
             if node.source is not EpisodeSource.facts and staged_extraction(node) is None:
                 item.task = asyncio.create_task(self._extract(group_id, item))
+                item.task.add_done_callback(partial(self._extracted, group_id, state))
             state.held[node.uuid] = item
             keys = [i.order for i in state.window]
             state.window.insert(bisect.bisect(keys, item.order), item)
@@ -367,13 +395,28 @@ class Worker:
         ]  # fmt: skip
 
     async def _extract(self, group_id: str, item: _Item) -> Extracted | None:
+        """The episode's extraction call, then its resolution question asked ahead of its
+        turn; only the calls take one of the worker's `concurrency` slots."""
+        if item.lost or self._stopping:
+            return None
+        context = await self.kg._extraction_context(item.node)
         async with self._llm_slots:
             if item.lost or self._stopping:
                 return None
-            extracted = await self.kg._extract_queued(item.node)
+            extracted = await self.kg._extract_queued(item.node, context)
         self.stats.llm_calls += len(extracted[1])
         with contextlib.suppress(KGError):  # kept for a takeover; the write does not need it
             await self.store.stage(group_id, item.node.uuid, self.owner, stage_json(extracted))
+        try:
+            q = await self.kg._resolution_question(item.node, extracted)
+        except KGError as exc:  # only a head start: the write asks in turn
+            log.info("worker %s: no resolution ahead for %s: %s", self.owner, item.node.uuid, exc)
+            q = None
+        if q is not None and self.kg.llm is not None:
+            async with self._llm_slots:
+                if not (item.lost or self._stopping):
+                    item.answered = await ask_ahead(self.kg.llm, q)
+                    self.stats.llm_calls += len(item.answered.calls)
         return extracted
 
     async def _finish(self, group_id: str, item: _Item) -> None:
@@ -387,7 +430,7 @@ class Worker:
                 raise LeaseLostError(f"episode {node.uuid}: lease lost")
             if extracted is None and node.source is not EpisodeSource.facts:
                 raise LLMRequiredError("no extraction (the worker is stopping)")
-            result = await self.kg._complete(node, self.owner, extracted)
+            result = await self.kg._complete(node, self.owner, extracted, item.answered)
             self.stats.completed += 1
             if self.on_result is not None:
                 self.on_result(result)
@@ -432,6 +475,10 @@ class Worker:
 
     async def _hand_back(self, group_id: str, state: _Group) -> None:
         """A stopping (or failing) drain returns what it claimed and has not written."""
+        state.closed = True
+        if state.feeder is not None:  # a claim under way finishes, and is handed back too
+            with contextlib.suppress(BaseException):
+                await state.feeder
         for item in list(state.window):
             if item.task is not None:
                 item.task.cancel()

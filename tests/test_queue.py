@@ -127,6 +127,36 @@ async def test_pipelined_ingest_equals_one_by_one(rkg: tuple[KG, RuleLLM]) -> No
     assert (backwards["now"], backwards["versions"]) == (reference["now"], reference["versions"])
 
 
+async def test_extraction_keeps_going_while_a_write_waits(
+    rkg: tuple[KG, RuleLLM], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first write is held until 12 extractions are done: the worker claims and extracts
+    # ahead whatever its writes are doing (more than its 2 * concurrency extractions), and
+    # never has more than `concurrency` calls in flight.
+    kg, llm = rkg
+    convo = conversation(30, seed=5)
+    for ep in convo:
+        await kg.add_episode(**ep, group_id="g", wait=False)
+    complete = kg._complete
+    extracted_while_held: list[int] = []
+
+    async def held_first(*args: Any, **kwargs: Any) -> Any:
+        if not extracted_while_held:
+            for _ in range(500):
+                if sum(llm.calls.values()) >= 12:
+                    break
+                await asyncio.sleep(0.01)
+            extracted_while_held.append(sum(llm.calls.values()))
+        return await complete(*args, **kwargs)
+
+    monkeypatch.setattr(kg, "_complete", held_first)
+    llm.max_in_flight = 0
+    stats = await Worker(kg, concurrency=2).drain()
+    assert extracted_while_held[0] >= 12
+    assert llm.max_in_flight <= 2
+    assert stats.completed == len(convo) and stats.failed == 0
+
+
 async def test_a_resolution_reply_got_ahead_is_used_only_for_the_same_question(
     rkg: tuple[KG, RuleLLM], monkeypatch: pytest.MonkeyPatch
 ) -> None:
