@@ -3,7 +3,7 @@ kg one by one, kg in the background (pipelined), graphiti-core's add_episode loo
 add_episode_bulk, all against the same stub server, in one run.
 
     python benchmarks/pipelined_ingest.py [DATA_DIR] [--turns 600] [--latency 1.0]
-        [--concurrency 8] [--graphiti-loop-turns N]
+        [--concurrency 8] [--graphiti-loop-turns N] [--repeats R] [--stub-port P]
 
 The stub (benchmarks/llm_stub.py) is a real HTTP server that answers every request after
 `--latency` seconds, scripted from the request's schema. Every client may keep
@@ -14,7 +14,12 @@ one: a hash embedder, no model, costs it nothing).
 
 - kg sequential: `add_episode` per turn, waiting (today's path: one call, then the write).
 - kg background: `add_episode(wait=False)` per turn (timed apart), then `Worker.drain()`:
-  extraction calls pipelined `--concurrency` at a time, writes in order.
+  extraction calls pipelined `--concurrency` at a time, writes in order. `--repeats R` runs
+  it R times (each into a new group, each compared with the sequential one): the median,
+  with the range.
+- LLM client alone: the same extraction calls through the same client, `--concurrency` in
+  flight, nothing else: what this machine's client and stub can do (their own overhead on
+  top of `--latency`), measured beside kg so its figure can be read as a share of it.
 - Graphiti loop: `add_episode` per turn, waiting. At 1 s a call and ~3 calls an episode it
   takes most of an hour for 600 turns: `--graphiti-loop-turns N` runs the first N turns and
   the table extrapolates (marked).
@@ -49,9 +54,11 @@ from graphiti_core.embedder.client import EmbedderClient
 
 from benchmarks.graphiti_llm import Counts, graphiti
 from kg import KG
+from kg.ingest.extraction import extract
 from kg.ingest.llm import OpenAILLM
 from kg.queue import Worker
 from kg.schemas.episode import Episode
+from kg.schemas.ontology import DEFAULT_ONTOLOGY
 from kg.store.falkordb import FalkorDBStore
 
 HERE = Path(__file__).resolve().parent
@@ -82,8 +89,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_stub(latency: float) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
+def start_stub(latency: float, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    port = port or free_port()
     proc = subprocess.Popen([sys.executable, str(HERE / "llm_stub.py"), "--port", str(port),
                              "--latency", str(latency)])  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -144,7 +151,8 @@ async def run(args: argparse.Namespace) -> None:
     conv, turns = load_turns(args.data, args.turns)
     n, c, lat = len(turns), args.concurrency, args.latency
     limit = c / lat
-    proc, base_url = start_stub(lat)
+    print(f"load average at the start: {load()}", file=sys.stderr, flush=True)
+    proc, base_url = start_stub(lat, args.stub_port)
     table: list[tuple[str, float, int, str]] = []
     try:
         llm = OpenAILLM("stub", base_url=base_url, max_concurrency=c, max_retries=2, timeout=60)
@@ -162,31 +170,48 @@ async def run(args: argparse.Namespace) -> None:
                     wall = time.perf_counter() - t0
                     calls = sum(stub_stats(base_url).values())
                     table.append(("kg sequential (add_episode, waiting)", wall, calls, ""))
-                stub_stats(base_url, reset=True)
-                t0 = time.perf_counter()
-                for i, e in enumerate(turns):
-                    await kg.add_episode(episode("background", e, i), wait=False)
-                enqueued = time.perf_counter() - t0
-                stats = await Worker(kg, groups=["background"], concurrency=c).drain()
-                wall = time.perf_counter() - t0
-                calls = sum(stub_stats(base_url).values())
+                walls: list[float] = []
+                for r in range(args.repeats):
+                    group = "background" if r == 0 else f"background{r}"
+                    stub_stats(base_url, reset=True)
+                    t0 = time.perf_counter()
+                    for i, e in enumerate(turns):
+                        await kg.add_episode(episode(group, e, i), wait=False)
+                    enqueued = time.perf_counter() - t0
+                    stats = await Worker(kg, groups=[group], concurrency=c).drain()
+                    walls.append(time.perf_counter() - t0)
+                    calls = sum(stub_stats(base_url).values())
+                    print(f"background run {r + 1}: {walls[-1]:.1f} s, {calls} calls, "
+                          f"enqueue {enqueued:.1f} s, load {load()}", file=sys.stderr,
+                          flush=True)  # fmt: skip
+                    if not args.skip_sequential:
+                        same = await as_of(kg, "sequential", dates) == await as_of(kg, group, dates)
+                        print(f"as-of answers and versions, sequential vs {group}: "
+                              f"{'identical' if same else 'DIFFERENT'} ({len(dates) + 1} valid "
+                              "times)")  # fmt: skip
                 note = (f"enqueue {enqueued:.1f} s ({1000 * enqueued / n:.1f} ms an episode); "
                         f"worker {stats.completed} written, {stats.failed} failed")  # fmt: skip
-                table.append(("kg background (enqueue + Worker)", wall, calls, note))
-                if not args.skip_sequential:
-                    same = await as_of(kg, "sequential", dates) == await as_of(
-                        kg, "background", dates
-                    )
-                    print(f"as-of answers and versions, sequential vs background: "
-                          f"{'identical' if same else 'DIFFERENT'} ({len(dates) + 1} valid "
-                          "times)")  # fmt: skip
+                if len(walls) > 1:
+                    note += (f"; median of {len(walls)} runs, range {min(walls):.1f}-"
+                             f"{max(walls):.1f} s")  # fmt: skip
+                table.append(("kg background (enqueue + Worker)", statistics.median(walls), calls,
+                              note))  # fmt: skip
+                raw = []
+                for _ in range(args.repeats):
+                    raw.append(await client_alone(llm, turns, c))
+                note = f"{c * statistics.median(raw) / n:.3f} s a call at {c} in flight"
+                if len(raw) > 1:
+                    note += f"; median of {len(raw)}, range {min(raw):.1f}-{max(raw):.1f} s"
+                table.append(("LLM client alone (same client, no kg)", statistics.median(raw), n,
+                              note))  # fmt: skip
                 assert isinstance(kg.store, FalkorDBStore)
                 await run_graphiti(kg.store, base_url, turns, args, table)
     finally:
         proc.terminate()
         proc.wait()
     print(f"\n# {n} turns of {conv}; stub latency {lat:.2f} s; concurrency {c}: limit "
-          f"{limit:.1f} episodes/s at one call an episode ({n / limit:.0f} s)")  # fmt: skip
+          f"{limit:.1f} episodes/s at one call an episode ({n / limit:.0f} s); load average "
+          f"at the end {load()}")  # fmt: skip
     seq = next((w for name, w, _, _ in table if name.startswith("kg sequential")), None)
     print(
         "\n| path | wall s | episodes/s | LLM calls | calls/episode | vs sequential | "
@@ -199,6 +224,29 @@ async def run(args: argparse.Namespace) -> None:
             f"| {name} | {wall:.1f} | {eps:.2f} | {calls} | {calls / n:.2f} | {speed} | "
             f"{100 * eps / limit:.0f}% | {note} |"
         )
+    rates = {name.split(" (")[0]: calls / wall for name, wall, calls, _ in table}
+    if "LLM client alone" in rates and "kg background" in rates:
+        print(f"\nkg background made its LLM calls at "
+              f"{100 * rates['kg background'] / rates['LLM client alone']:.0f}% of the rate the "
+              "client alone reached (calls/s)")  # fmt: skip
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+async def client_alone(llm: OpenAILLM, turns: list[dict[str, Any]], c: int) -> float:
+    """Wall time of one extraction call per turn through `llm`, `c` in flight, nothing else."""
+    slots = asyncio.Semaphore(c)
+    eps = [episode("alone", e, i) for i, e in enumerate(turns)]
+
+    async def one(ep: Episode) -> None:
+        async with slots:
+            await extract(llm, ep, DEFAULT_ONTOLOGY, [])
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(ep) for ep in eps))
+    return time.perf_counter() - t0
 
 
 async def run_graphiti(
@@ -225,7 +273,7 @@ async def run_graphiti(
         except Exception as exc:  # reported, not hidden
             error = f"raised {type(exc).__name__}: {str(exc)[:80]}"
         table.append(("graphiti add_episode_bulk", time.perf_counter() - t0, counts.calls, error))
-    m = min(n, args.graphiti_loop_turns or n)
+    m = min(n, n if args.graphiti_loop_turns is None else args.graphiti_loop_turns)
     if m:
         counts = Counts()
         g = graphiti(store.client, "graphitiloop", base_url=base_url, model="stub",
@@ -266,6 +314,8 @@ def main() -> None:
     parser.add_argument("--skip-sequential", action="store_true")
     parser.add_argument("--skip-graphiti-bulk", action="store_true")
     parser.add_argument("--progress", action="store_true")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--stub-port", type=int, default=None)
     asyncio.run(run(parser.parse_args()))
 
 
