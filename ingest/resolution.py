@@ -222,8 +222,14 @@ async def _question(
         k = name_key(name)
         return {exact[k].uuid} if k in exact else {e.uuid for e in candidates_of.get(k, [])}
 
-    seeds = sorted({u for f in facts for u in uuids(f.subject)})
-    live = await store.neighbourhood(group_id, seeds, view, NEIGHBOURHOOD_LIMIT) if seeds else []
+    if vectors:  # cosine may find a candidate among any of the subject's facts
+        seeds = sorted({u for f in facts for u in uuids(f.subject)})
+        live = (
+            await store.neighbourhood(group_id, seeds, view, NEIGHBOURHOOD_LIMIT) if seeds else []
+        )
+    else:  # without embeddings only facts joining a fact's two entities are candidates
+        pairs = sorted({(s, o) for f in facts for s in uuids(f.subject) for o in uuids(f.object)})
+        live = await store.facts_between(group_id, pairs, view, NEIGHBOURHOOD_LIMIT)
     stored = (
         await store.embeddings(group_id, Scope.facts, [x.edge.uuid for x in live])
         if vectors and live else {}

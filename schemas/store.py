@@ -279,6 +279,12 @@ class SearchIndex(Protocol):
         """Facts in view touching any of the entities: one hop of breadth-first search."""
         ...
 
+    async def facts_between(
+        self, group_id: str, pairs: list[tuple[str, str]], view: SearchView, limit: int
+    ) -> list[Fact]:
+        """Facts in view joining the two entities of any pair, in either direction."""
+        ...
+
     async def episodes_mentioning_any(
         self, group_id: str, entity_uuids: list[str], view: SearchView, limit: int
     ) -> list[Scored]: ...

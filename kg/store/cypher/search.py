@@ -283,6 +283,24 @@ class CypherSearch(CypherBase):
                 out.setdefault(fact.edge.uuid, fact)
         return list(out.values())[:limit]
 
+    async def facts_between(
+        self, group_id: str, pairs: list[tuple[str, str]], view: SearchView, limit: int
+    ) -> list[Fact]:
+        """Facts in view joining the two entities of any pair, in either direction."""
+        ends = sorted({(a, b) for pair in pairs for a, b in (pair, pair[::-1])})
+        if not ends:
+            return []
+        cypher = (
+            "UNWIND $pairs AS p MATCH (s:Entity {uuid: p.s})-[e:RELATES_TO]->"
+            f"(o:Entity {{uuid: p.o}}) WHERE {view_filter(Scope.facts, view)}{FACT_COLUMNS} "
+            "LIMIT $max_rows"
+        )
+        params = {**self._view_params(group_id, view), "max_rows": limit,
+                  "pairs": [{"s": a, "o": b} for a, b in ends]}  # fmt: skip
+        rows = await self._read(group_id, cypher, params)
+        facts = {f.edge.uuid: f for f in map(self._fact, rows)}
+        return sorted(facts.values(), key=lambda f: f.edge.uuid)
+
     async def episodes_mentioning_any(
         self, group_id: str, entity_uuids: list[str], view: SearchView, limit: int
     ) -> list[Scored]:
