@@ -8,12 +8,18 @@ and writes them. Per group:
   the group (kg.store.cypher.queue), so a group's episodes are written by one process, in
   order; many workers share many groups. A dead worker's leases lapse (`lease_seconds`) and
   the next worker takes its episodes over, the earliest first.
-- **Extraction is pipelined.** The worker claims a window of episodes in the group's order
-  (reference time, then arrival) and starts their extraction calls at once, up to the LLM
-  client's `max_concurrency`, outside the group's writer lock. A finished extraction is kept
-  on the episode (`staged`), so a worker taking it over does not ask the LLM again.
+- **Extraction is pipelined.** The worker claims episodes in the group's order (reference
+  time, then arrival) and starts their extraction calls, up to the LLM client's
+  `max_concurrency` in flight, outside the group's writer lock. It claims more as extractions
+  end, whatever the writes are doing, so the LLM is kept busy while earlier episodes are
+  written. A finished extraction is kept on the episode (`staged`), so a worker taking it
+  over does not ask the LLM again.
+- **Resolution is asked ahead.** Once an episode is extracted, the resolution question it
+  would ask against the graph as it stands is asked at once (kg.ingest.resolution.question);
+  in its turn the reply is used only if the graph then asks the very same question, else the
+  model is asked again, ahead of waiting extractions (the client serves resolution first).
 - **Writes stay in order.** Vetting, resolution, planning and the atomic write run one
-  episode at a time in the window's order, each against the graph as the previous write left
+  episode at a time in the group's order, each against the graph as the previous write left
   it: the same graph a one-by-one ingest gives. The write completes the stored node and is
   guarded by the lease: a worker whose lease was taken over writes nothing.
 - **Transient failures are retried** (endpoint down, store errors), with exponential backoff,
@@ -111,6 +117,7 @@ class _Item:
     node: EpisodicNode
     task: asyncio.Task[Extracted | None] | None = None
     answered: Answer | None = None  # its resolution question, asked once it was extracted
+    called: bool = False  # its extraction call has returned
     lost: bool = False
 
     @property
@@ -323,22 +330,28 @@ class Worker:
                 state.held.pop(item.node.uuid, None)
 
     async def _top_up(self, group_id: str, state: _Group) -> None:
-        """Claim more when fewer than `window` extractions are waiting or in flight, so the
-        LLM is kept busy whatever the writes are doing (called by the writing loop and as
-        each extraction ends); at most `4 * window` episodes are held unwritten."""
+        """Claim more when fewer than `window` extraction calls are waiting or in flight, so
+        the LLM is kept busy whatever the writes are doing (called by the writing loop and as
+        each extraction call returns); at most `4 * window` episodes are held unwritten."""
         async with state.claiming:
             if self._stopping or state.closed:
                 return
-            pending = sum(1 for i in state.window if i.task is not None and not i.task.done())
+            pending = sum(
+                1 for i in state.window if i.task is not None and not (i.called or i.task.done())
+            )
             room = min(self.window - pending, 4 * self.window - len(state.window))
             # Claims come in runs (a claim is two round trips), except to fill an empty window.
             if room <= 0 or (state.window and room < self.window // 4):
                 return
             await self._claim(group_id, state, room)
 
-    def _extracted(self, group_id: str, state: _Group, _: object) -> None:
+    def _extracted(self, group_id: str, state: _Group) -> None:
         if not (self._stopping or state.closed) and (state.feeder is None or state.feeder.done()):
             state.feeder = asyncio.create_task(self._feed(group_id, state))
+
+    def _task_ended(self, group_id: str, state: _Group, task: asyncio.Task[Any]) -> None:
+        if task.cancelled() or task.exception() is not None:  # the call failed: claim on
+            self._extracted(group_id, state)
 
     async def _feed(self, group_id: str, state: _Group) -> None:
         try:
@@ -364,8 +377,8 @@ class Worker:
         for node in claimed:
             item = _Item(node)
             if node.source is not EpisodeSource.facts and staged_extraction(node) is None:
-                item.task = asyncio.create_task(self._extract(group_id, item))
-                item.task.add_done_callback(partial(self._extracted, group_id, state))
+                item.task = asyncio.create_task(self._extract(group_id, state, item))
+                item.task.add_done_callback(partial(self._task_ended, group_id, state))
             state.held[node.uuid] = item
             keys = [i.order for i in state.window]
             state.window.insert(bisect.bisect(keys, item.order), item)
@@ -394,7 +407,7 @@ class Worker:
             if n.session_id is None or last.get(n.session_id, now) + self.session_timeout <= now
         ]  # fmt: skip
 
-    async def _extract(self, group_id: str, item: _Item) -> Extracted | None:
+    async def _extract(self, group_id: str, state: _Group, item: _Item) -> Extracted | None:
         """The episode's extraction call, then its resolution question asked ahead of its
         turn; only the calls take one of the worker's `concurrency` slots."""
         if item.lost or self._stopping:
@@ -405,6 +418,8 @@ class Worker:
                 return None
             extracted = await self.kg._extract_queued(item.node, context)
         self.stats.llm_calls += len(extracted[1])
+        item.called = True
+        self._extracted(group_id, state)  # claim the next while this one is staged
         with contextlib.suppress(KGError):  # kept for a takeover; the write does not need it
             await self.store.stage(group_id, item.node.uuid, self.owner, stage_json(extracted))
         try:
