@@ -7,7 +7,8 @@ same value restated; a new value of a single-valued predicate). What remains amb
 - an existing live fact that touches the same entities as a new one and says something close
   (cosine over fact embeddings), which may be a duplicate in other words or a contradiction
   ("lives in Seoul" vs "moved to Busan" under different predicates).
-Fact candidates are looked up *only* among edges touching the new fact's subject, so an
+Fact candidates are looked up *only* among edges touching the new fact's subject (without an
+embedder, only among those joining its two entities: nothing else could be one), so an
 unrelated fact that merely reads alike ("Jisoo moved to Busan" for "Minji moved to Busan")
 can never be closed. The model answers with ids from the lists
 it was shown; anything else is ignored.
