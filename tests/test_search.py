@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from kg.retrieval import SearchConfig, render_context
 from kg.retrieval.config import Method, Reranker, ScopeConfig
 from kg.retrieval.context import approx_tokens
 from kg.retrieval.fusion import mmr, rrf
+from kg.schemas.search import SearchView
 from tests.conftest import Backend, add, open_test_kg, t
 
 
@@ -44,6 +46,25 @@ async def seed(kg: KG) -> None:
 
 
 # -- branches ------------------------------------------------------------------------------
+
+
+async def test_facts_between_two_entities_either_way_in_view(kg: KG) -> None:
+    # What resolution reads without an embedder: the facts joining the two entities of a
+    # pair, whichever way they point, as the view sees them (Alice left Seoul in 2023).
+    await seed(kg)
+    await add(kg, t(2022), ("Seoul", "KNOWS", "Alice"))
+    key = {e.name: e.uuid for e in await kg.store.entities_by_key("default", ["alice", "seoul"])}
+    pair = [(key["Alice"], key["Seoul"])]
+
+    async def between(valid_at: datetime) -> list[str]:
+        view = SearchView(valid_at=valid_at, known_at=kg.clock.now())
+        facts = await kg.store.facts_between("default", pair, view, 10)
+        return sorted(f"{f.subject} {f.predicate} {f.object}" for f in facts)
+
+    assert await between(t(2022, 6)) == ["Alice LIVES_IN Seoul", "Seoul KNOWS Alice"]
+    assert await between(t(2024)) == ["Seoul KNOWS Alice"]
+    view = SearchView(valid_at=t(2022, 6), known_at=kg.clock.now())
+    assert await kg.store.facts_between("default", [], view, 10) == []
 
 
 async def test_bm25_branch_finds_shared_words_only(kg: KG) -> None:
