@@ -8,7 +8,8 @@ off; its cross-encoder is never called by `add_episode`, so a stub stands in.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
@@ -28,32 +29,54 @@ class NoRerank(CrossEncoderClient):
         return [(p, 1.0) for p in passages]
 
 
+@dataclass(frozen=True)
+class Call:
+    """One answered chat completion: its usage, how long it took, why the reply ended."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    finish_reason: str
+
+
 @dataclass
 class Counts:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     errors: int = 0
+    answered: list[Call] = field(default_factory=list)
 
 
 def counting_client(counts: Counts, timeout: float) -> httpx.AsyncClient:
     """An httpx client that counts chat completions and their usage as they come back."""
+
+    async def on_request(request: httpx.Request) -> None:
+        request.extensions["sent_at"] = time.perf_counter()
 
     async def on_response(response: httpx.Response) -> None:
         if not response.request.url.path.endswith("/chat/completions"):
             return
         counts.calls += 1
         await response.aread()
+        seconds = time.perf_counter() - response.request.extensions.get("sent_at", 0.0)
         if response.status_code != 200:
             counts.errors += 1
             return
-        usage: dict[str, Any] = (response.json() or {}).get("usage") or {}
-        counts.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-        counts.completion_tokens += int(usage.get("completion_tokens") or 0)
+        body: dict[str, Any] = response.json() or {}
+        usage: dict[str, Any] = body.get("usage") or {}
+        prompt, completion = (
+            int(usage.get("prompt_tokens") or 0),
+            int(usage.get("completion_tokens") or 0),
+        )
+        counts.prompt_tokens += prompt
+        counts.completion_tokens += completion
+        finish = str(((body.get("choices") or [{}])[0] or {}).get("finish_reason"))
+        counts.answered.append(Call(prompt, completion, seconds, finish))
 
     return httpx.AsyncClient(
-        timeout=timeout, event_hooks={"response": [on_response]}, limits=httpx.Limits(
-            max_connections=256, max_keepalive_connections=64)
+        timeout=timeout, event_hooks={"request": [on_request], "response": [on_response]},
+        limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)
     )  # fmt: skip
 
 

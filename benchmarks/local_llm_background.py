@@ -1,6 +1,6 @@
 """A real (weak) local model on the background path, and graphiti-core on the same server.
 
-    python benchmarks/local_llm_background.py [DATA_DIR] [--turns 200] [--threads 1] [--budget 1200]
+    python benchmarks/local_llm_background.py [DATA_DIR] [--turns 200] [--budget 2400] [--together]
 
 Needs the `llm-local` extra (or KG_LOCAL_LLM_PYTHON naming a venv that has it; see
 tests/local_llm.py) and graphiti-core (`bench` extra). Starts SmolLM2-135M-Instruct behind
@@ -18,14 +18,22 @@ llama-cpp-python's OpenAI server on loopback, then, in one run, on one embedded 
    (llama-cpp-python's server refuses `json_schema`). Reported: episodes that raise, LLM
    calls, tokens, wall time.
 
-Both use all-MiniLM-L6-v2 embeddings and the same reply cap (`--max-tokens`).
+Both use all-MiniLM-L6-v2 embeddings and the same reply cap (`--max-tokens`), and both
+stop at `--budget` seconds (graphiti: no episode is started after it, the one running is
+cancelled at it). `--together` runs the two at once, each on its own server with the same
+settings (one llama.cpp thread each on the 2 cores), so both see the same machine load;
+otherwise kg runs first, then graphiti. Every chat completion is timed on the client (prompt
+and generated tokens, seconds, replies cut at the cap), and with `--log-dir` each server
+logs llama.cpp's timings per request (prompt tokens actually evaluated, not reused).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -37,7 +45,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.graphiti_llm import Counts, graphiti
+from benchmarks.graphiti_llm import Counts, counting_client, graphiti
 from kg import KG, local_minilm
 from kg.facade import EpisodeResult
 from kg.graphiti_embedder import GraphitiEmbedder
@@ -57,6 +65,20 @@ def spread(values: list[float], unit: str = "") -> str:
             f"{unit}, p95 {q[-1]:.1f}{unit}, max {max(values):.1f}{unit}")  # fmt: skip
 
 
+def per_call(counts: Counts, cap: int, server_log: str = "") -> None:
+    """Per chat completion: tokens in and out, seconds, and replies cut at the cap."""
+    done = counts.answered
+    print(f"per call ({len(done)} answered, {counts.errors} error statuses): prompt tokens "
+          f"{spread([float(c.prompt_tokens) for c in done])}; generated tokens "
+          f"{spread([float(c.completion_tokens) for c in done])}; seconds "
+          f"{spread([c.seconds for c in done], ' s')}; cut at the {cap}-token cap: "
+          f"{sum(c.finish_reason == 'length' for c in done)}")  # fmt: skip
+    evaluated = [int(n) for n in re.findall(r"prompt eval time =.*?/\s*(\d+) tokens", server_log)]
+    if evaluated:
+        print(f"prompt tokens evaluated by llama.cpp (the rest reused from its cache): "
+              f"{sum(evaluated)} of {counts.prompt_tokens}")  # fmt: skip
+
+
 def turns_of(data_dir: str, n: int) -> tuple[str, list[dict[str, Any]]]:
     data = json.loads((Path(data_dir) / "locomo" / "locomo_dev.json").read_text())
     conv = sorted({e["conv"] for e in data["episodes"]})[0]
@@ -67,7 +89,14 @@ def when(e: dict[str, Any], i: int) -> datetime:
     return datetime.fromisoformat(e["valid_at"]).replace(tzinfo=UTC) + timedelta(seconds=i)
 
 
-async def run_kg(kg: KG, conv: str, turns: list[dict[str, Any]], args: argparse.Namespace) -> None:
+async def run_kg(
+    kg: KG,
+    conv: str,
+    turns: list[dict[str, Any]],
+    args: argparse.Namespace,
+    counts: Counts,
+    server: LocalLLMServer | None,
+) -> None:
     results: list[EpisodeResult] = []
     enqueued: dict[str, float] = {}  # episode uuid -> when add_episode(wait=False) was called
     to_text: list[float] = []  # add_episode(wait=False) call until a search finds the text
@@ -153,6 +182,7 @@ async def run_kg(kg: KG, conv: str, turns: list[dict[str, Any]], args: argparse.
         print(f"| {rule} | {count} |")
     print(f"LLM calls per finished episode: {spread(calls)}")
     print(f"LLM tokens per finished episode: {spread(tokens)}")
+    per_call(counts, args.max_tokens, server.output() if server else "")
     print(f"wall time: {wall:.0f} s ({len(finished) / wall * 60:.2f} finished episodes/min)")
 
 
@@ -169,6 +199,7 @@ async def run_graphiti(
     turns: list[dict[str, Any]],
     args: argparse.Namespace,
     embedder: Any,
+    server: LocalLLMServer | None,
 ) -> None:
     from graphiti_core.nodes import EpisodeType
 
@@ -177,44 +208,75 @@ async def run_graphiti(
                  embedder=GraphitiEmbedder(embedder), counts=counts, timeout=args.timeout,
                  max_tokens=args.max_tokens, json_object=True)  # fmt: skip
     await g.build_indices_and_constraints()
+    log_from = len(server.output()) if server else 0  # one server for both: only graphiti's
     raised: Counter[str] = Counter()
+    finished: list[tuple[float, int, int]] = []  # seconds, calls, tokens of each episode done
+    cut = 0  # the episode running when the budget ran out, cancelled
     t0 = time.perf_counter()
     for i, e in enumerate(turns):
+        left = args.budget - (time.perf_counter() - t0)
+        if left <= 0:
+            break
+        t1, calls0 = time.perf_counter(), counts.calls
+        tokens0 = counts.prompt_tokens + counts.completion_tokens
         try:
-            await g.add_episode(name=e["dia_id"], episode_body=f"{e['speaker']}: {e['text']}",
-                                source_description="locomo", reference_time=when(e, i),
-                                source=EpisodeType.message, group_id="graphitirun")  # fmt: skip
+            await asyncio.wait_for(g.add_episode(
+                name=e["dia_id"], episode_body=f"{e['speaker']}: {e['text']}",
+                source_description="locomo", reference_time=when(e, i),
+                source=EpisodeType.message, group_id="graphitirun"), left)  # fmt: skip
+        except TimeoutError:
+            cut = 1
+            break
         except Exception as exc:
             raised[type(exc).__name__] += 1
+        finished.append((time.perf_counter() - t1, counts.calls - calls0,
+                         counts.prompt_tokens + counts.completion_tokens - tokens0))  # fmt: skip
         if args.progress:
-            print(f"graphiti {i + 1}/{len(turns)} calls {counts.calls}", file=sys.stderr)
+            print(f"graphiti {i + 1}/{len(turns)} calls {counts.calls} at "
+                  f"{time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
     wall = time.perf_counter() - t0
-    n = len(turns)
+    n, done = len(turns), len(finished)
     print(f"\n## graphiti-core add_episode, one after the other, {n} turns")
-    print(f"episodes that raised: {sum(raised.values())} {dict(raised)}")
-    print(f"LLM calls: {counts.calls} ({counts.calls / n:.2f} per episode; "
-          f"{counts.errors} answered with an error status)")  # fmt: skip
+    print(f"episodes finished: {done} of {n} ({sum(raised.values())} of them raised "
+          f"{dict(raised)}); cancelled at the {args.budget:.0f} s budget: {cut}; "
+          f"not started: {n - done - cut}")  # fmt: skip
+    print(f"LLM calls: {counts.calls} ({counts.errors} answered with an error status); "
+          f"per finished episode: {spread([float(c) for _, c, _ in finished])}")  # fmt: skip
     print(
-        f"tokens: prompt {counts.prompt_tokens}, completion {counts.completion_tokens} "
-        f"({(counts.prompt_tokens + counts.completion_tokens) / n:.0f} per episode)"
+        f"tokens: prompt {counts.prompt_tokens}, completion {counts.completion_tokens}; "
+        f"per finished episode: {spread([float(t) for _, _, t in finished])}"
     )
-    print(f"wall time: {wall:.0f} s ({n / wall * 60:.2f} episodes/min)")
+    print(f"seconds per finished episode: {spread([s for s, _, _ in finished], ' s')}")
+    per_call(counts, args.max_tokens, server.output()[log_from:] if server else "")
+    print(f"wall time: {wall:.0f} s ({done / wall * 60:.2f} finished episodes/min)")
 
 
-async def main_async(args: argparse.Namespace, base_url: str) -> None:
+async def main_async(
+    args: argparse.Namespace, servers: list[LocalLLMServer | None], urls: list[str]
+) -> None:
     conv, turns = turns_of(args.data, args.turns)
     embedder = local_minilm()
-    llm = OpenAILLM(args.model, base_url=base_url, max_concurrency=1, max_retries=2,
-                    timeout=args.timeout, max_tokens=args.max_tokens)  # fmt: skip
+    counts = Counts()
+    llm = OpenAILLM(args.model, base_url=urls[0], max_concurrency=1, max_retries=2,
+                    timeout=args.timeout, max_tokens=args.max_tokens,
+                    http_client=counting_client(counts, args.timeout))  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="kg-local-bg-") as home:
         async with await KG.open(home=home, llm=llm, embedder=embedder) as kg:
-            print(f"# SmolLM2-135M at {base_url}, llama.cpp threads {args.threads}, "
-                  f"max_tokens {args.max_tokens}")  # fmt: skip
+            print(f"# SmolLM2-135M at {', '.join(urls)}, llama.cpp threads {args.threads}, "
+                  f"n_ctx {args.n_ctx}, RAM prompt cache {not args.no_prompt_cache}, "
+                  f"nice {args.nice}, max_tokens {args.max_tokens}, budget {args.budget:.0f} s, "
+                  f"{'together' if args.together else 'one after the other'}")  # fmt: skip
+            assert isinstance(kg.store, FalkorDBStore)
+            jobs = []
             if not args.skip_kg:
-                await run_kg(kg, conv, turns, args)
+                jobs.append(run_kg(kg, conv, turns, args, counts, servers[0]))
             if not args.skip_graphiti:
-                assert isinstance(kg.store, FalkorDBStore)
-                await run_graphiti(kg.store, base_url, turns, args, embedder)
+                jobs.append(run_graphiti(kg.store, urls[-1], turns, args, embedder, servers[-1]))
+            if args.together:
+                await asyncio.gather(*jobs)
+            else:
+                for job in jobs:
+                    await job
 
 
 def main() -> None:
@@ -224,23 +286,41 @@ def main() -> None:
     parser.add_argument("--base-url", default=None, help="use a running server")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads")
+    parser.add_argument("--n-ctx", type=int, default=4096)
+    parser.add_argument("--nice", type=int, default=5, help="the servers' niceness")
+    parser.add_argument("--no-prompt-cache", action="store_true",
+                        help="without llama-cpp-python's RAM prompt cache")  # fmt: skip
+    parser.add_argument("--log-dir", type=Path, default=None,
+                        help="keep each server's log (llama.cpp timings a request)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--max-tokens", type=int, default=384)
     parser.add_argument("--skip-kg", action="store_true")
     parser.add_argument("--skip-graphiti", action="store_true")
+    parser.add_argument("--together", action="store_true",
+                        help="kg and graphiti at once, each on its own server")  # fmt: skip
     parser.add_argument("--progress", action="store_true")
     parser.add_argument(
         "--budget",
         type=float,
-        default=1200.0,
-        help="seconds the worker drains before it is stopped",
+        default=2400.0,
+        help="seconds kg's worker drains (and graphiti ingests) before it is stopped",
     )
     args = parser.parse_args()
     if args.base_url:
-        asyncio.run(main_async(args, args.base_url))
+        asyncio.run(main_async(args, [None], [args.base_url]))
         return
-    with LocalLLMServer(threads=args.threads) as server:
-        asyncio.run(main_async(args, server.base_url))
+    two = args.together and not (args.skip_kg or args.skip_graphiti)
+    with contextlib.ExitStack() as stack:
+        servers: list[LocalLLMServer | None] = []
+        for name in ("kg", "graphiti")[: 2 if two else 1]:
+            log = args.log_dir / f"llama-{name}.log" if args.log_dir else None
+            if log:
+                log.parent.mkdir(parents=True, exist_ok=True)
+            servers.append(stack.enter_context(LocalLLMServer(
+                threads=args.threads, n_ctx=args.n_ctx, nice=args.nice, log_path=log,
+                cache=not args.no_prompt_cache, verbose=True)))  # fmt: skip
+        urls = [s.base_url for s in servers if s is not None]
+        asyncio.run(main_async(args, servers, urls))
 
 
 if __name__ == "__main__":
