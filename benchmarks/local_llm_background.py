@@ -287,6 +287,8 @@ def main() -> None:
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads")
     parser.add_argument("--n-ctx", type=int, default=4096)
+    parser.add_argument("--port", type=int, default=None,
+                        help="the first server's port (graphiti's: the next)")  # fmt: skip
     parser.add_argument("--nice", type=int, default=5, help="the servers' niceness")
     parser.add_argument("--no-prompt-cache", action="store_true",
                         help="without llama-cpp-python's RAM prompt cache")  # fmt: skip
@@ -312,12 +314,13 @@ def main() -> None:
     two = args.together and not (args.skip_kg or args.skip_graphiti)
     with contextlib.ExitStack() as stack:
         servers: list[LocalLLMServer | None] = []
-        for name in ("kg", "graphiti")[: 2 if two else 1]:
+        for i, name in enumerate(("kg", "graphiti")[: 2 if two else 1]):
             log = args.log_dir / f"llama-{name}.log" if args.log_dir else None
             if log:
                 log.parent.mkdir(parents=True, exist_ok=True)
             servers.append(stack.enter_context(LocalLLMServer(
-                threads=args.threads, n_ctx=args.n_ctx, nice=args.nice, log_path=log,
+                port=args.port + i if args.port else None, threads=args.threads,
+                n_ctx=args.n_ctx, nice=args.nice, log_path=log,
                 cache=not args.no_prompt_cache, verbose=True)))  # fmt: skip
         urls = [s.base_url for s in servers if s is not None]
         asyncio.run(main_async(args, servers, urls))
