@@ -263,7 +263,7 @@ async def main_async(
     with tempfile.TemporaryDirectory(prefix="kg-local-bg-") as home:
         async with await KG.open(home=home, llm=llm, embedder=embedder) as kg:
             print(f"# SmolLM2-135M at {', '.join(urls)}, llama.cpp threads {args.threads}, "
-                  f"n_ctx {args.n_ctx}, RAM prompt cache {not args.no_prompt_cache}, "
+                  f"n_ctx {args.n_ctx}, RAM prompt cache {args.prompt_cache}, "
                   f"nice {args.nice}, max_tokens {args.max_tokens}, budget {args.budget:.0f} s, "
                   f"{'together' if args.together else 'one after the other'}")  # fmt: skip
             assert isinstance(kg.store, FalkorDBStore)
@@ -290,8 +290,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=None,
                         help="the first server's port (graphiti's: the next)")  # fmt: skip
     parser.add_argument("--nice", type=int, default=5, help="the servers' niceness")
-    parser.add_argument("--no-prompt-cache", action="store_true",
-                        help="without llama-cpp-python's RAM prompt cache")  # fmt: skip
+    parser.add_argument("--prompt-cache", action="store_true",
+                        help="llama-cpp-python's RAM prompt cache (its memory grows)")  # fmt: skip
     parser.add_argument("--log-dir", type=Path, default=None,
                         help="keep each server's log (llama.cpp timings a request)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=300.0)
@@ -321,7 +321,7 @@ def main() -> None:
             servers.append(stack.enter_context(LocalLLMServer(
                 port=args.port + i if args.port else None, threads=args.threads,
                 n_ctx=args.n_ctx, nice=args.nice, log_path=log,
-                cache=not args.no_prompt_cache, verbose=True)))  # fmt: skip
+                cache=args.prompt_cache, verbose=True)))  # fmt: skip
         urls = [s.base_url for s in servers if s is not None]
         asyncio.run(main_async(args, servers, urls))
 
