@@ -295,7 +295,7 @@ def main() -> None:
     parser.add_argument("--log-dir", type=Path, default=None,
                         help="keep each server's log (llama.cpp timings a request)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=300.0)
-    parser.add_argument("--max-tokens", type=int, default=384)
+    parser.add_argument("--max-tokens", type=int, default=320)
     parser.add_argument("--skip-kg", action="store_true")
     parser.add_argument("--skip-graphiti", action="store_true")
     parser.add_argument("--together", action="store_true",
