@@ -8,10 +8,14 @@ branch differs by backend: on Neo4j it is Lucene's own BM25 over the full-text i
 statistics span the whole database, every group), on FalkorDB kg rescores RediSearch's pool
 with its own BM25 (kg.store.cypher.bm25, document frequencies of the group's graph).
 
-Each conversation is a group. Its dialogue turns are ingested as message episodes, stored
-unextracted (no LLM here), reference time = session time (read as UTC), content
+Each conversation is a group. Its dialogue turns are ingested as message episodes, one
+session each (`session_id`), reference time = session time (read as UTC), content
 "Speaker: text" plus the image caption when there is one, embedded with the packaged
-all-MiniLM-L6-v2. Separately, in a group of their own, the conversation's observation facts
+all-MiniLM-L6-v2. `--turns raw` (default) stores them unextracted (no LLM): an episode's
+search key is the turn before it and the turn. `--turns extracted` extracts each through an
+in-process scripted LLM that answers with the observation facts LoCoMo's authors drew from
+that turn (subject the speaker, predicate OBSERVED), so the key also holds the turn's facts
+(kg.search_keys); a read of that row is an upper bound for an LLM extractor's facts. Separately, in a group of their own, the conversation's observation facts
 are ingested as structured facts (subject = speaker, fact = the observation), each episode
 named by the turns it came from.
 
@@ -31,6 +35,7 @@ has 6 of the 10 conversations.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -46,6 +51,7 @@ from bench_store import add_store_options, bench_kg, describe, run_per_backend
 
 from kg import KG
 from kg.ingest.embeddings import local_minilm
+from kg.ingest.llm import Message, StructuredLLM
 from kg.retrieval import RECIPES, Method, SearchConfig
 
 KS = (5, 10, 25, 50)
@@ -83,7 +89,39 @@ def wide(method: str) -> SearchConfig:
     return cfg.model_copy(update=update)
 
 
-async def ingest(kg: KG, data: dict[str, Any], convs: list[str]) -> dict[str, float]:
+class ObservationLLM(StructuredLLM):
+    """Extraction answered with the observation facts drawn from the turn (found by its
+    text), each quoted by the turn's first words; resolution answered with no merges."""
+
+    model = "locomo-observations"
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        turns = {(e["conv"], e["dia_id"]): L.turn_text(e) for e in data["episodes"]}
+        self.facts: dict[str, list[dict[str, Any]]] = {}
+        for f in data["observation_facts"]:
+            for d in f["source_dia_ids"]:
+                text = turns.get((f["conv"], d))
+                if text is not None:
+                    self.facts.setdefault(text, []).append(f)
+
+    async def _complete(
+        self, messages: list[Message], schema: type[Any], name: str
+    ) -> tuple[str, int, int]:
+        if name != "Extraction":
+            return "{}", 1, 1
+        episode = messages[-1]["content"].split("EPISODE:\n", 1)[-1].strip()
+        speaker, _, text = episode.partition(": ")
+        quote = " ".join(text.split()[:6])
+        facts = [{"subject": f["speaker"], "predicate": "OBSERVED", "object": f["fact"][:500],
+                  "fact": f["fact"], "quote": quote}
+                 for f in self.facts.get(episode, []) if quote]  # fmt: skip
+        entities = [{"name": speaker, "type": "Person"}] if facts else []
+        return json.dumps({"entities": entities, "facts": facts}), 1, 1
+
+
+async def ingest(
+    kg: KG, data: dict[str, Any], convs: list[str], extracted: bool
+) -> dict[str, float]:
     t0 = time.perf_counter()
     turns = obs = 0
     for ep in data["episodes"]:
@@ -91,8 +129,8 @@ async def ingest(kg: KG, data: dict[str, Any], convs: list[str]) -> dict[str, fl
             continue
         await kg.add_episode(
             source="message", content=L.turn_text(ep), reference_time=utc(ep["valid_at"]),
-            group_id=ep["conv"], name=ep["dia_id"],
-            source_description=f"locomo {ep['conv']} {ep['dia_id']}", extract=False,
+            group_id=ep["conv"], name=ep["dia_id"], session_id=f"{ep['conv']}:{ep['session']}",
+            source_description=f"locomo {ep['conv']} {ep['dia_id']}", extract=extracted,
         )  # fmt: skip
         turns += 1
     t_turns = time.perf_counter() - t0
@@ -174,9 +212,10 @@ async def main(args: argparse.Namespace) -> None:
         wide(m)  # an unknown recipe fails before minutes of ingest
 
     rows: list[dict[str, Any]] = []
-    async with bench_kg(args, embedder=local_minilm(), cross_encoder=cross) as kg:
-        print(f"store: {await describe(kg, args)}", flush=True)
-        stats = await ingest(kg, data, convs)
+    llm = ObservationLLM(data) if args.turns == "extracted" else None
+    async with bench_kg(args, embedder=local_minilm(), cross_encoder=cross, llm=llm) as kg:
+        print(f"store: {await describe(kg, args)}, turns {args.turns}", flush=True)
+        stats = await ingest(kg, data, convs, extracted=llm is not None)
         print(
             f"conversations: {len(convs)}, turns: {stats['turns']} "
             f"({stats['turn_seconds']:.0f} s), observation facts: {stats['observations']} "
@@ -206,6 +245,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--methods", nargs="*", default=DEFAULT_METHODS,
                     help="recipes, with @bm25=W, +words, or facts:RECIPE")  # fmt: skip
     ap.add_argument("--cross-encoder", default=None, help="sentence-transformers model path")
+    ap.add_argument("--turns", choices=("raw", "extracted"), default="raw",
+                    help="store turns unextracted, or extract the observation facts")  # fmt: skip
     add_store_options(ap)
     return ap
 

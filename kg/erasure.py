@@ -32,7 +32,7 @@ from kg.ingest.structured import new_uuid
 from kg.rollback import plan_rollback
 from kg.schemas.graph import EntityNode, EpisodeStatus, FactEdge
 from kg.schemas.ontology import Ontology
-from kg.schemas.plan import GroupVersion
+from kg.schemas.plan import EpisodeKey, GroupVersion
 from kg.schemas.store import (
     EpisodeLog,
     ErasureLog,
@@ -42,8 +42,10 @@ from kg.schemas.store import (
     StoreAdmin,
     Timelines,
 )
+from kg.search_keys import rekeys
 
-Embed = Callable[[list[FactEdge]], Awaitable[None]]
+# Fills in the embeddings of rewritten fact versions and rebuilt episode keys.
+Embed = Callable[[list[FactEdge], list[EpisodeKey]], Awaitable[None]]
 
 
 class GroupEraser(FactReader, StoreAdmin, ErasureLog, Protocol):
@@ -228,6 +230,8 @@ async def _erase(
     plan.drop_mentions_from = []  # the episodes go entirely
     plan.scrub_summaries = [entity.name]
     # Summaries that name the subject or drew on its episodes go too, before compaction.
+    # The turns after deleted ones lose them as their previous turn: no key keeps erased text.
+    plan.rekey = await rekeys(store, group_id, mentioning)
     plan.delete_communities = sorted(
         c.node.uuid for c in await store.communities(group_id)
         if entity.uuid in c.members or set(c.node.episodes) & set(mentioning)
@@ -241,7 +245,7 @@ async def _erase(
             {"episodes_deleted": len(mentioning), "fact_versions_deleted": deleted_versions}
         )
     if embed is not None:
-        await embed(plan.new_edges)
+        await embed(plan.new_edges, plan.rekey)
     plan.base = base
     if record is None:
         uuid = new_uuid()

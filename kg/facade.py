@@ -94,10 +94,11 @@ from kg.schemas.metrics import (
     valid_call_name,
 )
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
-from kg.schemas.plan import GroupVersion, PlanSummary, WritePlan
+from kg.schemas.plan import EpisodeKey, GroupVersion, PlanSummary, WritePlan
 from kg.schemas.search import SearchView
 from kg.schemas.store import Community, EntitySummary, FactQuery, GraphStore, StoreStats
 from kg.schemas.validation import check_group_id, check_text
+from kg.search_keys import key_for
 from kg.store import open_store
 from kg.store.falkordb.embedded import Durability, ProgressCallback
 from kg.times import TransactionClock, utc
@@ -631,6 +632,7 @@ class KG:
         node.status, node.queued_at = EpisodeStatus.queued, now
         if after_seconds is not None and episode.session_id is not None:
             node.next_attempt_at = now + timedelta(seconds=after_seconds)
+        node.search_key = await key_for(self.store, node)
         await self._embed(group, [], None, node)
         stored, created = await self.store.enqueue(node)
         if created and node.next_attempt_at is not None and episode.session_id is not None:
@@ -693,6 +695,8 @@ class KG:
         plan.replaces_failed = failed
         plan.base = base
         _record(plan.episode, summary)
+        if plan.episode.status is EpisodeStatus.ingested:
+            plan.episode.search_key = await key_for(self.store, plan.episode)
         await self._embed(group, plan.new_edges, plan.new_entities, plan.episode)
         await self.store.apply(plan)
         added = EpisodeResult(
@@ -770,7 +774,9 @@ class KG:
         _record(ep, summary)
         ep.llm_calls += node.llm_calls  # spent by failed attempts before this one
         ep.llm_tokens += node.llm_tokens
-        await self._embed(node.group_id, plan.new_edges, plan.new_entities)  # text: embedded
+        ep.search_key = await key_for(self.store, ep)  # now with its facts
+        # The content was embedded when it was queued; the key changed.
+        await self._embed(node.group_id, plan.new_edges, plan.new_entities, ep, content=False)
         await self.store.apply(plan)
         done = EpisodeResult(episode_uuid=node.uuid, group_id=node.group_id, status="added",
                              summary=summary)  # fmt: skip
@@ -807,7 +813,9 @@ class KG:
             )
             if apply and not report.noop:
                 plan.base = base
-                await self._embed(group_id, plan.new_edges)
+                # A rolled-back episode is never searched: its key needs no embedding.
+                live = [k for k in plan.rekey if k.uuid not in plan.rolled_back]
+                await self._embed(group_id, plan.new_edges, keys=live)
                 await self.store.rewrite(plan)
                 report.applied = True
             return report
@@ -901,7 +909,7 @@ class KG:
                     group_id,
                     name,
                     self.clock.now(),
-                    embed=partial(self._embed, group_id),
+                    embed=partial(self._embed_rewrite, group_id),
                     base=base,
                 ),
             )
@@ -917,7 +925,7 @@ class KG:
             async with self._writer(record.group_id):
                 receipt = await finish_erasure(
                     self.store, self.ontology, record, self.clock.now(),
-                    embed=partial(self._embed, record.group_id),
+                    embed=partial(self._embed_rewrite, record.group_id),
                 )  # fmt: skip
             log.warning("finished an interrupted erasure in group %r; files compacted at %s",
                         receipt.group_id, receipt.compacted_at)  # fmt: skip
@@ -1109,22 +1117,30 @@ class KG:
         edges: list[FactEdge],
         entities: list[EntityNode] | None = None,
         episode: EpisodicNode | None = None,
+        *,
+        content: bool = True,
+        keys: Sequence[EpisodeKey] = (),
     ) -> None:
-        """Fill in missing embeddings, one batched call (rewritten versions included)."""
+        """Fill in missing embeddings, one batched call (rewritten versions included): an
+        episode's content (unless `content` is False) and search key, and rebuilt keys."""
         if self.embedder is None:
             return
         todo_edges = [e for e in edges if e.fact_embedding is None]
         todo_entities = [n for n in entities or [] if n.name_embedding is None]
         # Structured episodes' content is their facts as JSON: the facts carry the meaning.
-        ep_text = (
-            episode.content[:EPISODE_EMBED_CHARS]
-            if episode is not None
+        ep_text = key_text = None
+        if (
+            episode is not None
             and episode.source is not EpisodeSource.facts
             and episode.status in (EpisodeStatus.ingested, EpisodeStatus.queued)
-            else None
-        )
+        ):
+            ep_text = episode.content[:EPISODE_EMBED_CHARS] if content else None
+            key_text = (episode.search_key or "")[:EPISODE_EMBED_CHARS] or None
+        todo_keys = [k for k in keys if k.key_embedding is None]
         texts = [e.fact for e in todo_edges] + [n.name for n in todo_entities]
-        texts = list(dict.fromkeys(texts + ([ep_text] if ep_text else [])))
+        texts += [t for t in (ep_text, key_text) if t]
+        texts += [k.search_key[:EPISODE_EMBED_CHARS] for k in todo_keys]
+        texts = list(dict.fromkeys(texts))
         embedded = await self._vectors(group_id, texts)
         if embedded is None:
             return
@@ -1135,6 +1151,16 @@ class KG:
             n.name_embedding = vectors[n.name]
         if episode is not None and ep_text:
             episode.content_embedding = vectors[ep_text]
+        if episode is not None and key_text:
+            episode.key_embedding = vectors[key_text]
+        for k in todo_keys:
+            k.key_embedding = vectors[k.search_key[:EPISODE_EMBED_CHARS]]
+
+    async def _embed_rewrite(
+        self, group_id: str, edges: list[FactEdge], keys: list[EpisodeKey]
+    ) -> None:
+        """An erasure's embeddings: its rewritten versions and its rebuilt keys."""
+        await self._embed(group_id, edges, keys=keys)
 
     def _writer(self, group_id: str) -> asyncio.Lock:
         """One writer per group in this process."""

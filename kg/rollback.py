@@ -30,6 +30,7 @@ from kg.schemas.graph import AuditEvent, EntityNode, EpisodeStatus, EpisodicNode
 from kg.schemas.ontology import Ontology
 from kg.schemas.plan import RewritePlan
 from kg.schemas.store import ReplayStore, TimelineKey, Timelines
+from kg.search_keys import rekeys
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -319,4 +320,6 @@ async def plan_rollback(
             }),
         ),
     )  # fmt: skip
+    if kind == "rollback":  # an erasure deletes the episodes, and rekeys their neighbours
+        plan.rekey = await rekeys(store, group_id, undone, rolled_back=undone)
     return plan, report

@@ -40,7 +40,7 @@ class EdgeStatus(StrEnum):
 
 
 # The embedding properties of the stored models: exported whole, never returned by searches.
-VECTOR_FIELDS = ("fact_embedding", "name_embedding", "content_embedding")
+VECTOR_FIELDS = ("fact_embedding", "name_embedding", "content_embedding", "key_embedding")
 FOREIGN_EXTRACTOR = "foreign"  # rows another tool (graphiti-core) wrote, read before adoption
 _FOREIGN_CHANNEL = {"message": Channel.user, "json": Channel.tool}
 
@@ -114,8 +114,19 @@ class EpisodicNode(EpisodeMetrics):
         "`Quarantined` (a graph property holds no nested objects).",
     )
     content_embedding: list[float] | None = Field(
-        default=None, description="For the episodes' cosine branch; absent without an embedder."
+        default=None, description="The content's own embedding; absent without an embedder."
     )
+    # What the episode is found by (kg.search_keys): its content, the turn before it in its
+    # session, and once extracted its facts. Derived, rebuilt by rollback and erasure; the
+    # content itself is never changed.
+    search_key: str | None = Field(
+        default=None, description="The text the episodes' full-text branch searches; "
+        "None on episodes written before keys (read as the content).",
+    )  # fmt: skip
+    key_embedding: list[float] | None = Field(
+        default=None, description="The key's embedding: what the episodes' cosine branch "
+        "searches; absent without an embedder.",
+    )  # fmt: skip
     # The background queue (kg.queue); absent on episodes ingested by a waiting add_episode.
     queued_at: UtcDatetime | None = Field(
         default=None, description="When it was enqueued: its text was known (searchable) from "

@@ -84,6 +84,14 @@ class WritePlan(BaseModel):
     reinforcements: list[EdgeReinforcement] = Field(default_factory=list)
 
 
+class EpisodeKey(BaseModel):
+    """An episode's search key rebuilt (kg.search_keys): text, and its embedding if any."""
+
+    uuid: str
+    search_key: str
+    key_embedding: list[float] | None = None
+
+
 class RewritePlan(BaseModel):
     """Rewrites timelines and retires or removes episodes: rollback and erasure.
 
@@ -110,6 +118,10 @@ class RewritePlan(BaseModel):
         description="Erasure: names whose mention empties any entity summary (graphs written "
         "by other tools keep LLM summaries on entities).",
     )
+    rekey: list[EpisodeKey] = Field(
+        default_factory=list, description="Episodes whose search key the rewrite changes: "
+        "the ones rolled back, and the turns after removed ones in their session.",
+    )  # fmt: skip
     audit: AuditEvent | None = None
 
 

@@ -171,6 +171,15 @@ class EpisodeLog(Protocol):
 
     async def episodes_mentioning(self, group_id: str, entity_uuid: str) -> list[EpisodicNode]: ...
 
+    async def turn_before(self, group_id: str, episode: EpisodicNode) -> EpisodicNode | None:
+        """The searchable episode just before this one in its session (reference time, then
+        arrival; ingested, queued or processing; not structured): the context of its key."""
+        ...
+
+    async def session_turns(self, group_id: str, session_id: str) -> list[EpisodicNode]:
+        """The session's searchable episodes in that order (rekeying after a removal)."""
+        ...
+
     async def audit_log(self, group_id: str, limit: int) -> list[AuditEvent]: ...
 
 

@@ -41,7 +41,7 @@ from kg.schemas.plan import GroupVersion, RewritePlan, WritePlan
 from kg.schemas.store import Community, FactQuery, TimelineKey
 
 M = TypeVar("M", bound=BaseModel)
-_VECTORS = {"fact_embedding", "name_embedding", "content_embedding"}
+_VECTORS = {"fact_embedding", "name_embedding", "content_embedding", "key_embedding"}
 
 
 def _copy(model: M, *, vectors: bool = True) -> M:
@@ -150,6 +150,27 @@ class MemoryStore:
             and (source_description is None or ep.source_description == source_description)
             and (since is None or ep.created_at >= since)
         )
+
+    def _turns(self, group_id: str, session_id: str) -> list[EpisodicNode]:
+        live = (EpisodeStatus.ingested, EpisodeStatus.queued, EpisodeStatus.processing)
+        turns = [ep for ep in self._g(group_id).episodes.values()
+                 if ep.session_id == session_id and ep.status in live
+                 and ep.source != "facts"]  # fmt: skip
+        return sorted(turns, key=lambda ep: (ep.valid_at, ep.queued_at or ep.created_at))
+
+    async def turn_before(self, group_id: str, episode: EpisodicNode) -> EpisodicNode | None:
+        if episode.session_id is None:
+            return None
+        at = (episode.valid_at, episode.queued_at or episode.created_at)
+        before = [
+            t
+            for t in self._turns(group_id, episode.session_id)
+            if t.uuid != episode.uuid and (t.valid_at, t.queued_at or t.created_at) < at
+        ]
+        return _out(before[-1]) if before else None  # fmt: skip
+
+    async def session_turns(self, group_id: str, session_id: str) -> list[EpisodicNode]:
+        return [_out(t) for t in self._turns(group_id, session_id)]
 
     async def audit_log(self, group_id: str, limit: int) -> list[AuditEvent]:
         events = sorted(self._g(group_id).audit, key=lambda a: a.created_at, reverse=True)
@@ -297,6 +318,10 @@ class MemoryStore:
         for u in plan.rolled_back:
             if u in g.episodes:
                 g.episodes[u].status = EpisodeStatus.rolled_back
+        for k in plan.rekey:
+            if k.uuid in g.episodes:
+                g.episodes[k.uuid].search_key = k.search_key
+                g.episodes[k.uuid].key_embedding = k.key_embedding
         if plan.audit is not None:
             g.audit.append(_copy(plan.audit))
         self._versions[plan.group_id] = version

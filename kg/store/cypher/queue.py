@@ -74,13 +74,16 @@ class CypherQueue(CypherBase):
         g = node.group_id
         vector = ""
         params: dict[str, Any] = {
-            "episode": with_grams(self._encode(node), "content"),
+            "episode": with_grams(self._encode(node), "search_key"),
             "hash": node.content_hash,
             "key": node.idempotency_key,
         }
         if node.content_embedding:
             vector = f", ep.content_embedding = {self.dialect.vector('$vector')}"
             params["vector"] = node.content_embedding
+        if node.key_embedding:
+            vector += f", ep.key_embedding = {self.dialect.vector('$key_vector')}"
+            params["key_vector"] = node.key_embedding
         rows = await self._q(
             g,
             # (One list at a time: FalkorDB 4.16 loses an aggregate's alias in an expression

@@ -19,6 +19,14 @@ FACT_RETURN = (
     " s.name AS subject, o.name AS object"
 )
 
+# A session's searchable turns (kg.search_keys), in the group's order: reference time, then
+# arrival (a queued episode arrived when it was queued).
+_SESSION_TURNS = (
+    "MATCH (ep:Episodic {session_id: $session}) WHERE ep.group_id = $group_id "
+    "AND ep.status IN ['ingested', 'queued', 'processing'] AND ep.source <> 'facts'"
+)
+_TURN_ORDER = "ORDER BY ep.valid_at, coalesce(ep.queued_at, ep.created_at)"
+
 
 class CypherReads(CypherBase):
     async def episode_by_hash(self, group_id: str, content_hash: str) -> EpisodicNode | None:
@@ -127,6 +135,31 @@ class CypherReads(CypherBase):
             "WHERE ep.group_id = $group_id "
             "RETURN properties(ep) AS ep ORDER BY ep.created_at, ep.uuid",
             {"entity": entity_uuid, "group_id": group_id},
+        )
+        return self._episodes(rows)
+
+    async def turn_before(self, group_id: str, episode: EpisodicNode) -> EpisodicNode | None:
+        if episode.session_id is None:
+            return None
+        rows = await self._read(
+            group_id,
+            f"{_SESSION_TURNS} AND ep.uuid <> $uuid AND "
+            f"({unindexed('ep.valid_at')} < $valid_at OR (ep.valid_at = $valid_at AND "
+            f"{unindexed('coalesce(ep.queued_at, ep.created_at)')} < $arrived)) "
+            "RETURN properties(ep) AS ep "
+            "ORDER BY ep.valid_at DESC, coalesce(ep.queued_at, ep.created_at) DESC LIMIT 1",
+            {"group_id": group_id, "session": episode.session_id, "uuid": episode.uuid,
+             "valid_at": self.dialect.encode_time(episode.valid_at),
+             "arrived": self.dialect.encode_time(episode.queued_at or episode.created_at)},
+        )  # fmt: skip
+        found = self._episodes(rows)
+        return found[0] if found else None
+
+    async def session_turns(self, group_id: str, session_id: str) -> list[EpisodicNode]:
+        rows = await self._read(
+            group_id,
+            f"{_SESSION_TURNS} RETURN properties(ep) AS ep {_TURN_ORDER}",
+            {"group_id": group_id, "session": session_id},
         )
         return self._episodes(rows)
 

@@ -47,13 +47,13 @@ _LABEL = {Scope.entities: "Entity", Scope.episodes: "Episodic", Scope.communitie
 _TEXT = {
     Scope.facts: "e.fact",
     Scope.entities: "n.name + ' ' + coalesce(n.summary, '')",
-    Scope.episodes: "ep.content",
+    Scope.episodes: "coalesce(ep.search_key, ep.content)",  # its key (kg.search_keys)
     Scope.communities: "c.name + ' ' + coalesce(c.summary, '')",
 }
 _EMBEDDING = {
     Scope.facts: "fact_embedding",
     Scope.entities: "name_embedding",
-    Scope.episodes: "content_embedding",
+    Scope.episodes: "key_embedding",
     Scope.communities: "name_embedding",
 }
 FACT_COLUMNS = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kg.schemas.episode import EpisodeSource
 from kg.schemas.graph import (
     VECTOR_FIELDS,
     AuditEvent,
@@ -55,6 +56,14 @@ _PATCH: dict[type[Patchable], tuple[RecordKind, str, str]] = {
 }
 
 
+def with_key(ep: EpisodicNode) -> EpisodicNode:
+    """An episode from a file or a tool that wrote no search key (an export from before keys,
+    a graphiti-core graph) is found by its content, as it was before."""
+    if ep.search_key is not None or ep.source is EpisodeSource.facts:
+        return ep
+    return ep.model_copy(update={"search_key": ep.content, "key_embedding": ep.content_embedding})
+
+
 class CypherTransfer(CypherWrites):
     async def dump_page(
         self, group_id: str, kind: RecordKind, after: str, limit: int
@@ -90,7 +99,8 @@ class CypherTransfer(CypherWrites):
         g = group_id
         out: list[Statement] = []
         for model, (kind, pattern, prop) in _PATCH.items():
-            batch = [x for x in items if type(x) is model]
+            batch = [with_key(x) if isinstance(x, EpisodicNode) else x
+                     for x in items if type(x) is model]  # fmt: skip
             if not batch:
                 continue
             fields = {k for k in model.model_fields if k not in VECTOR_FIELDS}
@@ -99,6 +109,8 @@ class CypherTransfer(CypherWrites):
                 props = {k: None for k in fields - set(ENDPOINT_FIELDS)} | self._encode(
                     x, drop=ENDPOINT_FIELDS
                 )
+                if isinstance(x, EpisodicNode):
+                    props = with_grams(props, "search_key")
                 rows.append({"uuid": x.uuid, "props": props})
             out.append(Statement(
                 f"UNWIND ${kind}_patch AS r MATCH {pattern} WHERE n.group_id = $group_id "
@@ -107,6 +119,8 @@ class CypherTransfer(CypherWrites):
             ))  # fmt: skip
             out += self._vectors(f"{kind}_patch_vectors", pattern, f"n.{prop}", g,
                                  [(x.uuid, getattr(x, prop)) for x in batch])  # fmt: skip
+            keys = [(x.uuid, x.key_embedding) for x in batch if isinstance(x, EpisodicNode)]
+            out += self._vectors(f"{kind}_patch_keys", pattern, "n.key_embedding", g, keys)
         return out
 
     async def patch(
@@ -121,15 +135,12 @@ class CypherTransfer(CypherWrites):
         out: list[Statement] = []
         if entities := [x for x in items if isinstance(x, EntityNode)]:
             out += self._create_entities(entities, g)
-        if episodes := [x for x in items if isinstance(x, EpisodicNode)]:
-            rows = [with_grams(self._encode(ep), "content") for ep in episodes]
+        if episodes := [with_key(x) for x in items if isinstance(x, EpisodicNode)]:
+            rows = [with_grams(self._encode(ep), "search_key") for ep in episodes]
             out += [
                 Statement("UNWIND $load_episodes AS r CREATE (ep:Episodic) SET ep += r",
                           {"load_episodes": rows}),
-                *self._vectors(
-                    "episode_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.content_embedding", g,
-                    [(ep.uuid, ep.content_embedding) for ep in episodes],
-                ),
+                *self._episode_vectors(episodes, g),
             ]  # fmt: skip
         if edges := [x for x in items if isinstance(x, FactEdge)]:
             out += self._create_edges(edges, g)

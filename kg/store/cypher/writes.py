@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from kg.schemas.graph import EntityNode, FactEdge
+from kg.schemas.graph import EntityNode, EpisodicNode, FactEdge
 from kg.schemas.labels import ENTITY_LABEL, check_not_reserved
 from kg.schemas.metrics import (
     ApiMetrics,
@@ -73,7 +73,7 @@ class CypherWrites(CypherBase):
                 "AND ep.status = 'failed' DETACH DELETE ep",
                 {"failed": plan.replaces_failed, "group_id": g},
             ))  # fmt: skip
-        episode = with_grams(self._encode(plan.episode), "content")
+        episode = with_grams(self._encode(plan.episode), "search_key")
         if plan.lease_owner is None:
             out.append(Statement("CREATE (ep:Episodic) SET ep += $episode", {"episode": episode}))
         else:  # a queued episode, completed in place (its lease is the write's guard)
@@ -82,10 +82,7 @@ class CypherWrites(CypherBase):
                 f"SET ep += $episode, {QUEUE_DONE}",
                 {"episode": episode, "group_id": g},
             ))  # fmt: skip
-        out += self._vectors(
-            "episode_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.content_embedding", g,
-            [(plan.episode.uuid, plan.episode.content_embedding)],
-        )  # fmt: skip
+        out += self._episode_vectors([plan.episode], g)
         out += self._create_entities(plan.new_entities, g)
         if plan.mentions:
             out.append(
@@ -127,6 +124,40 @@ class CypherWrites(CypherBase):
                 )
             )
         return out + self._create_edges(plan.new_edges, g)
+
+    def _episode_vectors(self, episodes: list[EpisodicNode], g: str) -> list[Statement]:
+        """An episode's two embeddings: its content's, and its search key's."""
+        return [
+            *self._vectors(
+                "episode_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.content_embedding", g,
+                [(ep.uuid, ep.content_embedding) for ep in episodes],
+            ),
+            *self._vectors(
+                "episode_key_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.key_embedding", g,
+                [(ep.uuid, ep.key_embedding) for ep in episodes],
+            ),
+        ]  # fmt: skip
+
+    def _rekey(self, plan: RewritePlan) -> list[Statement]:
+        """Rebuilt search keys: text and grams replaced, the old embedding dropped, the new
+        one (if any) written. Deleted episodes match nothing."""
+        if not plan.rekey:
+            return []
+        g = plan.group_id
+        rows = [with_grams({"uuid": k.uuid, "search_key": k.search_key}, "search_key")
+                for k in plan.rekey]  # fmt: skip
+        return [
+            Statement(
+                "UNWIND $rekey AS r MATCH (ep:Episodic {uuid: r.uuid}) "
+                "WHERE ep.group_id = $group_id SET ep.search_key = r.search_key, "
+                "ep.text_grams = r.text_grams, ep.key_embedding = null",
+                {"rekey": rows, "group_id": g},
+            ),
+            *self._vectors(
+                "rekey_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.key_embedding", g,
+                [(k.uuid, k.key_embedding) for k in plan.rekey],
+            ),
+        ]  # fmt: skip
 
     def _create_entities(self, entities: list[EntityNode], g: str) -> list[Statement]:
         """One CREATE per label set (labels cannot be parameters), then the vectors."""
@@ -227,6 +258,7 @@ class CypherWrites(CypherBase):
                 rolled_back=plan.rolled_back,
                 rolled_back_at=self.dialect.encode_time(plan.audit.created_at),
             )
+        out += self._rekey(plan)
         if plan.audit is not None:
             add("CREATE (a:AuditEvent) SET a += $audit", audit=self._encode(plan.audit))
         return out  # fmt: skip

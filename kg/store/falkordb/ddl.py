@@ -63,7 +63,8 @@ FALKORDB_INDEXES: tuple[IndexSpec, ...] = (
     # text_grams: CJK bigrams written beside the text (kg.store.cypher.analyzer), so particles and
     # endings attached without a space do not hide a word from the index.
     IndexSpec("FULLTEXT", "Entity", ("name", "summary", "text_grams")),
-    IndexSpec("FULLTEXT", "Episodic", ("content", "text_grams")),
+    # An episode is found by its search key (kg.search_keys), not its content alone.
+    IndexSpec("FULLTEXT", "Episodic", ("search_key", "text_grams")),
     IndexSpec("FULLTEXT", "Community", ("name", "summary", "text_grams")),
     IndexSpec("FULLTEXT", "RELATES_TO", ("fact", "text_grams"), relationship=True),
 )
@@ -83,6 +84,6 @@ def falkordb_vector_indexes(dimension: int) -> tuple[IndexSpec, ...]:
     return (
         IndexSpec("VECTOR", "Entity", ("name_embedding",), options=opts),
         IndexSpec("VECTOR", "Community", ("name_embedding",), options=opts),
-        IndexSpec("VECTOR", "Episodic", ("content_embedding",), options=opts),
+        IndexSpec("VECTOR", "Episodic", ("key_embedding",), options=opts),
         IndexSpec("VECTOR", "RELATES_TO", ("fact_embedding",), relationship=True, options=opts),
     )

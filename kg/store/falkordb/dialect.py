@@ -43,7 +43,7 @@ class FalkorDialect(Dialect):
                 "vecf32($v)) YIELD relationship AS e, score"
             )
         label, var = _NODES[scope]
-        prop = "content_embedding" if scope is Scope.episodes else "name_embedding"
+        prop = "key_embedding" if scope is Scope.episodes else "name_embedding"
         return (
             f"CALL db.idx.vector.queryNodes('{label}', '{prop}', $k, vecf32($v)) "
             f"YIELD node AS {var}, score"

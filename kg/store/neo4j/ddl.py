@@ -35,8 +35,9 @@ NEO4J_SCHEMA: tuple[str, ...] = (
     "FOR ()-[e:RELATES_TO]-() ON (e.group_id, e.name)",
     "CREATE FULLTEXT INDEX kg_entity_text IF NOT EXISTS FOR (n:Entity) "
     "ON EACH [n.name, n.summary, n.text_grams]",
-    "CREATE FULLTEXT INDEX kg_episode_text IF NOT EXISTS FOR (n:Episodic) "
-    "ON EACH [n.content, n.text_grams]",
+    # An episode is found by its search key (kg.search_keys), not its content alone.
+    "CREATE FULLTEXT INDEX kg_episode_key_text IF NOT EXISTS FOR (n:Episodic) "
+    "ON EACH [n.search_key, n.text_grams]",
     "CREATE FULLTEXT INDEX kg_community_text IF NOT EXISTS FOR (n:Community) "
     "ON EACH [n.name, n.summary, n.text_grams]",
     "CREATE FULLTEXT INDEX kg_fact_text IF NOT EXISTS FOR ()-[e:RELATES_TO]-() "
@@ -60,8 +61,8 @@ def neo4j_vector_indexes(dimension: int) -> tuple[str, ...]:
         f"ON (n.name_embedding) {opts}",
         "CREATE VECTOR INDEX kg_community_embedding IF NOT EXISTS FOR (n:Community) "
         f"ON (n.name_embedding) {opts}",
-        "CREATE VECTOR INDEX kg_episode_embedding IF NOT EXISTS FOR (n:Episodic) "
-        f"ON (n.content_embedding) {opts}",
+        "CREATE VECTOR INDEX kg_episode_key_embedding IF NOT EXISTS FOR (n:Episodic) "
+        f"ON (n.key_embedding) {opts}",
         "CREATE VECTOR INDEX kg_fact_embedding IF NOT EXISTS FOR ()-[e:RELATES_TO]-() "
         f"ON (e.fact_embedding) {opts}",
     )

@@ -54,12 +54,12 @@ class Neo4jDialect(Dialect):
 _INDEXES = {
     Scope.facts: ("kg_fact_text", "e"),
     Scope.entities: ("kg_entity_text", "n"),
-    Scope.episodes: ("kg_episode_text", "ep"),
+    Scope.episodes: ("kg_episode_key_text", "ep"),
     Scope.communities: ("kg_community_text", "c"),
 }
 _VECTOR_INDEXES = {
     Scope.facts: ("kg_fact_embedding", "e"),
     Scope.entities: ("kg_entity_embedding", "n"),
-    Scope.episodes: ("kg_episode_embedding", "ep"),
+    Scope.episodes: ("kg_episode_key_embedding", "ep"),
     Scope.communities: ("kg_community_embedding", "c"),
 }
