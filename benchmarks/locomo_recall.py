@@ -15,7 +15,8 @@ all-MiniLM-L6-v2. `--turns raw` (default) stores them unextracted (no LLM): an e
 search key is the turn before it and the turn. `--turns extracted` extracts each through an
 in-process scripted LLM that answers with the observation facts LoCoMo's authors drew from
 that turn (subject the speaker, predicate OBSERVED), so the key also holds the turn's facts
-(kg.search_keys); a read of that row is an upper bound for an LLM extractor's facts. Separately, in a group of their own, the conversation's observation facts
+(kg.search_keys): an upper bound for what an LLM extractor's facts would give.
+Separately, in a group of their own, the conversation's observation facts
 are ingested as structured facts (subject = speaker, fact = the observation), each episode
 named by the turns it came from.
 

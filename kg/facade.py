@@ -775,6 +775,7 @@ class KG:
         ep.llm_calls += node.llm_calls  # spent by failed attempts before this one
         ep.llm_tokens += node.llm_tokens
         ep.search_key = await key_for(self.store, ep)  # now with its facts
+
         # The content was embedded when it was queued; the key changed.
         await self._embed(node.group_id, plan.new_edges, plan.new_entities, ep, content=False)
         await self.store.apply(plan)

@@ -42,6 +42,11 @@ async def test_erasing_a_subject_leaves_no_trace(kg: KG, backend: Backend, home:
     await add(kg, t(2023), (SECRET, "WORKS_AT", "Acme"))
     rolled = await add(kg, t(2024), (SECRET, "LIVES_IN", "Busan"))
     await kg.rollback(rolled.episode_uuid, apply=True)  # rolled-back episodes hold text too
+    # A turn naming the subject, and the reply after it: the reply's search key holds the
+    # turn before it (kg.search_keys), so erasure must rebuild that key.
+    for i, text in enumerate((f"Ann: I ran into {SECRET} at the market.", "Bo: Tell me more!")):
+        await kg.add_episode(source="message", content=text, reference_time=t(2024, 2 + i),
+                             session_id="chat", extract=False)  # fmt: skip
     # The searches below can find the subject: it is everywhere before erasure.
     assert "quisling" in await graph_dump(kg)
     assert await fulltext_hits(kg, "default", "Quisling") > 0
@@ -50,11 +55,14 @@ async def test_erasing_a_subject_leaves_no_trace(kg: KG, backend: Backend, home:
 
     receipt = await kg.erase_entity(SECRET.lower())
     assert receipt.subject == SECRET
-    assert receipt.episodes_deleted == 4  # 2020, 2021, 2023 and the rolled-back 2024 one
+    # 2020, 2021, 2023, the rolled-back 2024 one and the turn naming it
+    assert receipt.episodes_deleted == 5
     assert "quisling" not in await graph_dump(kg)
     assert "zebulon" not in await graph_dump(kg)
     assert await fulltext_hits(kg, "default", "Quisling") == 0
     assert await fulltext_hits(kg, "default", "Zebulon") == 0
+    reply = await kg.search("Tell me more", recipe="episodes_bm25")
+    assert [h.episode.search_key for h in reply.episodes] == ["Bo: Tell me more!"]
     await files_after_erasure(backend, files, receipt.files_compacted, receipt.residue)
 
     # Other subjects keep what other episodes support, and lose only what the erased ones did.

@@ -77,9 +77,12 @@ class CypherWrites(CypherBase):
         if plan.lease_owner is None:
             out.append(Statement("CREATE (ep:Episodic) SET ep += $episode", {"episode": episode}))
         else:  # a queued episode, completed in place (its lease is the write's guard)
+            # Its key changed (now with its facts). FalkorDB 4.16 silently keeps a vector
+            # property that is overwritten by another vector; cleared first, it takes the new
+            # one (written by `_episode_vectors`, a statement of its own).
             out.append(Statement(
                 "MATCH (ep:Episodic {uuid: $episode.uuid}) WHERE ep.group_id = $group_id "
-                f"SET ep += $episode, {QUEUE_DONE}",
+                f"SET ep += $episode, {QUEUE_DONE}, ep.key_embedding = null",
                 {"episode": episode, "group_id": g},
             ))  # fmt: skip
         out += self._episode_vectors([plan.episode], g)
@@ -139,8 +142,9 @@ class CypherWrites(CypherBase):
         ]  # fmt: skip
 
     def _rekey(self, plan: RewritePlan) -> list[Statement]:
-        """Rebuilt search keys: text and grams replaced, the old embedding dropped, the new
-        one (if any) written. Deleted episodes match nothing."""
+        """Rebuilt search keys: text and grams replaced, the old embedding dropped (FalkorDB
+        4.16 ignores a vector overwritten in place), the new one (if any) written in a
+        statement of its own. Deleted episodes match nothing."""
         if not plan.rekey:
             return []
         g = plan.group_id
