@@ -13,10 +13,14 @@ import pytest
 from pydantic import BaseModel
 
 from kg import KG
+from kg.facade import RAW_EXTRACTOR
 from kg.ingest.embeddings import Embedder, local_minilm
 from kg.ingest.llm import Message, StructuredLLM
+from kg.ingest.structured import episodic_node, new_uuid
 from kg.queue import Worker
+from kg.schemas.episode import Episode
 from kg.schemas.search import Scope
+from kg.store.cypher.dialect import Statement
 from tests.conftest import Backend, open_test_kg, t
 from tests.store_probe import graph_dump
 
@@ -184,3 +188,31 @@ async def test_an_import_keeps_keys_and_keys_an_old_export_by_content(kg: KG) ->
     assert await keys(kg, "old") == {c: c for c in TURNS}
     found = await kg.search("finally painted", group_id="old", recipe="episodes_hybrid")
     assert found.episodes[0].episode.content == list(TURNS)[2]
+
+
+async def test_a_store_written_before_keys_is_keyed_by_content_when_reopened(
+    kg: KG, backend: Backend, home: Path, minilm: Embedder
+) -> None:
+    store = kg.store
+    uuids = {}
+    for i, text in enumerate(TURNS):  # as kg wrote episodes before keys: no key, no key vector
+        node = episodic_node(
+            Episode(source="message", content=text, reference_time=t(2023, 5, 1 + i)),
+            uuid=new_uuid(), now=t(2023, 6, 1 + i), extractor=RAW_EXTRACTOR,
+        )  # fmt: skip
+        [vector] = await minilm.embed([text])
+        await store.execute("default", [  # type: ignore[attr-defined]
+            Statement("CREATE (ep:Episodic) SET ep += $episode",
+                      {"episode": store._encode(node)}),  # type: ignore[attr-defined]
+            *store._vectors("v", "(ep:Episodic {uuid: r.uuid})",  # type: ignore[attr-defined]
+                            "ep.content_embedding", "default", [(node.uuid, vector)]),
+        ])  # fmt: skip
+        uuids[text] = node.uuid
+    assert set((await keys(kg)).values()) == {None}
+    await kg.close()
+    async with await open_test_kg(backend, home, embedder=minilm) as again:
+        for recipe in ("episodes_bm25", "episodes_cosine"):
+            found = await again.search("finally painted the lake", recipe=recipe)
+            assert found.episodes[0].episode.content == list(TURNS)[2], recipe
+        assert await keys(again) == {c: c for c in TURNS}
+        assert await key_vector_matches(again, minilm, uuids[ADOPT], ADOPT)

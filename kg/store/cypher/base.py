@@ -35,6 +35,32 @@ VERSION_QUERY = (
     "RETURN g.version AS token, g.writes AS writes, g.tx AS tx, g.hold AS hold"
 )
 
+# Episodes kg wrote before search keys (kg.search_keys) have none: the episode indexes cover
+# the key, so each is given its content as its key (and the content's embedding as the
+# key's), once, when a process first sets up the group's schema, a page at a time. A read
+# says whether any is left, so a keyed store writes nothing. Graphs another tool wrote (no
+# `extractor`) get keys when adopted. Unversioned, like the query counters: no plan reads a
+# key. The vector travels through a parameter: FalkorDB's vector index does not see a
+# property copied from another, and its vecf32() does not take a stored vector.
+KEYLESS = (
+    "MATCH (ep:Episodic) WHERE ep.search_key IS NULL AND ep.extractor IS NOT NULL "
+    "AND ep.source <> 'facts'"
+)
+KEYLESS_PAGE = f"{KEYLESS} RETURN ep.uuid AS uuid, ep.content_embedding AS v LIMIT 500"
+
+
+def key_backfill(dialect: Dialect, rows: list[dict[str, Any]]) -> list[Statement]:
+    """The statements that key one page of KEYLESS_PAGE rows by their content."""
+    match = "UNWIND $rows AS r MATCH (ep:Episodic {uuid: r.uuid}) WHERE ep.search_key IS NULL "
+    text = "ep.search_key = coalesce(ep.content, '')"
+    vectors = [{"uuid": r["uuid"], "v": [float(x) for x in r["v"]]} for r in rows if r["v"]]
+    plain = [{"uuid": r["uuid"]} for r in rows if not r["v"]]
+    out = [Statement(f"{match}SET {text}", {"rows": plain})] if plain else []
+    if vectors:
+        vector = dialect.vector("r.v")
+        out.append(Statement(f"{match}SET {text}, ep.key_embedding = {vector}", {"rows": vectors}))
+    return out
+
 
 @dataclass(frozen=True)
 class Fence:

@@ -29,7 +29,7 @@ from kg.schemas.keys import KEYS_NAMESPACE
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import STAGING_PREFIX, PendingErasure, Record, is_staging
 from kg.schemas.validation import GROUP_ID_RE, check_group_id
-from kg.store.cypher.base import GROUP_LABEL, Fence
+from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
 from kg.store.cypher.store import CypherStore
 from kg.store.falkordb import persistence
@@ -231,6 +231,9 @@ class FalkorDBStore(CypherStore):
                         "PROPERTIES", "1", prop,
                     )
                 )  # fmt: skip
+            while keyless := await self._schema_rows(graph, KEYLESS_PAGE):
+                for stmt in key_backfill(self.dialect, keyless):
+                    await graph.query(stmt.query, stmt.params)
         self._ready.add(group_id)
 
     @staticmethod

@@ -25,7 +25,7 @@ from kg.errors import (
 )
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import PendingErasure, Record, is_staging, staging_name
-from kg.store.cypher.base import GROUP_LABEL, Fence
+from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
 from kg.store.cypher.store import CypherStore
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
@@ -108,6 +108,8 @@ class Neo4jStore(CypherStore):
                     raise
         if self.embedding_dim:
             await self._check_vector_dimension(self.embedding_dim)
+        while keyless := await self._read(group_id, KEYLESS_PAGE, {}):
+            await self._run_write(key_backfill(self.dialect, keyless))
         self._schema_ready = True
 
     async def _check_vector_dimension(self, dim: int) -> None:
