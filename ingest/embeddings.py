@@ -9,6 +9,7 @@ L2-normalised vectors, so cosine similarity is a dot product everywhere.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import os
 import threading
@@ -62,6 +63,11 @@ class SentenceTransformerEmbedder:
         # One encode at a time (the model is not re-entrant). A thread lock, taken in the worker
         # thread: an asyncio.Lock would tie the embedder to the first event loop that waited.
         self._lock = threading.Lock()
+        # The model's heap (torch, tokenizers: hundreds of thousands of objects) lives as long
+        # as the process and holds no garbage; frozen, Python's full collections stop walking
+        # it. Unfrozen, a full collection in a search took its p95 from 63 to 294 ms.
+        gc.collect()
+        gc.freeze()
 
     def _encode(self, texts: list[str]) -> Any:
         with self._lock:

@@ -1,9 +1,12 @@
 """Query -> branches -> fusion -> rerank -> cutoff, per scope (facts, entities, episodes,
 communities). Talks to the graph only through `kg.schemas.store.SearchIndex`.
 
-Branches of a scope run concurrently; BFS runs after them when it must be seeded from their
-hits. Every branch reports its hit count and latency, so a dead branch (no embedder, an empty
-index, a query of stop words) shows up in `SearchResults.branches` instead of passing silently.
+Branches of a scope run concurrently, the full-text ones while the query is being embedded;
+BFS runs after them when it must be seeded from their hits. Branches rank by uuid and score
+only: items are read afterwards, for the candidates that can still make the final top k
+(`_hydrate`), not for every candidate of every branch. Every branch reports its hit count and
+latency, so a dead branch (no embedder, an empty index, a query of stop words) shows up in
+`SearchResults.branches` instead of passing silently.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kg.retrieval.config import Fusion, Method, Reranker, ScopeConfig, SearchConfig
 from kg.retrieval.fusion import mmr, rrf, score_fusion
@@ -36,6 +39,8 @@ from kg.schemas.ontology import Ontology
 from kg.schemas.search import Scope, Scored, SearchItem, SearchView
 from kg.schemas.store import SearchIndex
 
+T = TypeVar("T")
+
 
 class SearchReads(SearchIndex, Protocol):
     """The search reads, plus episodes by uuid: a fact's trust is the highest tier among the
@@ -52,17 +57,22 @@ class SearchError(ValueError):
 class _Scope:
     """Candidates of one scope as the branches found them."""
 
-    items: dict[str, SearchItem] = field(default_factory=dict)
+    items: dict[str, SearchItem | None] = field(default_factory=dict)
     rankings: dict[str, list[str]] = field(default_factory=dict)
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def add(self, method: str, hits: Sequence[Scored]) -> None:
-        ranking = []
         for h in hits:
             self.items.setdefault(h.uuid, h.item)
-            if h.uuid not in ranking:
-                ranking.append(h.uuid)
-                self.scores.setdefault(h.uuid, {})[method] = round(h.score, 6)
+        self.rank(method, [(h.uuid, h.score) for h in hits])
+
+    def rank(self, method: str, ranked: Sequence[tuple[str, float]]) -> None:
+        """A branch's ranking by uuid; its items are read later, if they are needed."""
+        ranking = []
+        for uuid, score in ranked:
+            if uuid not in self.scores or method not in self.scores[uuid]:
+                ranking.append(uuid)
+                self.scores.setdefault(uuid, {})[method] = round(score, 6)
         self.rankings[method] = ranking
 
 
@@ -82,6 +92,7 @@ class Search:
     reports: list[BranchReport] = field(default_factory=list)
     abstained: dict[Scope, float] = field(default_factory=dict)
     _qvec: list[float] | None = None
+    _embedding: asyncio.Future[list[list[float]]] | None = None
     _time: QueryTime | None = None
     _text_query: str = ""
     _factors: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -94,9 +105,14 @@ class Search:
         if self.config.read_time:
             await self._read_time()
         if self.embedder is not None and self._needs_vector():
-            [self._qvec] = await self.embedder.embed([self.query])
+            # Embedding runs in a thread; full-text branches need no vector and run meanwhile.
+            self._embedding = asyncio.ensure_future(self.embedder.embed([self.query]))
         scopes = [(s, c) for s, c in self._scopes() if c is not None]
-        done = await asyncio.gather(*(self._scope(s, c) for s, c in scopes))
+        try:
+            done = await asyncio.gather(*(self._scope(s, c) for s, c in scopes))
+        finally:
+            if self._embedding is not None and not self._embedding.done():
+                self._embedding.cancel()
         results = SearchResults(query=self.query, group_id=self.group_id, view=self.view,
                                 branches=self.reports, abstained=self.abstained,
                                 time=self._time)  # fmt: skip
@@ -106,6 +122,21 @@ class Search:
         results.branches.sort(key=lambda b: (order[b.scope], order[b.method]))
         results.latency_ms = round((time.perf_counter() - t0) * 1000, 2)
         return results
+
+    async def _query_vector(self) -> list[float] | None:
+        if self._qvec is None and self._embedding is not None:
+            [self._qvec] = await self._embedding
+        return self._qvec
+
+    async def _hydrate(self, scope: Scope, found: _Scope, uuids: Sequence[str]) -> None:
+        """Read the items of `uuids` not read yet (one query); an item deleted since its
+        branch ranked it stays absent, and is dropped where it would have been used."""
+        missing = [u for u in dict.fromkeys(uuids) if u not in found.items]
+        if missing:
+            for item in await self.store.items(self.group_id, scope, missing):
+                found.items[_uuid(item)] = item
+            for u in missing:
+                found.items.setdefault(u, None)
 
     def _scopes(self) -> list[tuple[Scope, ScopeConfig | None]]:
         c = self.config
@@ -210,12 +241,33 @@ class Search:
         return tiers
 
     async def _prior(
+        self, fused: list[tuple[str, float]], found: _Scope, limit: int | None
+    ) -> list[tuple[str, float]]:
+        """Fused scores times the trust factor and the ontology's recency decay.
+
+        Both factors are at most 1, so a candidate never scores above its fused score: with
+        a `limit`, candidates are read in fused order, a batch at a time, until `limit` of
+        them score at least the next one's fused score (none after it can overtake them).
+        The rest are left out, unread. Without one, every candidate is read and scored."""
+        out: list[tuple[str, float]] = []
+        step = max(2 * limit, 20) if limit else max(len(fused), 1)
+        for lo in range(0, len(fused), step):
+            chunk = fused[lo : lo + step]
+            await self._hydrate(Scope.facts, found, [u for u, _ in chunk])
+            out += await self._factored(chunk, found)
+            nxt = lo + step
+            if limit and nxt < len(fused) and len(out) >= limit and fused[nxt][1] >= 0:
+                kth = sorted((sc for _, sc in out), reverse=True)[limit - 1]
+                if kth >= fused[nxt][1]:  # a tie goes to the earlier candidate: this one
+                    break
+        return _resorted(out, fused)
+
+    async def _factored(
         self, fused: list[tuple[str, float]], found: _Scope
     ) -> list[tuple[str, float]]:
-        """Fused scores times the trust factor and the ontology's recency decay."""
-        facts = {u: item for u, _ in fused if isinstance(item := found.items[u], Fact)}
+        facts = {u: item for u, _ in fused if isinstance(item := found.items.get(u), Fact)}
         if not facts:
-            return fused
+            return []
         tiers = await self._tiers(facts)
         labels: dict[str, list[str]] = {}
         onto = self.ontology
@@ -225,7 +277,8 @@ class Search:
                       await self.store.entities_by_uuid(self.group_id, subjects)}  # fmt: skip
         out = []
         for u, score in fused:
-            f = facts[u]
+            if (f := facts.get(u)) is None:
+                continue  # deleted since its branch ranked it
             trust = self.config.trust_weights.get(TrustTier(tiers[u]), 1.0)
             recency = 1.0
             decay = onto.decay_for(f.predicate, labels.get(f.edge.source_node_uuid, [])) if (
@@ -235,7 +288,7 @@ class Search:
                 recency = decay.factor((self._asked_at - last).total_seconds() / 86400)
             self._factors[u] = (trust, recency)
             out.append((u, score * trust * recency))
-        return _resorted(out, fused)
+        return out
 
     def _boost(self, fused: list[tuple[str, float]], found: _Scope) -> list[tuple[str, float]]:
         """Episodes said within the query's window rank higher; none is dropped."""
@@ -243,7 +296,7 @@ class Search:
         start, end = self._time.applied.window
         out = []
         for u, score in fused:
-            item = found.items[u]
+            item = found.items.get(u)
             at = item.valid_at if isinstance(item, EpisodicNode) else None
             inside = at is not None and (start is None or at >= start) and (
                 end is None or at < end)  # fmt: skip
@@ -255,10 +308,11 @@ class Search:
     # -- branches -------------------------------------------------------------------------
 
     async def _timed(
-        self, scope: Scope, method: str, run: Callable[[], Awaitable[list[Scored]]]
-    ) -> list[Scored]:
+        self, scope: Scope, method: str, run: Callable[[], Awaitable[list[T]]]
+    ) -> list[T]:
         t0 = time.perf_counter()
         error = None
+        hits: list[T]
         try:
             hits = await run()
         except SearchError as exc:
@@ -269,22 +323,28 @@ class Search:
         ))  # fmt: skip
         return hits
 
-    async def _bm25(self, scope: Scope) -> list[Scored]:
+    async def _bm25(self, scope: Scope) -> list[tuple[str, float]]:
         text = self._text_query or self.query
         query = keyword_query(text) if self.config.drop_question_words else text
-        return await self.store.search_text(
+        return await self.store.rank_text(
             self.group_id, scope, query, self.view, self.config.window
         )
 
-    async def _cosine(self, scope: Scope) -> list[Scored]:
+    async def _cosine(self, scope: Scope) -> list[tuple[str, float]]:
         if self._qvec is None:
             raise SearchError("no embedder configured: KG.open(embedder=...)")
-        return await self.store.search_vector(
+        return await self.store.rank_vector(
             self.group_id, scope, self._qvec, self.view, self.config.window
         )
 
+    async def _branch(self, scope: Scope, method: Method) -> list[tuple[str, float]]:
+        if method is Method.cosine:
+            await self._query_vector()  # the embedding's time is not the branch's
+            return await self._timed(scope, method.value, functools.partial(self._cosine, scope))
+        return await self._timed(scope, method.value, functools.partial(self._bm25, scope))
+
     async def _bfs(self, scope: Scope, found: _Scope) -> list[Scored]:
-        seeds = list(self.seeds) or self._seeds_from(found)
+        seeds = list(self.seeds) or await self._seeds_from(scope, found)
         if not seeds:
             return []
         window = self.config.window
@@ -324,12 +384,13 @@ class Search:
         return rrf(list(found.rankings.values()), k=self.config.rrf_k, window=window,
                    weights=self._weights(found))  # fmt: skip
 
-    def _seeds_from(self, found: _Scope) -> list[str]:
+    async def _seeds_from(self, scope: Scope, found: _Scope) -> list[str]:
         """Entities at the ends of the other branches' best hits (or the best entities)."""
-        fused = self._fuse(found)
+        best = [u for u, _ in self._fuse(found)[: self.config.bfs_seeds]]
+        await self._hydrate(scope, found, best)
         seeds: list[str] = []
-        for uuid, _ in fused[: self.config.bfs_seeds]:
-            item = found.items[uuid]
+        for uuid in best:
+            item = found.items.get(uuid)
             if isinstance(item, Fact):
                 seeds += [item.edge.source_node_uuid, item.edge.target_node_uuid]
             elif isinstance(item, EntityNode):
@@ -341,14 +402,9 @@ class Search:
     async def _scope(self, scope: Scope, c: ScopeConfig) -> list[Any]:
         found = _Scope()
         first = [m for m in c.methods if m is not Method.bfs]
-        runners: dict[Method, Callable[[Scope], Awaitable[list[Scored]]]] = {
-            Method.bm25: self._bm25, Method.cosine: self._cosine,
-        }  # fmt: skip
-        hits = await asyncio.gather(
-            *(self._timed(scope, m.value, functools.partial(runners[m], scope)) for m in first)
-        )
+        hits = await asyncio.gather(*(self._branch(scope, m) for m in first))
         for m, h in zip(first, hits, strict=True):
-            found.add(m.value, h)
+            found.rank(m.value, h)
         if self.config.abstain_below is not None:
             cosine = found.rankings.get(Method.cosine.value, [])
             best = max((found.scores[u][Method.cosine.value] for u in cosine), default=-1.0)
@@ -358,16 +414,26 @@ class Search:
         if Method.bfs in c.methods:
             found.add("bfs", await self._timed(scope, "bfs", lambda: self._bfs(scope, found)))
         fused = self._fuse(found, self.config.window)
+        # With the fused order final (up to factors of at most 1), only the candidates that
+        # can still make the top k are read; a reranker that looks at items reads them all.
+        final = c.reranker is Reranker.rrf
+        if not final and c.reranker is not Reranker.mmr:
+            await self._hydrate(scope, found, [u for u, _ in fused])
         if scope is Scope.facts:
-            fused = await self._prior(fused, found)
+            fused = await self._prior(fused, found, c.limit if final else None)
         elif scope is Scope.episodes and self._time is not None and self._time.applied:
+            await self._hydrate(scope, found, [u for u, _ in fused])
             fused = self._boost(fused, found)
         fused_score = dict(fused)
         ranked = await self._rerank(scope, c, fused, found)
         if self.config.min_score is not None:
             ranked = [(u, s) for u, s in ranked if s >= self.config.min_score]
-        ranked = ranked[: c.limit]
-        return [self._hit(scope, found, u, s, fused_score[u]) for u, s in ranked]
+        top: list[tuple[str, float]] = []
+        while ranked and len(top) < c.limit:  # more only if some were deleted meanwhile
+            batch, ranked = ranked[: c.limit - len(top)], ranked[c.limit - len(top) :]
+            await self._hydrate(scope, found, [u for u, _ in batch])
+            top += [(u, s) for u, s in batch if found.items.get(u) is not None]
+        return [self._hit(scope, found, u, s, fused_score[u]) for u, s in top]
 
     async def _rerank(
         self, scope: Scope, c: ScopeConfig, fused: list[tuple[str, float]], found: _Scope
@@ -376,14 +442,16 @@ class Search:
         if r is Reranker.rrf or not fused:
             return fused
         if r is Reranker.mmr:
-            assert self._qvec is not None
+            qvec = await self._query_vector()
+            assert qvec is not None
             uuids = [u for u, _ in fused]
             vectors = await self.store.embeddings(self.group_id, scope, uuids)
-            return mmr(fused, vectors, self._qvec, lam=self.config.mmr_lambda, limit=c.limit)
+            return mmr(fused, vectors, qvec, lam=self.config.mmr_lambda, limit=c.limit)
         if r is Reranker.cross_encoder:
             assert self.cross_encoder is not None
             pool = fused[: max(c.limit * 3, 20)]
-            texts = [_text(found.items[u]) for u, _ in pool]
+            pool = [(u, sc) for u, sc in pool if found.items.get(u) is not None]
+            texts = [_text(item) for u, _ in pool if (item := found.items[u]) is not None]
             scores = await self.cross_encoder.score(self.query, texts)
             return by_key(pool, dict(zip([u for u, _ in pool], scores, strict=True)),
                           default=float("-inf"))  # fmt: skip
@@ -403,7 +471,7 @@ class Search:
         self, scope: Scope, fused: list[tuple[str, float]], found: _Scope
     ) -> dict[str, float]:
         """1 / (1 + hops from the centre entity); the centre defaults to the top seed."""
-        center = self.center or next(iter(self.seeds or self._seeds_from(found)), None)
+        center = self.center or next(iter(self.seeds or await self._seeds_from(scope, found)), None)
         if center is None:
             return {}
         dist = {center: 0}
@@ -420,7 +488,7 @@ class Search:
                 break
         out: dict[str, float] = {}
         for uuid, _ in fused:
-            item = found.items[uuid]
+            item = found.items.get(uuid)
             if isinstance(item, Fact):
                 ends = [dist.get(item.edge.source_node_uuid), dist.get(item.edge.target_node_uuid)]
                 d = min((x for x in ends if x is not None), default=None)
@@ -435,6 +503,7 @@ class Search:
     def _hit(self, scope: Scope, found: _Scope, uuid: str, score: float, fused: float) -> Any:
         ranks = {m: r.index(uuid) + 1 for m, r in found.rankings.items() if uuid in r}
         item = found.items[uuid]
+        assert item is not None
         extra = {"branch_scores": found.scores.get(uuid, {})}
         if isinstance(item, Fact):
             closed = not item.edge.holds_at(self.view.valid_at)
@@ -456,6 +525,10 @@ def _resorted(
     """Best first; ties keep their order in `before`."""
     order = {u: i for i, (u, _) in enumerate(before)}
     return sorted(scored, key=lambda us: (-us[1], order[us[0]]))
+
+
+def _uuid(item: SearchItem) -> str:
+    return item.edge.uuid if isinstance(item, Fact) else item.uuid
 
 
 def _text(item: SearchItem) -> str:

@@ -27,7 +27,7 @@ from kg.schemas.plan import (
     RewritePlan,
     WritePlan,
 )
-from kg.schemas.search import Scope, Scored, SearchView
+from kg.schemas.search import Scope, Scored, SearchItem, SearchView
 from kg.schemas.validation import GroupId, UtcDatetime
 
 
@@ -280,6 +280,23 @@ class SearchIndex(Protocol):
         self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int
     ) -> list[Scored]:
         """Nearest by cosine similarity, best first."""
+        ...
+
+    async def rank_text(
+        self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int
+    ) -> list[tuple[str, float]]:
+        """`search_text` as (uuid, score), without reading the items: search reads only the
+        items that make its final top k (`items`)."""
+        ...
+
+    async def rank_vector(
+        self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int
+    ) -> list[tuple[str, float]]:
+        """`search_vector` as (uuid, cosine similarity)."""
+        ...
+
+    async def items(self, group_id: str, scope: Scope, uuids: list[str]) -> list[SearchItem]:
+        """The scope's items by uuid, in any order; unknown uuids are absent."""
         ...
 
     async def neighbourhood(

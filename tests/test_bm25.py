@@ -7,7 +7,7 @@ import math
 import pytest
 
 from kg.store.cypher.analyzer import grams, query_terms
-from kg.store.cypher.bm25 import bm25, idf, query_tokens, stem, tokens
+from kg.store.cypher.bm25 import bm25, idf, query_tokens, split_rare, stem, tokens, upper_bound
 
 
 def test_korean_runs_become_bigrams_and_latin_text_does_not() -> None:
@@ -51,3 +51,22 @@ def test_bm25_matches_the_formula() -> None:
 def test_stop_words_do_not_reach_the_index_or_the_score() -> None:
     assert [t for t, _ in query_tokens(["the", "jazz", "to"])] == ["jazz"]
     assert tokens("The painted Jazz") == ["paint", "jazz"]
+
+
+def test_the_rarest_terms_are_asked_first_and_common_ones_set_aside() -> None:
+    pairs = [("lives", "liv"), ("oslo", "oslo"), ("minji", "minji")]
+    df = {"lives": 350_000, "oslo": 20_000, "minji": 3_000}
+    assert split_rare(pairs, df) == ([("minji", "minji")], [("oslo", "oslo"), ("lives", "liv")])
+    # The rarest term is asked even alone above the threshold; nothing is set aside when the
+    # terms together match few documents, nor when one term is all there is.
+    assert split_rare(pairs[:2], df) == ([("oslo", "oslo")], [("lives", "liv")])
+    assert split_rare(pairs, {"lives": 50, "oslo": 5, "minji": 1}) == (pairs, [])
+    assert split_rare(pairs[:1], df) == (pairs[:1], [])
+
+
+@pytest.mark.parametrize("tf", [1, 3, 50])
+@pytest.mark.parametrize("filler", [0, 1, 20])
+def test_no_document_scores_above_a_terms_upper_bound(tf: int, filler: int) -> None:
+    doc = " ".join(["jazz"] * tf + ["music"] * filler)
+    [score, none] = bm25(["jazz"], [doc, "piano " * 40], {"jazz": 3}, n=100)
+    assert 0 == none < score < upper_bound(3, 100)

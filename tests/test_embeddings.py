@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from collections.abc import AsyncIterator
@@ -104,3 +105,10 @@ async def test_openai_embedder_over_a_mocked_transport() -> None:
     wrong = OpenAIEmbedder("m", 3, base_url="http://127.0.0.1:9/v1", http_client=client)
     with pytest.raises(ValueError, match="expected 3"):
         await wrong.embed(["a"])
+
+
+def test_the_model_heap_is_frozen_out_of_full_collections() -> None:
+    # Python's full collections walked torch's heap in every search that triggered one.
+    gc.unfreeze()
+    local_minilm()
+    assert gc.get_freeze_count() > 100_000

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from kg.retrieval import SearchConfig, render_context
 from kg.retrieval.config import Method, Reranker, ScopeConfig
 from kg.retrieval.context import approx_tokens
 from kg.retrieval.fusion import mmr, rrf
-from kg.schemas.search import SearchView
+from kg.schemas.search import Scope, SearchView
 from tests.conftest import Backend, add, open_test_kg, t
 
 
@@ -513,3 +514,79 @@ def test_context_takes_every_search_argument() -> None:
     assert not missing, f"KG.context lacks {missing}"
     for name, p in search.items():
         assert context[name].kind == p.kind and context[name].default == p.default, name
+
+
+# -- reading only what can make the top k --------------------------------------------------
+
+
+async def test_common_terms_are_set_aside_only_when_they_cannot_change_the_top_k(
+    falkor_kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MaxScore on FalkorDB's rescored full text: the rare term's own pool decides when its
+    # k-th score beats all the common terms could add; the answer is the unpruned one.
+    from kg.store.cypher import bm25
+    from kg.store.cypher.search import CypherSearch
+
+    people = ["Al", "Bo Li", "Cy Da Ek", "Di Fa Go Hu"]  # of four lengths: no ties
+    await add(falkor_kg, t(2020), *[(p, "LIVES_IN", "Oslo") for p in people],
+              *[(f"P{i}", "LIVES_IN", "Lima") for i in range(12)])  # fmt: skip
+    asked: list[list[str]] = []
+    real = CypherSearch._rescored
+
+    async def spy(self: CypherSearch, group: str, scope: Scope, pairs: Any, terms: Any,
+                  *rest: Any) -> Any:  # fmt: skip
+        asked.append([term for term, _ in terms])
+        return await real(self, group, scope, pairs, terms, *rest)
+
+    monkeypatch.setattr(CypherSearch, "_rescored", spy)
+    view = SearchView(valid_at=t(2030), known_at=datetime.now(UTC))
+
+    async def ranked(limit: int, prune_from: int) -> tuple[list[str], list[Any]]:
+        monkeypatch.setattr(bm25, "PRUNE_FROM", prune_from)
+        asked.clear()
+        got = await falkor_kg.store.rank_text("default", Scope.facts, "lives Oslo", view, limit)
+        return [u for u, _ in got], list(asked)
+
+    # Same ranking; the scores differ a little, as BM25's average length is the pool's.
+    unpruned, runs = await ranked(3, 10_000)
+    assert runs == [["lives", "oslo"]] and len(unpruned) == 3
+    assert await ranked(3, 1) == (unpruned, [["oslo"]])
+    # Four facts say "Oslo": a top 5 needs "lives" too, so the whole query runs after all.
+    unpruned, _ = await ranked(5, 10_000)
+    assert await ranked(5, 1) == (unpruned, [["oslo"], ["lives", "oslo"]])
+
+
+async def test_search_reads_only_the_items_that_can_make_its_top_k(
+    falkor_kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Trust factors (at most 1) reorder the fused candidates: an agent's fact ranks lower.
+    # The top k must be what scoring every candidate gives, from no more items read.
+    from kg.store.cypher.search import CypherSearch
+
+    for i in range(10):
+        await add(falkor_kg, t(2020), (f"Person {i}", "LIKES", f"jazz vinyl {i}"))
+    for i in range(20):
+        await add(falkor_kg, t(2020), (f"Agent {i}", "LIKES", f"jazz jazz {i}"), channel="agent")
+    read: list[int] = []
+    real = CypherSearch.items
+
+    async def spy(self: CypherSearch, group: str, scope: Scope, uuids: list[str]) -> Any:
+        read.append(len(uuids))
+        return await real(self, group, scope, uuids)
+
+    monkeypatch.setattr(CypherSearch, "items", spy)
+
+    async def top(query: str, limit: int) -> tuple[list[str], int]:
+        read.clear()
+        r = await falkor_kg.search(query, recipe="facts_bm25", limit=limit)
+        return [h.fact.edge.fact for h in r.facts], sum(read)
+
+    # "vinyl": the users' facts lead the full text and stay first: the first batch suffices.
+    every, read_every = await top("jazz vinyl", 40)
+    assert read_every == 30 and every[0].startswith("Person")
+    assert await top("jazz vinyl", 3) == (every[:3], 20)
+    # "jazz jazz" leads the full text, but the agents' facts fall behind the users' by trust:
+    # the first batch cannot settle the top 3, so the search reads on.
+    every, _ = await top("jazz", 40)
+    assert all(f.startswith("Person") for f in every[:3])
+    assert await top("jazz", 3) == (every[:3], 30)

@@ -26,6 +26,11 @@ from kg.store.cypher.analyzer import grams
 
 K1 = 1.2
 B = 0.75
+# The engine's own score, scaled to at most this, breaks ties between equal BM25 scores.
+TIE_BREAK = 1e-6
+# Matches the engine yields cheaply (about a millisecond a thousand): a query whose terms
+# match fewer documents in all runs unpruned; above it, the rarest terms run first (MaxScore).
+PRUNE_FROM = 10_000
 # RediSearch drops these from queries and documents (its default English stop list).
 STOPWORDS = frozenset({
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
@@ -61,6 +66,31 @@ def tokens(text: str) -> list[str]:
 def idf(df: int, n: int) -> float:
     """Lucene's BM25 idf: never negative, so a term in most documents still counts a little."""
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def upper_bound(df: int, n: int) -> float:
+    """The most one query term can add to a document's score: tf (K1 + 1) / (tf + norm) is
+    below K1 + 1 for any tf and document length."""
+    return (K1 + 1.0) * idf(df, n)
+
+
+def split_rare(
+    pairs: Sequence[tuple[str, str]], df: dict[str, int]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The query's terms as (rare, common): the rarest terms whose document frequencies add
+    up to at most PRUNE_FROM (at least one), and the others; every term is rare when all of
+    them together match at most PRUNE_FROM documents."""
+    if sum(df.get(t, 0) for t, _ in pairs) <= PRUNE_FROM:
+        return list(pairs), []
+    ordered = sorted(pairs, key=lambda p: df.get(p[0], 0))
+    rare: list[tuple[str, str]] = []
+    total = 0
+    for p in ordered:
+        if rare and total + df.get(p[0], 0) > PRUNE_FROM:
+            break
+        rare.append(p)
+        total += df.get(p[0], 0)
+    return rare, ordered[len(rare) :]
 
 
 def bm25(terms: Sequence[str], docs: Sequence[str], df: dict[str, int], n: int) -> list[float]:

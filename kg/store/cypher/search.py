@@ -18,7 +18,7 @@ from kg.schemas.graph import VECTOR_FIELDS, CommunityNode, EntityNode, EpisodicN
 from kg.schemas.search import Scope, Scored, SearchView
 from kg.store.cypher.analyzer import query_terms
 from kg.store.cypher.base import CypherBase
-from kg.store.cypher.bm25 import bm25, query_tokens
+from kg.store.cypher.bm25 import TIE_BREAK, bm25, query_tokens, split_rare, upper_bound
 from kg.store.cypher.dialect import unindexed
 
 _VECTORS = set(VECTOR_FIELDS)
@@ -137,56 +137,112 @@ class CypherSearch(CypherBase):
     def _columns(self, scope: Scope) -> str:
         return FACT_COLUMNS if scope is Scope.facts else f" RETURN {_PROJ[scope]} AS n"
 
+    # -- full text: search_text for callers that want items, rank_text for search --------
+
     async def search_text(
         self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int
     ) -> list[Scored]:
+        if self.dialect.engine_scorer == "bm25":  # the engine ranks: one query, rows and all
+            rows = await self._engine_text(group_id, scope, query, view, limit, rows=True)
+            items = [self._item(scope, r) for r in rows]
+            return [Scored(uuid=_uuid(i), score=float(r["score"]), item=i)
+                    for i, r in zip(items, rows, strict=True)]  # fmt: skip
+        ranked = await self.rank_text(group_id, scope, query, view, limit)
+        return await self._hydrated(group_id, scope, ranked)
+
+    async def rank_text(
+        self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int
+    ) -> list[tuple[str, float]]:
+        """Full-text (uuid, score), best first, without the items' rows."""
+        if self.dialect.engine_scorer == "bm25":
+            rows = await self._engine_text(group_id, scope, query, view, limit, rows=False)
+            return [(r["uuid"], float(r["score"])) for r in rows]
         pairs = query_tokens(query_terms(query))
         if not pairs:
             return []
         await self._search_ready(group_id)
-        engine_terms = [t for t, _ in pairs]
-        params = {**self._view_params(group_id, view), "q": self.dialect.text_query(engine_terms)}
-        if self.dialect.engine_scorer == "bm25":
-            cypher = (
-                f"{self.dialect.fulltext_call(scope)} {self._returns(scope)} "
-                f"WHERE {view_filter(scope, view)}{self._columns(scope)}, score "
-                "ORDER BY score DESC LIMIT $max_rows"
-            )
-            rows = await self._read(group_id, cypher, {**params, "max_rows": limit})
-            items = [self._item(scope, r) for r in rows]
-            return [Scored(uuid=_uuid(i), score=float(r["score"]), item=i)
-                    for i, r in zip(items, rows, strict=True)]  # fmt: skip
-        # Rescoring: a light pool (uuid, text, engine score) first, full rows for the top only.
+        n, df = await self._term_stats(group_id, scope, [t for t, _ in pairs])
+        # MaxScore (Turtle and Flood, 1995): a document matching none of the rare terms
+        # scores below the sum of the common terms' upper bounds. When the rare terms' own
+        # pool already holds `limit` documents above that sum, a document matching only
+        # common terms cannot reach the top, and the engine need not yield those (it yields
+        # every match, unranked: a third of a million rows for "lives" at a million facts).
+        rare, common = split_rare(pairs, df)
+        if common:
+            ranked, kth = await self._rescored(group_id, scope, pairs, rare, (n, df), view,
+                                               limit)  # fmt: skip
+            # The engine's score adds at most TIE_BREAK to a BM25 score (see _rescored).
+            if kth - TIE_BREAK > sum(upper_bound(df[t], n) for t, _ in common):
+                return ranked
+        ranked, _ = await self._rescored(group_id, scope, pairs, pairs, (n, df), view, limit)
+        return ranked
+
+    async def _engine_text(
+        self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int,
+        *, rows: bool,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """The engine's own ranking (Lucene's BM25) after the view filter: full rows, or
+        uuid and score."""
+        pairs = query_tokens(query_terms(query))
+        if not pairs:
+            return []
+        await self._search_ready(group_id)
+        v = _VAR[scope]
+        if rows:
+            returns, columns = self._returns(scope), f"{self._columns(scope)}, score"
+        else:
+            returns, columns = f"WITH {v}, score", f" RETURN {v}.uuid AS uuid, score"
+        cypher = (
+            f"{self.dialect.fulltext_call(scope)} {returns} "
+            f"WHERE {view_filter(scope, view)}{columns} ORDER BY score DESC LIMIT $max_rows"
+        )
+        params = {**self._view_params(group_id, view), "max_rows": limit,
+                  "q": self.dialect.text_query([t for t, _ in pairs])}  # fmt: skip
+        return await self._read(group_id, cypher, params)
+
+    async def _rescored(
+        self, group_id: str, scope: Scope, pairs: list[tuple[str, str]],
+        asked: list[tuple[str, str]], stats: tuple[int, dict[str, int]], view: SearchView,
+        limit: int,
+    ) -> tuple[list[tuple[str, float]], float]:  # fmt: skip
+        """BM25 over a light pool (uuid, text, engine score) of the documents matching the
+        `asked` terms, scored on every term of `pairs`: the best `limit`, and the score of the
+        `limit`-th (0 when there are fewer)."""
+        n, df = stats
         v = _VAR[scope]
         cypher = (
             f"{self.dialect.fulltext_call(scope)} WITH {v}, score "
             f"WHERE {view_filter(scope, view)} RETURN {v}.uuid AS uuid, {_TEXT[scope]} AS text, "
             "score ORDER BY score DESC LIMIT $max_rows"
         )
-        pool = await self._read(
-            group_id, cypher, {**params, "max_rows": max(limit * 10, BM25_POOL)}
-        )
+        params = {**self._view_params(group_id, view), "max_rows": max(limit * 10, BM25_POOL),
+                  "q": self.dialect.text_query([t for t, _ in asked])}  # fmt: skip
+        pool = await self._read(group_id, cypher, params)
         if not pool:
-            return []
-        n, df = await self._term_stats(group_id, scope, engine_terms)
+            return [], 0.0
         scores = bm25([tok for _, tok in pairs], [r["text"] or "" for r in pool],
                       {tok: df[t] for t, tok in pairs}, n)  # fmt: skip
         top = max(float(r["score"]) for r in pool) or 1.0
         # The engine's own score, scaled far below any BM25 term, only breaks ties and keeps
         # a document whose match the two stemmers disagree on.
         ranked = sorted(
-            ((r["uuid"], b + 1e-6 * float(r["score"]) / top)
+            ((r["uuid"], b + TIE_BREAK * float(r["score"]) / top)
              for r, b in zip(pool, scores, strict=True)),
             key=lambda us: -us[1],
         )[:limit]  # fmt: skip
-        found = await self._by_uuid(group_id, scope, [u for u, _ in ranked])
-        by_uuid = {_uuid(i): i for i in found}
-        return [Scored(uuid=u, score=round(sc, 6), item=by_uuid[u])
-                for u, sc in ranked if u in by_uuid]  # fmt: skip
+        kth = ranked[limit - 1][1] if len(ranked) >= limit else 0.0
+        return [(u, round(sc, 6)) for u, sc in ranked], kth
 
-    async def _by_uuid(
+    async def _hydrated(
+        self, group_id: str, scope: Scope, ranked: list[tuple[str, float]]
+    ) -> list[Scored]:
+        by_uuid = {_uuid(i): i for i in await self.items(group_id, scope, [u for u, _ in ranked])}
+        return [Scored(uuid=u, score=sc, item=by_uuid[u]) for u, sc in ranked if u in by_uuid]
+
+    async def items(
         self, group_id: str, scope: Scope, uuids: list[str]
     ) -> list[Fact | EntityNode | EpisodicNode | CommunityNode]:
+        """The scope's items by uuid, in no particular order; unknown uuids are absent."""
         if not uuids:
             return []
         if scope is Scope.facts:
@@ -233,15 +289,41 @@ class CypherSearch(CypherBase):
         cache[key] = (at, known)
         return n, {t: known[t] for t in terms}
 
+    # -- vectors ------------------------------------------------------------------------
+
     async def search_vector(
         self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int
     ) -> list[Scored]:
+        rows = await self._vector_rows(group_id, scope, vector, view, limit, full=True)
+        out = []
+        for score, row in rows:
+            item = self._item(scope, row)
+            out.append(Scored(uuid=_uuid(item), score=score, item=item))
+        return out
+
+    async def rank_vector(
+        self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int
+    ) -> list[tuple[str, float]]:
+        """Nearest (uuid, cosine similarity), best first, without the items' rows."""
+        rows = await self._vector_rows(group_id, scope, vector, view, limit, full=False)
+        return [(uuid, score) for score, uuid in rows]
+
+    async def _vector_rows(
+        self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int,
+        *, full: bool,
+    ) -> list[tuple[float, Any]]:  # fmt: skip
+        """(similarity, row) of the `limit` nearest items in view, best first; the row is the
+        item's whole row when `full`, else its uuid."""
         await self._search_ready(group_id)
-        cols = self._columns(scope).removeprefix(" RETURN ")
+        ok = f", ({view_filter(scope, view)}) AS ok"
+        if full:
+            cols = _row_map(scope, self._columns(scope).removeprefix(" RETURN "))
+            returns, row = self._returns(scope, ok), f"{{{cols}}}"
+        else:
+            returns, row = f"WITH {_VAR[scope]}, score{ok}", f"{_VAR[scope]}.uuid"
         cypher = (
-            f"{self.dialect.vector_call(scope)} "
-            f"{self._returns(scope, f', ({view_filter(scope, view)}) AS ok')} "
-            f"RETURN ok, score, CASE WHEN ok THEN {{{_row_map(scope, cols)}}} ELSE null END AS row"
+            f"{self.dialect.vector_call(scope)} {returns} "
+            f"RETURN ok, score, CASE WHEN ok THEN {row} ELSE null END AS row"
         )
         params = {**self._view_params(group_id, view), "v": vector}
         k, seen = max(limit * 3, 30), -1
@@ -255,12 +337,8 @@ class CypherSearch(CypherBase):
             if len(hits) >= limit or len(rows) == seen or k >= VECTOR_K_MAX:
                 break
             seen, k = len(rows), min(k * 4, VECTOR_K_MAX)
-        out = []
-        for r in hits:
-            item = self._item(scope, r["row"])
-            out.append(Scored(uuid=_uuid(item), score=self.dialect.similarity(float(r["score"])),
-                              item=item))  # fmt: skip
-        out.sort(key=lambda s: -s.score)
+        out = [(self.dialect.similarity(float(r["score"])), r["row"]) for r in hits]
+        out.sort(key=lambda sr: -sr[0])
         return out[:limit]
 
     async def neighbourhood(
