@@ -121,7 +121,7 @@ class ObservationLLM(StructuredLLM):
 
 
 async def ingest(
-    kg: KG, data: dict[str, Any], convs: list[str], extracted: bool
+    kg: KG, data: dict[str, Any], convs: list[str], extracted: bool = False
 ) -> dict[str, float]:
     t0 = time.perf_counter()
     turns = obs = 0

@@ -35,9 +35,11 @@ NEO4J_SCHEMA: tuple[str, ...] = (
     "FOR ()-[e:RELATES_TO]-() ON (e.group_id, e.name)",
     "CREATE FULLTEXT INDEX kg_entity_text IF NOT EXISTS FOR (n:Entity) "
     "ON EACH [n.name, n.summary, n.text_grams]",
-    # An episode is found by its search key (kg.search_keys), not its content alone.
-    "CREATE FULLTEXT INDEX kg_episode_key_text IF NOT EXISTS FOR (n:Episodic) "
-    "ON EACH [n.search_key, n.text_grams]",
+    # An episode is found by its search key (kg.search_keys). Its content is indexed too, so
+    # that a Graphiti graph is searchable as written, before adoption keys its episodes;
+    # Lucene sums the fields, so on Neo4j a keyed turn's own words count twice.
+    "CREATE FULLTEXT INDEX kg_episode_search_text IF NOT EXISTS FOR (n:Episodic) "
+    "ON EACH [n.search_key, n.content, n.text_grams]",
     "CREATE FULLTEXT INDEX kg_community_text IF NOT EXISTS FOR (n:Community) "
     "ON EACH [n.name, n.summary, n.text_grams]",
     "CREATE FULLTEXT INDEX kg_fact_text IF NOT EXISTS FOR ()-[e:RELATES_TO]-() "

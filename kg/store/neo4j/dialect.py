@@ -54,7 +54,7 @@ class Neo4jDialect(Dialect):
 _INDEXES = {
     Scope.facts: ("kg_fact_text", "e"),
     Scope.entities: ("kg_entity_text", "n"),
-    Scope.episodes: ("kg_episode_key_text", "ep"),
+    Scope.episodes: ("kg_episode_search_text", "ep"),
     Scope.communities: ("kg_community_text", "c"),
 }
 _VECTOR_INDEXES = {
