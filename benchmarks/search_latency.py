@@ -94,6 +94,30 @@ TOP_K = 10  # the default search's limit
 POOL_K = 50  # a branch's window (SearchConfig.window)
 
 
+NOTEBOOK_RECIPE = "facts_hybrid_bfs_rrf"  # notebooks/retrieval.ipynb plots its branches
+
+
+async def measure(kg: KG, group: str, n_queries: int,
+                  rng: random.Random) -> dict[str, list[float]]:  # fmt: skip
+    """In one process (the notebook's path): search, its branches, a facts lookup and PING."""
+    out: dict[str, list[float]] = {"search": [], "bm25": [], "cosine": [], "bfs": [],
+                                   "facts lookup": [], "PING": []}  # fmt: skip
+    await kg.search("warm up", group_id=group, recipe=NOTEBOOK_RECIPE)
+    for i in range(n_queries):
+        t0 = time.perf_counter()
+        r = await kg.search(QUERIES[i % len(QUERIES)], group_id=group, recipe=NOTEBOOK_RECIPE)
+        out["search"].append((time.perf_counter() - t0) * 1000)
+        for b in r.branches:
+            out.setdefault(b.method, []).append(b.latency_ms)
+        t0 = time.perf_counter()
+        await kg.facts(group_id=group, subject=rng.choice(PEOPLE))
+        out["facts lookup"].append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        await ping(kg)
+        out["PING"].append((time.perf_counter() - t0) * 1000)
+    return out
+
+
 def pct(values: list[float], q: int) -> float:
     if not values:
         return float("nan")
