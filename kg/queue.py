@@ -416,7 +416,11 @@ class Worker:
         async with self._llm_slots:
             if item.lost or self._stopping:
                 return None
-            extracted = await self.kg._extract_queued(item.node, context)
+            try:
+                extracted = await self.kg._extract_queued(item.node, context)
+            except Exception as exc:  # an invalid reply and its retry were spent all the same
+                self.stats.llm_calls += len(getattr(exc, "calls", []))
+                raise
         self.stats.llm_calls += len(extracted[1])
         item.called = True
         self._extracted(group_id, state)  # claim the next while this one is staged
@@ -447,6 +451,10 @@ class Worker:
                 raise LLMRequiredError("no extraction (the worker is stopping)")
             result = await self.kg._complete(node, self.owner, extracted, item.answered)
             self.stats.completed += 1
+            if extracted is not None:  # the calls resolution made in turn, counted once
+                ahead = len(item.answered.calls) if item.answered is not None else 0
+                in_turn = result.summary.llm_calls - len(extracted[1]) - ahead
+                self.stats.llm_calls += max(0, in_turn)
             if self.on_result is not None:
                 self.on_result(result)
         except LeaseLostError:

@@ -292,6 +292,8 @@ async def test_transient_failures_retry_and_invalid_replies_fail_recorded(home: 
                                  wait=False)  # fmt: skip
         stats = await Worker(kg, backoff_seconds=0.05, poll_seconds=0.05).drain()
         assert (stats.completed, stats.failed, stats.retried) == (1, 1, 2)
+        # Calls answered: Seoul's extraction, and the broken reply with its retry.
+        assert stats.llm_calls == 3
         [seoul] = await kg.facts(subject="Minji")
         assert seoul.object == "Seoul"
         nodes = {n.content: n for n in await episodes_of(kg, "default")}
