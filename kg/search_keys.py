@@ -75,11 +75,12 @@ async def rekeys(
     gone = set(removed)
     if not gone:
         return []
+    back = set(rolled_back)
     episodes = await store.episodes(group_id, sorted(gone))
     out = {
         ep.uuid: EpisodeKey(uuid=ep.uuid, search_key=ep.content)
         for ep in episodes
-        if ep.uuid in set(rolled_back) and keyed(ep)
+        if ep.uuid in back and keyed(ep)
     }
     for session in sorted({ep.session_id for ep in episodes if ep.session_id}):
         turns = await store.session_turns(group_id, session)
