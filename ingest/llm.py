@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ValidationError
@@ -72,6 +72,17 @@ class LLMCall(BaseModel):
     completion_tokens: int
     latency_ms: float
     valid: bool
+    cut: bool = False  # the reply stopped at the client's `max_tokens` cap
+
+
+class Completion(NamedTuple):
+    """One model reply. `cut`: the server stopped it at the token cap (finish_reason
+    "length"), so an invalid reply is unfinished rather than wrong."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cut: bool = False
 
 
 class Slots:
@@ -157,13 +168,18 @@ class StructuredLLM(abc.ABC):
     @abc.abstractmethod
     async def _complete(
         self, messages: list[Message], schema: type[BaseModel], name: str
-    ) -> tuple[str, int, int]:
-        """One model call: (reply text, prompt tokens, completion tokens)."""
+    ) -> Completion | tuple[str, int, int]:
+        """One model call: (reply text, prompt tokens, completion tokens[, cut])."""
 
     async def structured(
         self, messages: Sequence[Message], schema: type[T], *, purpose: str, max_attempts: int = 2
     ) -> tuple[T, list[LLMCall]]:
-        """Validated reply; `max_attempts` = 1 skips the corrective retry (budget spent)."""
+        """Validated reply; `max_attempts` = 1 skips the corrective retry (budget spent).
+
+        A reply cut at the token cap gets no corrective retry either: the retry carries the
+        cut reply and asks for the same answer under the same cap, and weak models then cut
+        again (a third of SmolLM2-135M's calls at a 320-token cap were such retries).
+        """
         if max_attempts not in (1, 2):
             raise ValueError(f"max_attempts must be 1 or 2, got {max_attempts}")
         convo = list(messages)
@@ -173,11 +189,10 @@ class StructuredLLM(abc.ABC):
             t0 = time.perf_counter()
             urgent = _URGENT.set(purpose in URGENT_PURPOSES)  # seen by the client's slots
             try:
-                raw, prompt_tokens, completion_tokens = await self._complete(
-                    convo, schema, schema.__name__
-                )
+                reply = Completion(*await self._complete(convo, schema, schema.__name__))
             finally:
                 _URGENT.reset(urgent)
+            raw = reply.text
             latency = (time.perf_counter() - t0) * 1000
             try:
                 value = schema.model_validate_json(clean_reply(raw))
@@ -186,12 +201,20 @@ class StructuredLLM(abc.ABC):
                 value, error = None, validation_message(exc, limit=5)
             calls.append(
                 LLMCall(purpose=purpose, model=self.model, attempt=attempt,
-                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                        latency_ms=round(latency, 2), valid=error is None)
+                        prompt_tokens=reply.prompt_tokens,
+                        completion_tokens=reply.completion_tokens,
+                        latency_ms=round(latency, 2), valid=error is None, cut=reply.cut)
             )  # fmt: skip
             if value is not None:
                 return value, calls
             assert error is not None
+            if reply.cut:
+                raise LLMOutputError(
+                    f"{purpose}: the model's reply was cut at the {reply.completion_tokens}-token"
+                    f" cap (max_tokens) before it matched {schema.__name__}: {error}",
+                    raw,
+                    calls,
+                )
             convo = [*list(messages), *_correction(raw, error)]
         raise LLMOutputError(
             f"{purpose}: the model's reply did not match {schema.__name__}"
@@ -323,7 +346,7 @@ class OpenAILLM(StructuredLLM):
 
     async def _complete(
         self, messages: list[Message], schema: type[BaseModel], name: str
-    ) -> tuple[str, int, int]:
+    ) -> Completion:
         async with self._slots.take(urgent=_URGENT.get()):
             mode = self.json_mode
             if mode is not None:
@@ -340,7 +363,7 @@ class OpenAILLM(StructuredLLM):
 
     async def _probe(
         self, messages: list[Message], schema: type[BaseModel], name: str
-    ) -> tuple[str, int, int]:
+    ) -> Completion:
         refusals: list[str] = []
         for mode in JSON_MODES:
             try:
@@ -367,7 +390,7 @@ class OpenAILLM(StructuredLLM):
         messages: list[Message],
         schema: type[BaseModel],
         name: str,
-    ) -> tuple[str, int, int]:
+    ) -> Completion:
         import openai
 
         extra: dict[str, Any] = {}
@@ -392,11 +415,12 @@ class OpenAILLM(StructuredLLM):
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise LLMUnavailableError(f"LLM endpoint failed after retries: {exc}") from exc
         usage = response.usage
-        text = (response.choices[0].message.content or "") if response.choices else ""
-        return (
-            text,
+        choice = response.choices[0] if response.choices else None
+        return Completion(
+            (choice.message.content or "") if choice else "",
             usage.prompt_tokens if usage else 0,
             usage.completion_tokens if usage else 0,
+            cut=choice is not None and choice.finish_reason == "length",
         )
 
 

@@ -30,10 +30,12 @@ class Person(BaseModel):
     age: int
 
 
-def completion(content: str, prompt_tokens: int = 11, completion_tokens: int = 7) -> dict[str, Any]:
+def completion(
+    content: str, prompt_tokens: int = 11, completion_tokens: int = 7, finish: str = "stop"
+) -> dict[str, Any]:
     return {
         "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "finish_reason": "stop",
+        "choices": [{"index": 0, "finish_reason": finish,
                      "message": {"role": "assistant", "content": content}}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
@@ -153,6 +155,21 @@ async def test_invalid_twice_raises_with_the_calls_spent() -> None:
         await server.client().structured(MESSAGES, Person, purpose="extract")
     assert len(caught.value.calls) == 2 and caught.value.raw == '{"name": 1}'
     assert "Person" in str(caught.value)
+
+
+async def test_a_reply_cut_at_the_token_cap_is_not_retried() -> None:
+    server = Server((200, completion('{"name": "Alice", "a', 30, 8, finish="length")),
+                    (200, completion('{"name": "Alice", "age": 31}')))  # fmt: skip
+    with pytest.raises(LLMOutputError) as caught:
+        await server.client(max_tokens=8).structured(MESSAGES, Person, purpose="extract")
+    assert len(server.requests) == 1 and [c.cut for c in caught.value.calls] == [True]
+    assert "cut at the 8-token cap (max_tokens)" in str(caught.value)
+
+
+async def test_a_cut_reply_that_validates_is_kept() -> None:
+    server = Server((200, completion('{"name": "Alice", "age": 31}', finish="length")))
+    value, calls = await server.client().structured(MESSAGES, Person, purpose="extract")
+    assert value.age == 31 and calls[0].cut and calls[0].valid
 
 
 async def test_concurrency_is_bounded() -> None:
