@@ -1,0 +1,171 @@
+"""Structured episodes through `KG.add_episodes` against a raw batched UNWIND floor of the
+same graph, on the embedded store (issue 16, item 6: kg at >= 1/3 of the raw batched rate).
+
+    python benchmarks/bulk_ingest.py [--episodes 1000] [--facts-per-episode 5] [--batch 200]
+                                     [--repeats 3]
+
+The synthetic people of benchmarks/ingest_throughput.py (homes and employers that change,
+closing the previous version; friendships). Each repeat ingests the same episodes into two
+fresh groups:
+
+1. kg: `add_episodes`, each episode validated, read, resolved, planned and written as one
+   atomic unit, in reference-time order (what `kg ingest` does).
+2. the floor: the nodes and edges kg's group ended with (every property, the search grams
+   included), written back into an empty group with bare `UNWIND ... CREATE` statements,
+   `--batch` episodes' worth per atomic write: no read, no planning, no validation. What kg
+   adds on top of the store's own write cost is the gap between the two.
+
+Printed: wall seconds per path and repeat, median and spread, episodes and facts per second,
+kg's rate as a share of the floor's in each repeat, and both groups' counts (they must match).
+A batched planning path (many episodes planned together, written as one unit) was built and
+measured in stop 19 and was no faster than one by one on FalkorDB, so it was not merged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.ingest_throughput import make_episodes
+from kg import KG
+from kg.store.cypher.dialect import Statement
+from kg.store.falkordb import FalkorDBStore
+
+
+async def rows(kg: KG, group: str) -> dict[str, list[dict[str, Any]]]:
+    q = kg.store.raw_query  # type: ignore[attr-defined]
+    return {
+        "episodes": [
+            r["p"] for r in await q(group, "MATCH (n:Episodic) RETURN properties(n) AS p")
+        ],
+        "entities": [r["p"] for r in await q(group, "MATCH (n:Entity) RETURN properties(n) AS p")],
+        "mentions": await q(
+            group,
+            "MATCH (ep:Episodic)-[m:MENTIONS]->(n:Entity) "
+            "RETURN ep.uuid AS episode, n.uuid AS entity, properties(m) AS p",
+        ),
+        "edges": await q(
+            group,
+            "MATCH (s:Entity)-[e:RELATES_TO]->(o:Entity) "
+            "RETURN s.uuid AS source, o.uuid AS target, properties(e) AS p",
+        ),
+    }
+
+
+async def floor(store: FalkorDBStore, group: str, data: dict[str, list[Any]], writes: int) -> None:
+    """`data` written back with bare UNWIND CREATEs in `writes` atomic units; a relationship
+    goes in the first unit in which both its ends exist."""
+
+    def chunk(i: int, n: int) -> int:
+        return i * writes // max(n, 1)
+
+    eps, ents = data["episodes"], data["entities"]
+    ep_at = {r["uuid"]: chunk(i, len(eps)) for i, r in enumerate(eps)}
+    ent_at = {r["uuid"]: chunk(i, len(ents)) for i, r in enumerate(ents)}
+    units: list[dict[str, list[Any]]] = [
+        {"episodes": [], "entities": [], "mentions": [], "edges": []} for _ in range(writes)
+    ]
+    for r in eps:
+        units[ep_at[r["uuid"]]]["episodes"].append(r)
+    for r in ents:
+        units[ent_at[r["uuid"]]]["entities"].append(r)
+    for i, m in enumerate(data["mentions"]):
+        at = max(chunk(i, len(data["mentions"])), ep_at[m["episode"]], ent_at[m["entity"]])
+        units[at]["mentions"].append(m)
+    for i, e in enumerate(data["edges"]):
+        at = max(chunk(i, len(data["edges"])), ent_at[e["source"]], ent_at[e["target"]])
+        units[at]["edges"].append(e)
+    for u in units:
+        await store.execute(group, [
+            Statement("UNWIND $eps AS r CREATE (n:Episodic) SET n += r", {"eps": u["episodes"]}),
+            Statement("UNWIND $ents AS r CREATE (n:Entity) SET n += r", {"ents": u["entities"]}),
+            Statement(
+                "UNWIND $mentions AS r MATCH (ep:Episodic {uuid: r.episode}) "
+                "MATCH (n:Entity {uuid: r.entity}) CREATE (ep)-[m:MENTIONS]->(n) SET m += r.p",
+                {"mentions": u["mentions"]},
+            ),
+            Statement(
+                "UNWIND $edges AS r MATCH (s:Entity {uuid: r.source}) "
+                "MATCH (o:Entity {uuid: r.target}) CREATE (s)-[e:RELATES_TO]->(o) SET e += r.p",
+                {"edges": u["edges"]},
+            ),
+        ])  # fmt: skip
+
+
+async def counts(kg: KG, group: str) -> tuple[int, ...]:
+    q = kg.store.raw_query  # type: ignore[attr-defined]
+    out = []
+    for cypher in (
+        "MATCH (n:Episodic) RETURN count(n) AS c",
+        "MATCH (n:Entity) RETURN count(n) AS c",
+        "MATCH ()-[m:MENTIONS]->() RETURN count(m) AS c",
+        "MATCH ()-[e:RELATES_TO]->() RETURN count(e) AS c",
+        "MATCH ()-[e:RELATES_TO]->() WHERE e.invalid_at IS NOT NULL RETURN count(e) AS c",
+    ):
+        out.append(int((await q(group, cypher))[0]["c"]))
+    return tuple(out)
+
+
+def spread(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=1000)
+    parser.add_argument("--facts-per-episode", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    per = args.facts_per_episode
+    episodes = make_episodes(args.episodes * per, per, random.Random(args.seed))
+    n = len(episodes)
+    writes = math.ceil(n / args.batch)
+    walls: dict[str, list[float]] = {"kg": [], "floor": []}
+    with tempfile.TemporaryDirectory(prefix="kg-bulk-") as home:
+        async with await KG.open(home=home) as kg:
+            assert isinstance(kg.store, FalkorDBStore)
+            for r in range(args.repeats):
+                t0 = time.perf_counter()
+                result = await kg.add_episodes([{**e, "group_id": f"kg{r}"} for e in episodes])
+                walls["kg"].append(time.perf_counter() - t0)
+                assert not result.failed, result.failed
+                data = await rows(kg, f"kg{r}")
+                t0 = time.perf_counter()
+                await floor(kg.store, f"raw{r}", data, writes)
+                walls["floor"].append(time.perf_counter() - t0)
+                print(f"repeat {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s"
+                                                       for k, v in walls.items()),
+                      flush=True)  # fmt: skip
+            facts = n * per
+            print(f"\n# {n} structured episodes x {per} facts, floor in {writes} writes of "
+                  f"{args.batch} episodes, {args.repeats} repeats; median (min-max)\n")  # fmt: skip
+            print("| path | wall s | episodes/s | facts/s |\n|---|---|---|---|")
+            for k, v in walls.items():
+                m = statistics.median(v)
+                print(f"| {k} | {spread(v)} | {n / m:,.0f} | {facts / m:,.0f} |")
+            share = [f / k for k, f in zip(walls["kg"], walls["floor"], strict=True)]
+            print(f"\nkg's rate as a share of the floor's, per repeat: "
+                  f"{', '.join(f'{x:.0%}' for x in share)} (median {statistics.median(share):.0%};"
+                  f" target >= 33%)")  # fmt: skip
+            print("\n| group | episodes | entities | mentions | edge versions | closed |")
+            print("|---|---|---|---|---|---|")
+            for g in ("kg0", "raw0"):
+                print("| " + " | ".join(str(x) for x in (g, *await counts(kg, g))) + " |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
