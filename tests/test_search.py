@@ -504,6 +504,16 @@ async def test_abstention_leaves_a_never_said_question_empty(kg: KG, minilm: Emb
         await kg.search("Alice", recipe="facts_bm25", abstain_below=0.49)
 
 
+async def test_abstention_without_an_embedder_is_refused_not_silently_empty(
+    backend: Backend, home: Path
+) -> None:
+    async with await open_test_kg(backend, home, embedder=None) as bare:
+        await seed(bare)
+        assert (await bare.search("Alice Jazz")).facts  # BM25 still answers
+        with pytest.raises(InputError, match="abstain_below needs an embedder"):
+            await bare.search("Alice Jazz", abstain_below=0.49)
+
+
 def test_context_takes_every_search_argument() -> None:
     """`context` spells out `search`'s keywords; one added to search alone broke --context."""
     import inspect

@@ -162,6 +162,8 @@ class Runner:
     ) -> None:
         if mode is Mode.llm and kg.llm is None:
             raise InputError("ingest mode 'llm' needs an LLM (--llm-model)")
+        if abstain_below is not None and kg.embedder is None:
+            raise InputError("abstain_below needs an embedder (it cuts on cosine similarity)")
         self.kg = kg
         self.golden = golden
         self.mode = mode
