@@ -7,6 +7,7 @@ backends need for range filters on stored properties.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -59,8 +60,9 @@ class Dialect(abc.ABC):
         """The vector procedure's score as cosine similarity."""
 
     @abc.abstractmethod
-    def text_query(self, terms: list[str]) -> str:
-        """Plain terms, OR-ed, in the engine's query syntax."""
+    def text_query(self, terms: list[str], optional: Sequence[str] = ()) -> str:
+        """Plain terms, OR-ed, in the engine's query syntax; a match needs one of `terms`,
+        and each `optional` term it also holds only raises its score."""
 
     # "bm25" when the full-text engine already ranks by BM25 (Lucene); otherwise kg rescores.
     engine_scorer: str = "tfidf"

@@ -167,6 +167,10 @@ class CypherSearch(CypherBase):
         # pool already holds `limit` documents above that sum, a document matching only
         # common terms cannot reach the top, and the engine need not yield those (it yields
         # every match, unranked: a third of a million rows for "lives" at a million facts).
+        # The common terms stay in that query as optional ones: they cost the engine only
+        # the rare terms' matches, and its pool of the best rare matches then favours those
+        # holding common terms too, as BM25 will (without them the pool's cut lost 3.9 points
+        # of top-50 recall against exact BM25 at 100k facts; with them none).
         rare, common = split_rare(pairs, df)
         if common:
             ranked, kth = await self._rescored(group_id, scope, pairs, rare, (n, df), view,
@@ -215,8 +219,9 @@ class CypherSearch(CypherBase):
             f"WHERE {view_filter(scope, view)} RETURN {v}.uuid AS uuid, {_TEXT[scope]} AS text, "
             "score ORDER BY score DESC LIMIT $max_rows"
         )
+        optional = [t for t, tok in pairs if (t, tok) not in asked]
         params = {**self._view_params(group_id, view), "max_rows": max(limit * 10, BM25_POOL),
-                  "q": self.dialect.text_query([t for t, _ in asked])}  # fmt: skip
+                  "q": self.dialect.text_query([t for t, _ in asked], optional)}  # fmt: skip
         pool = await self._read(group_id, cypher, params)
         if not pool:
             return [], 0.0

@@ -3,6 +3,7 @@ RediSearch full-text and FalkorDB's vector procedures."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,8 +53,12 @@ class FalkorDialect(Dialect):
     def similarity(self, score: float) -> float:
         return 1.0 - score  # FalkorDB yields the cosine distance
 
-    def text_query(self, terms: list[str]) -> str:
-        return " | ".join(terms)  # RediSearch: '|' is OR; terms are plain words (analyzer)
+    def text_query(self, terms: list[str], optional: Sequence[str] = ()) -> str:
+        # RediSearch: '|' is OR, '~' an optional term; terms are plain words (analyzer).
+        required = " | ".join(terms)
+        if not optional:
+            return required
+        return f"({required}) " + " ".join(f"~{t}" for t in optional)
 
 
 _NODES = {

@@ -3,6 +3,7 @@ full-text and vector indexes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,8 +48,13 @@ class Neo4jDialect(Dialect):
     def similarity(self, score: float) -> float:
         return 2.0 * score - 1.0  # Neo4j's cosine score is (1 + cos) / 2
 
-    def text_query(self, terms: list[str]) -> str:
-        return " OR ".join(terms)  # Lucene; terms are plain lower-case words (analyzer)
+    def text_query(self, terms: list[str], optional: Sequence[str] = ()) -> str:
+        # Lucene; terms are plain lower-case words (analyzer). Clauses without '+' are
+        # optional once one has it.
+        required = " OR ".join(terms)
+        if not optional:
+            return required
+        return f"+({required}) " + " ".join(optional)
 
 
 _INDEXES = {
