@@ -8,7 +8,8 @@ with BM25 (k1 = 1.2, b = 0.75) from collection statistics: document frequencies 
 index (one count per term, cached per group until the collection grows by a tenth) and the
 pool's mean length as the average document length.
 
-Tokens are lower-cased words reduced by a light English suffix stripper, plus the CJK
+Tokens are lower-cased words reduced by a light English suffix stripper (a final e dropped, so
+'live' and 'lives' meet), plus the CJK
 bigrams of `kg.store.cypher.analyzer`; the engine stems with Snowball, so the two can disagree on
 rare forms, in which case the document still keeps the engine's match as a small score.
 """
@@ -41,19 +42,31 @@ _WORD = re.compile(r"[^\W_]+")
 _SUFFIXES = ("ingly", "edly", "ings", "ing", "ied", "ies", "ed", "es", "ly", "s")
 
 
+_SIBILANTS = ("s", "x", "z", "ch", "sh")
+
+
 @functools.lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    """A light English suffix stripper: 'painted', 'paints', 'painting' -> 'paint'."""
-    if not word.isascii() or len(word) <= 3:
+    """A light English suffix stripper: 'painted', 'paints', 'painting' -> 'paint'; 'live',
+    'lives', 'lived', 'living' -> 'liv' (a final e goes, so a word and its forms meet)."""
+    if not word.isascii() or len(word) <= 3 or word.endswith("ss"):  # 'glass' is no plural
         return word
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             base = word[: -len(suffix)]
             if suffix in ("ied", "ies"):
                 return base + "y"
+            if suffix == "es" and not base.endswith(_SIBILANTS):
+                base += "e"  # 'lives' is 'live' + s; 'boxes' is 'box' + es
             if len(base) > 3 and base[-1] == base[-2] and base[-1] not in "lsz":
                 base = base[:-1]  # 'stopped' -> 'stop'
-            return base
+            return _drop_e(base)
+    return _drop_e(word)
+
+
+def _drop_e(word: str) -> str:
+    while len(word) > 3 and word.endswith("e"):  # 'agree', 'agreed' -> 'agr'
+        word = word[:-1]
     return word
 
 
