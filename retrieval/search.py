@@ -104,11 +104,15 @@ class Search:
         self._text_query = self.query
         if self.config.read_time:
             await self._read_time()
-        if self.embedder is not None and self._needs_vector():
-            # Embedding runs in a thread; full-text branches need no vector and run meanwhile.
-            self._embedding = asyncio.ensure_future(self.embedder.embed([self.query]))
         scopes = [(s, c) for s, c in self._scopes() if c is not None]
         try:
+            if self.embedder is not None and self._needs_vector():
+                # Embedded before the branches run, not beside them: the full-text branch's
+                # rescoring is Python, and MiniLM's thread then waits for the GIL at each of
+                # its torch ops (a convoy): a 20 ms embedding took 700 ms at 10k facts. A
+                # failure surfaces in the cosine branch, which reports it; BM25 still answers.
+                self._embedding = asyncio.ensure_future(self.embedder.embed([self.query]))
+                await asyncio.wait([self._embedding])
             done = await asyncio.gather(*(self._scope(s, c) for s, c in scopes))
         finally:
             if self._embedding is not None and not self._embedding.done():
