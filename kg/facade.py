@@ -55,10 +55,12 @@ from kg.ingest.llm import LLMCall, LLMError, StructuredLLM
 from kg.ingest.resolution import Answer, Question, ResolutionReport, question, resolve
 from kg.ingest.structured import (
     STRUCTURED_EXTRACTOR,
+    ReadTimelines,
     check_structured,
     episodic_node,
     new_uuid,
     plan_facts,
+    planning_names,
     stored_facts,
 )
 from kg.retrieval import (
@@ -96,7 +98,14 @@ from kg.schemas.metrics import (
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.plan import EpisodeKey, GroupVersion, PlanSummary, WritePlan
 from kg.schemas.search import SearchView
-from kg.schemas.store import Community, EntitySummary, FactQuery, GraphStore, StoreStats
+from kg.schemas.store import (
+    Community,
+    EntitySummary,
+    FactQuery,
+    GraphStore,
+    StoreStats,
+    Timelines,
+)
 from kg.schemas.validation import check_group_id, check_text
 from kg.search_keys import key_for
 from kg.store import open_store
@@ -219,6 +228,13 @@ def _record(node: EpisodicNode, s: PlanSummary) -> None:
         )
 
 
+def _first_episode(found: list[EpisodicNode]) -> EpisodicNode | None:
+    """Of the episodes an episode would duplicate, the one that counts: a failed one only
+    when there is no other (as `episode_by_key` picks)."""
+    ranked = sorted(found, key=lambda e: (e.status == EpisodeStatus.failed, e.created_at))
+    return ranked[0] if ranked else None
+
+
 def queued_episode(node: EpisodicNode) -> Episode:
     """The episode a queued node holds, as it was given (structured facts from its content)."""
     structured = node.source is EpisodeSource.facts
@@ -301,6 +317,10 @@ class KG:
         self.context_episodes = context_episodes
         self.embedder = embedder
         self._writers: dict[str, asyncio.Lock] = {}
+        # Per group, the version this process's last episode write made current: the next
+        # episode plans at it without reading it (a stale one only costs a re-plan; see
+        # kg.versioned.retrying).
+        self._written: dict[str, GroupVersion] = {}
         self._searchable: set[str] = set()
         self._models: dict[str, EmbeddingModel | None] = {}  # checked: on record per group
         self._queries: dict[str, QueryMetrics] = {}  # not yet persisted, per group
@@ -658,8 +678,9 @@ class KG:
         memo: dict[str, Any] = {}  # what the LLM said: kept when a conflict means re-planning
         async with self._writer(group):  # one writer per group in this process, then versions
             (result, plan), attempts = await retrying(
-                self.store, self.clock, group, lambda base: self._attempt(episode, raw, base, memo)
-            )
+                self.store, self.clock, group, lambda base: self._attempt(episode, raw, base, memo),
+                known=self._written.pop(group, None),
+            )  # fmt: skip
             if plan is not None:
                 await self._join_communities(plan)
         result.attempts = attempts
@@ -668,9 +689,20 @@ class KG:
     async def _attempt(
         self, episode: Episode, raw: bool, base: GroupVersion, memo: dict[str, Any]
     ) -> tuple[EpisodeResult, WritePlan | None]:
-        """One attempt: read, plan and write at `base`."""
+        """One attempt: read, plan and write at `base`. A structured episode's reads are one
+        round trip (`PlanningRead`); the returned plan is None when no community join can
+        follow (a duplicate, or a group that had no communities when it was read)."""
         group = episode.group_id
-        existing = await self._existing(episode)
+        reads = None
+        if episode.source is EpisodeSource.facts:
+            names, timelines = planning_names(list(episode.facts), self.ontology)
+            reads = await self.store.planning_reads(
+                group, content_hash=content_hash(episode), name_keys=names,
+                idempotency_key=episode.idempotency_key, timelines=timelines,
+            )  # fmt: skip
+            existing = _first_episode(reads.episodes)
+        else:
+            existing = await self._existing(episode)
         if existing is not None and existing.status != EpisodeStatus.failed:
             duplicate = EpisodeResult(
                 episode_uuid=existing.uuid,
@@ -678,11 +710,12 @@ class KG:
                 status="duplicate",
                 summary=PlanSummary(),
             )
+            self._written[group] = base  # nothing written: still the version to plan at
             return duplicate, None
         failed = existing.uuid if existing is not None else None
         untrusted = episode.channel in UNTRUSTED
-        if episode.source is EpisodeSource.facts:
-            plan, summary = await self._plan_structured(episode, new_uuid())
+        if reads is not None:
+            plan, summary = await self._plan_structured(episode, new_uuid(), ReadTimelines(reads))
         elif raw:
             node = episodic_node(
                 episode, uuid=new_uuid(), now=self.clock.now(), extractor=RAW_EXTRACTOR
@@ -698,20 +731,24 @@ class KG:
         if plan.episode.status is EpisodeStatus.ingested:
             plan.episode.search_key = await key_for(self.store, plan.episode)
         await self._embed(group, plan.new_edges, plan.new_entities, plan.episode)
-        await self.store.apply(plan)
+        self._written[group] = await self.store.apply(plan)
         added = EpisodeResult(
             episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
         )
-        return added, plan
+        return added, None if reads is not None and not reads.communities else plan
 
-    async def _plan_structured(self, episode: Episode, uuid: str) -> tuple[WritePlan, PlanSummary]:
+    async def _plan_structured(
+        self, episode: Episode, uuid: str, timelines: Timelines | None = None
+    ) -> tuple[WritePlan, PlanSummary]:
+        """`timelines`: what to plan from (the store itself unless the reads were made)."""
         untrusted = episode.channel in UNTRUSTED
         kept, held = (
             self.guards.split_facts(episode.facts) if untrusted else (list(episode.facts), [])
         )
         plan, summary = await plan_structured_episode(
-            episode, self.store, self.ontology, self.clock.now(), facts=kept, uuid=uuid
-        )
+            episode, timelines or self.store, self.ontology, self.clock.now(), facts=kept,
+            uuid=uuid,
+        )  # fmt: skip
         summary.quarantined = held
         return plan, summary
 

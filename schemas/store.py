@@ -55,6 +55,28 @@ class TimelineKey(BaseModel):
     target_uuid: str | None = None
 
 
+class NamedTimeline(BaseModel):
+    """A timeline named by its entities' name keys, before they resolve to uuids: what one
+    fact of an episode can compete with (`object_key` only for a multi-valued predicate)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    subject_key: str
+    predicate: str
+    object_key: str | None = None
+
+
+class PlanningReads(BaseModel):
+    """Everything planning a structured episode reads, read in one round trip (one snapshot on
+    FalkorDB): the episodes it would duplicate, every entity with one of its names, the live
+    versions on the timelines its facts name, and whether the group has communities."""
+
+    episodes: list[EpisodicNode] = Field(description="Same content hash or idempotency key.")
+    entities: list[EntityNode] = Field(description="In (created_at, uuid) order.")
+    edges: list[FactEdge] = Field(description="Unretired versions on the named timelines.")
+    communities: bool
+
+
 class Community(BaseModel):
     """A community as read back: the node and its members' uuids."""
 
@@ -196,6 +218,20 @@ class Timelines(Protocol):
     async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         """Every version on the given timelines, retired ones included."""
         ...
+
+
+class PlanningRead(Protocol):
+    """The one read a structured episode's plan is made from (see `PlanningReads`)."""
+
+    async def planning_reads(
+        self,
+        group_id: str,
+        *,
+        content_hash: str,
+        idempotency_key: str | None,
+        name_keys: list[str],
+        timelines: list[NamedTimeline],
+    ) -> PlanningReads: ...
 
 
 class FactReader(Protocol):
@@ -558,7 +594,8 @@ class ReplayStore(EpisodeLog, Timelines, Protocol):
 
 
 class GraphStore(
-    EpisodeLog, Timelines, FactReader, PlanWriter, SearchIndex, MetricsStore, StoreAdmin,
-    RecordTransfer, StagedImport, EmbeddingModels, KeyStore, ErasureLog, WorkQueue, Protocol,
+    EpisodeLog, Timelines, PlanningRead, FactReader, PlanWriter, SearchIndex, MetricsStore,
+    StoreAdmin, RecordTransfer, StagedImport, EmbeddingModels, KeyStore, ErasureLog, WorkQueue,
+    Protocol,
 ):  # fmt: skip
     """The whole contract: what the facade holds and every backend implements."""

@@ -38,7 +38,7 @@ from kg.schemas.graph import (
     FactEdge,
 )
 from kg.schemas.plan import GroupVersion, RewritePlan, WritePlan
-from kg.schemas.store import Community, FactQuery, TimelineKey
+from kg.schemas.store import Community, FactQuery, NamedTimeline, PlanningReads, TimelineKey
 
 M = TypeVar("M", bound=BaseModel)
 _VECTORS = {"fact_embedding", "name_embedding", "content_embedding", "key_embedding"}
@@ -111,6 +111,29 @@ class MemoryStore:
 
     async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         return self._timeline(group_id, keys, live_only=True)
+
+    async def planning_reads(
+        self,
+        group_id: str,
+        *,
+        content_hash: str,
+        idempotency_key: str | None,
+        name_keys: list[str],
+        timelines: list[NamedTimeline],
+    ) -> PlanningReads:
+        g = self._g(group_id)
+        named = {(t.subject_key, t.predicate, t.object_key) for t in timelines}
+        key = {u: e.name_key for u, e in g.entities.items()}
+        return PlanningReads(
+            episodes=[_out(ep) for ep in g.episodes.values() if ep.content_hash == content_hash
+                      or (idempotency_key and ep.idempotency_key == idempotency_key)],
+            entities=[_out(e) for e in sorted(g.entities.values(), key=lambda e: (e.created_at,
+                      e.uuid)) if e.name_key in set(name_keys)],
+            edges=[_out(e) for e in g.edges.values() if e.expired_at is None and (
+                   {(key[e.source_node_uuid], e.name, None),
+                    (key[e.source_node_uuid], e.name, key[e.target_node_uuid])} & named)],
+            communities=False,
+        )  # fmt: skip
 
     async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         return self._timeline(group_id, keys, live_only=False)

@@ -8,7 +8,15 @@ from typing import Any
 
 from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from kg.schemas.metrics import ApiMetrics, CallStats, Counters, IngestMetrics, QueryMetrics
-from kg.schemas.store import Community, EntitySummary, FactQuery, StoreStats, TimelineKey
+from kg.schemas.store import (
+    Community,
+    EntitySummary,
+    FactQuery,
+    NamedTimeline,
+    PlanningReads,
+    StoreStats,
+    TimelineKey,
+)
 from kg.store.cypher.base import CypherBase
 from kg.store.cypher.dialect import unindexed
 from kg.store.cypher.search import COMMUNITY_COLUMNS
@@ -26,6 +34,24 @@ _SESSION_TURNS = (
     "AND ep.status IN ['ingested', 'queued', 'processing'] AND ep.source <> 'facts'"
 )
 _TURN_ORDER = "ORDER BY ep.valid_at, coalesce(ep.queued_at, ep.created_at)"
+
+# A structured episode's planning reads as one query (see `planning_reads`): one row per
+# thing read, tagged by `kind`, so one round trip replaces four.
+_PLANNING_READS = (
+    "MATCH (ep:Episodic {content_hash: $hash}) WHERE ep.group_id = $group_id "
+    "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target "
+    "UNION ALL MATCH (ep:Episodic {idempotency_key: $key}) WHERE ep.group_id = $group_id "
+    "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target "
+    "UNION ALL UNWIND $keys AS k MATCH (n:Entity {name_key: k}) WHERE n.group_id = $group_id "
+    "RETURN 'entity' AS kind, properties(n) AS p, null AS source, null AS target "
+    "UNION ALL UNWIND $timelines AS k "
+    "MATCH (s:Entity {name_key: k.subject})-[e:RELATES_TO]->(o:Entity) "
+    "WHERE e.group_id = $group_id AND e.name = k.predicate AND e.expired_at IS NULL "
+    "AND (k.object IS NULL OR o.name_key = k.object) "
+    "RETURN DISTINCT 'edge' AS kind, properties(e) AS p, s.uuid AS source, o.uuid AS target "
+    "UNION ALL MATCH (c:Community) WHERE c.group_id = $group_id "
+    "RETURN 'community' AS kind, null AS p, null AS source, null AS target LIMIT 1"
+)
 
 
 class CypherReads(CypherBase):
@@ -52,6 +78,41 @@ class CypherReads(CypherBase):
             node = EntityNode.model_validate(self._decode(r["n"]))
             first.setdefault(node.name_key, node)
         return list(first.values())
+
+    async def planning_reads(
+        self,
+        group_id: str,
+        *,
+        content_hash: str,
+        idempotency_key: str | None,
+        name_keys: list[str],
+        timelines: list[NamedTimeline],
+    ) -> PlanningReads:
+        rows = await self._read(
+            group_id,
+            _PLANNING_READS,
+            {
+                "hash": content_hash,
+                "key": idempotency_key,
+                "keys": sorted(set(name_keys)),
+                "timelines": [
+                    {"subject": t.subject_key, "predicate": t.predicate, "object": t.object_key}
+                    for t in dict.fromkeys(timelines)
+                ],
+                "group_id": group_id,
+            },
+        )
+        of: dict[str, list[dict[str, Any]]] = {"episode": [], "entity": [], "edge": []}
+        for r in rows:
+            of.setdefault(r["kind"], []).append(r)
+        episodes = {e.uuid: e for e in self._episodes([{"ep": r["p"]} for r in of["episode"]])}
+        entities = [EntityNode.model_validate(self._decode(r["p"])) for r in of["entity"]]
+        return PlanningReads(
+            episodes=list(episodes.values()),
+            entities=sorted(entities, key=lambda n: (n.created_at, n.uuid)),
+            edges=[self._edge(r["p"], r["source"], r["target"]) for r in of["edge"]],
+            communities=bool(of.get("community")),
+        )
 
     async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         return await self._timeline(group_id, keys, live_only=True)
