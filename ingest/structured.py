@@ -102,26 +102,30 @@ def check_structured(episode: Episode, ontology: Ontology) -> list[Predicate]:
 
 
 def planning_names(
-    facts: list[StructuredFact], ontology: Ontology
+    facts: list[StructuredFact], ontology: Ontology, reference_time: datetime
 ) -> tuple[list[str], list[NamedTimeline]]:
     """The names and named timelines `plan_facts` will read for `facts`: what one
     `PlanningRead.planning_reads` fetches before planning (see `ReadTimelines`)."""
     keys: dict[str, None] = {}
-    timelines: dict[NamedTimeline, None] = {}
+    since: dict[tuple[str, str, str | None], datetime] = {}
     for f in facts:
         pred = ontology.resolve_predicate(f.predicate)
         subject, obj = name_key(f.subject), name_key(f.object)
         keys[subject] = keys[obj] = None
-        timelines[NamedTimeline(subject_key=subject, predicate=pred.name,
-                                object_key=None if pred.single_valued else obj)] = None  # fmt: skip
-    return list(keys), list(timelines)
+        named = (subject, pred.name, None if pred.single_valued else obj)
+        valid_at = f.valid_at or reference_time
+        since[named] = min(since.get(named, valid_at), valid_at)
+    timelines = [NamedTimeline(subject_key=s, predicate=p, object_key=o, since=t)
+                 for (s, p, o), t in since.items()]  # fmt: skip
+    return list(keys), timelines
 
 
 class ReadTimelines:
-    """`Timelines` answered from one `PlanningReads`, for `plan_facts`: the same answers the
-    store gives for the names the read named (entities: the first by (created_at, uuid) per
-    name; live versions: those on each key asked), with no further round trip. The versions
-    are handed out as read, once: planning mutates them, and each attempt reads afresh."""
+    """`Timelines` answered from one `PlanningReads`, for `plan_facts` of the facts it was
+    read for: the store's answers for the names the read named (entities: the first by
+    (created_at, uuid) per name; live versions: those on each key asked that can bear on
+    those facts, see `NamedTimeline.since`), with no further round trip. The versions are
+    handed out as read, once: planning mutates them, and each attempt reads afresh."""
 
     def __init__(self, reads: PlanningReads) -> None:
         self._reads = reads

@@ -695,7 +695,9 @@ class KG:
         group = episode.group_id
         reads = None
         if episode.source is EpisodeSource.facts:
-            names, timelines = planning_names(list(episode.facts), self.ontology)
+            names, timelines = planning_names(
+                list(episode.facts), self.ontology, episode.reference_time
+            )
             reads = await self.store.planning_reads(
                 group, content_hash=content_hash(episode), name_keys=names,
                 idempotency_key=episode.idempotency_key, timelines=timelines,

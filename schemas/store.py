@@ -57,13 +57,17 @@ class TimelineKey(BaseModel):
 
 class NamedTimeline(BaseModel):
     """A timeline named by its entities' name keys, before they resolve to uuids: what one
-    fact of an episode can compete with (`object_key` only for a multi-valued predicate)."""
+    fact of an episode can compete with (`object_key` only for a multi-valued predicate).
+    `since`: the earliest valid time the episode's facts on it have; a version that ended
+    by then and started before it cannot hold at, nor start after, any of them, so it is
+    not read (a long history costs nothing to an episode about the present)."""
 
     model_config = ConfigDict(frozen=True)
 
     subject_key: str
     predicate: str
     object_key: str | None = None
+    since: UtcDatetime
 
 
 class PlanningReads(BaseModel):
@@ -73,7 +77,9 @@ class PlanningReads(BaseModel):
 
     episodes: list[EpisodicNode] = Field(description="Same content hash or idempotency key.")
     entities: list[EntityNode] = Field(description="In (created_at, uuid) order.")
-    edges: list[FactEdge] = Field(description="Unretired versions on the named timelines.")
+    edges: list[FactEdge] = Field(
+        description="Unretired versions on the named timelines, from their `since` on."
+    )
     communities: bool
 
 

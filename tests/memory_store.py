@@ -122,16 +122,21 @@ class MemoryStore:
         timelines: list[NamedTimeline],
     ) -> PlanningReads:
         g = self._g(group_id)
-        named = {(t.subject_key, t.predicate, t.object_key) for t in timelines}
+        since = {(t.subject_key, t.predicate, t.object_key): t.since for t in timelines}
         key = {u: e.name_key for u, e in g.entities.items()}
+
+        def bears(e: FactEdge) -> bool:
+            s, o = key[e.source_node_uuid], key[e.target_node_uuid]
+            at = since.get((s, e.name, None)) or since.get((s, e.name, o))
+            return at is not None and (e.invalid_at is None or e.invalid_at > at
+                                       or e.valid_at > at)  # fmt: skip
+
         return PlanningReads(
             episodes=[_out(ep) for ep in g.episodes.values() if ep.content_hash == content_hash
                       or (idempotency_key and ep.idempotency_key == idempotency_key)],
             entities=[_out(e) for e in sorted(g.entities.values(), key=lambda e: (e.created_at,
                       e.uuid)) if e.name_key in set(name_keys)],
-            edges=[_out(e) for e in g.edges.values() if e.expired_at is None and (
-                   {(key[e.source_node_uuid], e.name, None),
-                    (key[e.source_node_uuid], e.name, key[e.target_node_uuid])} & named)],
+            edges=[_out(e) for e in g.edges.values() if e.expired_at is None and bears(e)],
             communities=False,
         )  # fmt: skip
 

@@ -36,21 +36,26 @@ _SESSION_TURNS = (
 _TURN_ORDER = "ORDER BY ep.valid_at, coalesce(ep.queued_at, ep.created_at)"
 
 # A structured episode's planning reads as one query (see `planning_reads`): one row per
-# thing read, tagged by `kind`, so one round trip replaces four.
+# thing read, tagged by `kind`, so one round trip replaces four. A timeline's versions come
+# from its subject's name (no edge is returned twice: one predicate is single- or multi-valued).
 _PLANNING_READS = (
     "MATCH (ep:Episodic {content_hash: $hash}) WHERE ep.group_id = $group_id "
-    "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target "
-    "UNION ALL MATCH (ep:Episodic {idempotency_key: $key}) WHERE ep.group_id = $group_id "
     "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target "
     "UNION ALL UNWIND $keys AS k MATCH (n:Entity {name_key: k}) WHERE n.group_id = $group_id "
     "RETURN 'entity' AS kind, properties(n) AS p, null AS source, null AS target "
     "UNION ALL UNWIND $timelines AS k "
     "MATCH (s:Entity {name_key: k.subject})-[e:RELATES_TO]->(o:Entity) "
     "WHERE e.group_id = $group_id AND e.name = k.predicate AND e.expired_at IS NULL "
-    "AND (k.object IS NULL OR o.name_key = k.object) "
-    "RETURN DISTINCT 'edge' AS kind, properties(e) AS p, s.uuid AS source, o.uuid AS target "
+    "AND (k.object IS NULL OR o.name_key = k.object) AND (e.invalid_at IS NULL OR "
+    f"{unindexed('e.invalid_at')} > k.since OR {unindexed('e.valid_at')} > k.since) "
+    "RETURN 'edge' AS kind, properties(e) AS p, s.uuid AS source, o.uuid AS target "
     "UNION ALL MATCH (c:Community) WHERE c.group_id = $group_id "
     "RETURN 'community' AS kind, null AS p, null AS source, null AS target LIMIT 1"
+)
+# An idempotency key's episode (a null key matching nothing would still scan the episodes).
+_BY_KEY = (
+    "MATCH (ep:Episodic {idempotency_key: $key}) WHERE ep.group_id = $group_id "
+    "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target UNION ALL "
 )
 
 
@@ -88,20 +93,20 @@ class CypherReads(CypherBase):
         name_keys: list[str],
         timelines: list[NamedTimeline],
     ) -> PlanningReads:
-        rows = await self._read(
-            group_id,
-            _PLANNING_READS,
-            {
-                "hash": content_hash,
-                "key": idempotency_key,
-                "keys": sorted(set(name_keys)),
-                "timelines": [
-                    {"subject": t.subject_key, "predicate": t.predicate, "object": t.object_key}
-                    for t in dict.fromkeys(timelines)
-                ],
-                "group_id": group_id,
-            },
-        )
+        params: dict[str, Any] = {
+            "hash": content_hash,
+            "keys": sorted(set(name_keys)),
+            "timelines": [
+                {"subject": t.subject_key, "predicate": t.predicate, "object": t.object_key,
+                 "since": self.dialect.encode_time(t.since)}
+                for t in dict.fromkeys(timelines)
+            ],
+            "group_id": group_id,
+        }  # fmt: skip
+        query = _PLANNING_READS
+        if idempotency_key is not None:
+            query, params["key"] = _BY_KEY + query, idempotency_key
+        rows = await self._read(group_id, query, params)
         of: dict[str, list[dict[str, Any]]] = {"episode": [], "entity": [], "edge": []}
         for r in rows:
             of.setdefault(r["kind"], []).append(r)
