@@ -70,6 +70,54 @@ def _line(exc: BaseException) -> str:
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
+class _Refused(Exception):
+    """A parameter `check_params` refuses; raised without its path, which is found after."""
+
+
+def _literal(value: Any) -> str:
+    """`value` as the falkordb client writes it into the query header (its
+    `stringify_param_value`, same text), refusing on the way what `check_params` refuses:
+    one pass over a write's parameters instead of two."""
+    if isinstance(value, str):
+        if "\x00" in value or (not value.isascii() and _SURROGATE.search(value)):
+            raise _Refused
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise _Refused
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _Refused
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join([_literal(v) for v in value]) + "]"
+    if isinstance(value, dict):
+        parts = []
+        for k, v in value.items():
+            if not isinstance(k, str) or not k.isidentifier():
+                raise _Refused
+            parts.append(f"`{k}`:{_literal(v)}")
+        return "{" + ",".join(parts) + "}"
+    raise _Refused
+
+
+def params_header(params: dict[str, Any]) -> str:
+    """The `CYPHER name=value ...` header the client would put before the query for
+    `params` (nothing for none), after the checks of `check_params` (its error if refused)."""
+    if not params:
+        return ""
+    try:
+        return "CYPHER " + "".join(f"`{k}`={_literal(v)} " for k, v in params.items())
+    except _Refused:
+        check_params(params)  # raises the StoreError that names the parameter
+        raise StoreError("a parameter cannot be sent to FalkorDB") from None
+
+
 def check_params(value: Any, path: str = "$") -> None:
     """The falkordb client splices parameters into the query header as text; refuse what that
     text cannot carry faithfully instead of letting it corrupt the query."""
@@ -259,10 +307,10 @@ class FalkorDBStore(CypherStore):
     async def _read(
         self, group_id: str, query: str, params: dict[str, Any]
     ) -> list[dict[str, Any]]:
-        check_params(params)
+        header = params_header(params)
         with translated("a read"):
             try:
-                result = await self._graph(group_id).ro_query(query, params)
+                result = await self._graph(group_id).ro_query(header + query)
             except ResponseError as exc:
                 if "empty key" in str(exc):
                     return []  # the group's graph does not exist yet
@@ -284,7 +332,7 @@ class FalkorDBStore(CypherStore):
                 if k in params and params[k] != v:
                     raise StoreError(f"plan statements disagree on parameter ${k}")
                 params[k] = v
-        check_params(params)
+        header = params_header(params)
         calls = " ".join(f"CALL {{ {s.query} }}" for s in statements)
         # The checks are the query's first clauses (the lease, then the version): when one
         # matches nothing, no row is left and no CALL {} after it runs. One query is atomic.
@@ -308,7 +356,7 @@ class FalkorDBStore(CypherStore):
         with translated("the write plan (nothing written)"):
             await self.ensure_schema(group_id)
             try:
-                result = await self._graph(group_id).query(query + ret, params)
+                result = await self._graph(group_id).query(header + query + ret)
             except ResponseError as exc:
                 raise StoreError(
                     f"FalkorDB refused the write plan (nothing written): {_line(exc)}"
@@ -331,11 +379,11 @@ class FalkorDBStore(CypherStore):
 
     async def _queue_write(self, group_id: str, statement: Statement) -> list[dict[str, Any]]:
         # FalkorDB runs each query alone under its graph's write lock: one query is atomic.
-        check_params(statement.params)
+        header = params_header(statement.params)
         with translated("a queue write"):
             await self.ensure_schema(group_id)
             try:
-                return _rows(await self._graph(group_id).query(statement.query, statement.params))
+                return _rows(await self._graph(group_id).query(header + statement.query))
             except ResponseError as exc:
                 raise StoreError(f"FalkorDB refused a queue write: {_line(exc)}") from exc
 
