@@ -18,7 +18,13 @@ from kg.schemas.episode import Episode, EpisodeSource, StructuredFact
 from kg.schemas.graph import EntityNode, EpisodicNode, FactEdge
 from kg.schemas.ontology import Ontology, Predicate
 from kg.schemas.plan import PlanSummary, WritePlan
-from kg.schemas.store import NamedTimeline, PlanningReads, TimelineKey, Timelines
+from kg.schemas.store import (
+    NamedTimeline,
+    PlanningNames,
+    PlanningReads,
+    TimelineKey,
+    Timelines,
+)
 from kg.schemas.validation import STORED
 
 STRUCTURED_EXTRACTOR = "kg.structured/1"
@@ -101,23 +107,25 @@ def check_structured(episode: Episode, ontology: Ontology) -> list[Predicate]:
     return predicates
 
 
-def planning_names(
-    facts: list[StructuredFact], ontology: Ontology, reference_time: datetime
-) -> tuple[list[str], list[NamedTimeline]]:
-    """The names and named timelines `plan_facts` will read for `facts`: what one
+def planning_names(episode: Episode, ontology: Ontology) -> PlanningNames:
+    """What `plan_facts` will read for the episode's facts, and its duplicates: what one
     `PlanningRead.planning_reads` fetches before planning (see `ReadTimelines`)."""
     keys: dict[str, None] = {}
     since: dict[tuple[str, str, str | None], datetime] = {}
-    for f in facts:
+    for f in episode.facts:
         pred = ontology.resolve_predicate(f.predicate)
         subject, obj = name_key(f.subject), name_key(f.object)
         keys[subject] = keys[obj] = None
         named = (subject, pred.name, None if pred.single_valued else obj)
-        valid_at = f.valid_at or reference_time
+        valid_at = f.valid_at or episode.reference_time
         since[named] = min(since.get(named, valid_at), valid_at)
-    timelines = [NamedTimeline(subject_key=s, predicate=p, object_key=o, since=t)
-                 for (s, p, o), t in since.items()]  # fmt: skip
-    return list(keys), timelines
+    return PlanningNames(
+        content_hash=content_hash(episode),
+        idempotency_key=episode.idempotency_key,
+        name_keys=tuple(sorted(keys)),
+        timelines=tuple(NamedTimeline(subject_key=s, predicate=p, object_key=o, since=t)
+                        for (s, p, o), t in since.items()),
+    )  # fmt: skip
 
 
 class ReadTimelines:

@@ -103,6 +103,8 @@ from kg.schemas.store import (
     EntitySummary,
     FactQuery,
     GraphStore,
+    PlanningNames,
+    PlanningReads,
     StoreStats,
     Timelines,
 )
@@ -321,6 +323,9 @@ class KG:
         # episode plans at it without reading it (a stale one only costs a re-plan; see
         # kg.versioned.retrying).
         self._written: dict[str, GroupVersion] = {}
+        # Per group, the planning read that rode in that write, for the episode it named
+        # (add_episodes knows the next one): (the version it stands at, what it named, it).
+        self._ahead: dict[str, tuple[str | None, PlanningNames, PlanningReads]] = {}
         self._searchable: set[str] = set()
         self._models: dict[str, EmbeddingModel | None] = {}  # checked: on record per group
         self._queries: dict[str, QueryMetrics] = {}  # not yet persisted, per group
@@ -596,9 +601,13 @@ class KG:
         async def one_group(indexes: list[int]) -> None:
             nonlocal done
             async with slots:
-                for i in indexes:
+                for k, i in enumerate(indexes):
+                    after = checked[indexes[k + 1]] if k + 1 < len(indexes) else None
+                    then = None
+                    if after is not None and after.source is EpisodeSource.facts:
+                        then = planning_names(after, self.ontology)
                     try:
-                        results[i] = await self._add(checked[i], extract=extract)
+                        results[i] = await self._add(checked[i], extract=extract, then=then)
                     except ExtractionError as exc:
                         failed[i] = str(exc)
                     done += 1
@@ -670,15 +679,20 @@ class KG:
             return await self.store.episode_by_hash(group, content_hash(episode))
         return await self.store.episode_by_key(group, content_hash(episode), key)
 
-    async def _add(self, episode: Episode, *, extract: bool) -> EpisodeResult:
+    async def _add(
+        self, episode: Episode, *, extract: bool, then: PlanningNames | None = None
+    ) -> EpisodeResult:
         """Plan and write one checked episode (see `check_episode`), again if another writer
-        changed the group between this one's reads and its write (see kg.versioned)."""
+        changed the group between this one's reads and its write (see kg.versioned).
+        `then`: the planning read of the group's next (structured) episode, to make in this
+        one's write (see `PlanningRead.apply_then_read`)."""
         raw = not extract and episode.source is not EpisodeSource.facts
         group = episode.group_id
         memo: dict[str, Any] = {}  # what the LLM said: kept when a conflict means re-planning
         async with self._writer(group):  # one writer per group in this process, then versions
             (result, plan), attempts = await retrying(
-                self.store, self.clock, group, lambda base: self._attempt(episode, raw, base, memo),
+                self.store, self.clock, group,
+                lambda base: self._attempt(episode, raw, base, memo, then),
                 known=self._written.pop(group, None),
             )  # fmt: skip
             if plan is not None:
@@ -687,7 +701,12 @@ class KG:
         return result
 
     async def _attempt(
-        self, episode: Episode, raw: bool, base: GroupVersion, memo: dict[str, Any]
+        self,
+        episode: Episode,
+        raw: bool,
+        base: GroupVersion,
+        memo: dict[str, Any],
+        then: PlanningNames | None = None,
     ) -> tuple[EpisodeResult, WritePlan | None]:
         """One attempt: read, plan and write at `base`. A structured episode's reads are one
         round trip (`PlanningRead`); the returned plan is None when no community join can
@@ -695,13 +714,12 @@ class KG:
         group = episode.group_id
         reads = None
         if episode.source is EpisodeSource.facts:
-            names, timelines = planning_names(
-                list(episode.facts), self.ontology, episode.reference_time
-            )
-            reads = await self.store.planning_reads(
-                group, content_hash=content_hash(episode), name_keys=names,
-                idempotency_key=episode.idempotency_key, timelines=timelines,
-            )  # fmt: skip
+            names = planning_names(episode, self.ontology)
+            ahead = self._ahead.pop(group, None)
+            if ahead is not None and ahead[0] == base.token and ahead[1] == names:
+                reads = ahead[2]  # read inside the write that made `base` current
+            else:
+                reads = await self.store.planning_reads(group, names)
             existing = _first_episode(reads.episodes)
         else:
             existing = await self._existing(episode)
@@ -733,7 +751,12 @@ class KG:
         if plan.episode.status is EpisodeStatus.ingested:
             plan.episode.search_key = await key_for(self.store, plan.episode)
         await self._embed(group, plan.new_edges, plan.new_entities, plan.episode)
-        self._written[group] = await self.store.apply(plan)
+        if reads is not None and then is not None:
+            version, next_reads = await self.store.apply_then_read(plan, then)
+            self._ahead[group] = (version.token, then, next_reads)
+        else:
+            version = await self.store.apply(plan)
+        self._written[group] = version
         added = EpisodeResult(
             episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
         )

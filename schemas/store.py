@@ -70,6 +70,18 @@ class NamedTimeline(BaseModel):
     since: UtcDatetime
 
 
+class PlanningNames(BaseModel):
+    """What a structured episode's planning read is asked for: its duplicates (by content
+    hash and idempotency key), its entity names and its named timelines."""
+
+    model_config = ConfigDict(frozen=True)
+
+    content_hash: str
+    idempotency_key: str | None = None
+    name_keys: tuple[str, ...]
+    timelines: tuple[NamedTimeline, ...]
+
+
 class PlanningReads(BaseModel):
     """Everything planning a structured episode reads, read in one round trip (one snapshot on
     FalkorDB): the episodes it would duplicate, every entity with one of its names, the live
@@ -229,15 +241,16 @@ class Timelines(Protocol):
 class PlanningRead(Protocol):
     """The one read a structured episode's plan is made from (see `PlanningReads`)."""
 
-    async def planning_reads(
-        self,
-        group_id: str,
-        *,
-        content_hash: str,
-        idempotency_key: str | None,
-        name_keys: list[str],
-        timelines: list[NamedTimeline],
-    ) -> PlanningReads: ...
+    async def planning_reads(self, group_id: str, names: PlanningNames) -> PlanningReads: ...
+
+    async def apply_then_read(
+        self, plan: WritePlan, names: PlanningNames
+    ) -> tuple[GroupVersion, PlanningReads]:
+        """`PlanWriter.apply`, then the planning read of the group's next episode: reads
+        made after the write (inside it, where the backend can: no round trip of their
+        own), so they stand at the version returned, or at a later one (which its write's
+        check then refuses)."""
+        ...
 
 
 class FactReader(Protocol):

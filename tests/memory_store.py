@@ -38,7 +38,7 @@ from kg.schemas.graph import (
     FactEdge,
 )
 from kg.schemas.plan import GroupVersion, RewritePlan, WritePlan
-from kg.schemas.store import Community, FactQuery, NamedTimeline, PlanningReads, TimelineKey
+from kg.schemas.store import Community, FactQuery, PlanningNames, PlanningReads, TimelineKey
 
 M = TypeVar("M", bound=BaseModel)
 _VECTORS = {"fact_embedding", "name_embedding", "content_embedding", "key_embedding"}
@@ -112,15 +112,9 @@ class MemoryStore:
     async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         return self._timeline(group_id, keys, live_only=True)
 
-    async def planning_reads(
-        self,
-        group_id: str,
-        *,
-        content_hash: str,
-        idempotency_key: str | None,
-        name_keys: list[str],
-        timelines: list[NamedTimeline],
-    ) -> PlanningReads:
+    async def planning_reads(self, group_id: str, names: PlanningNames) -> PlanningReads:
+        content_hash, idempotency_key = names.content_hash, names.idempotency_key
+        name_keys, timelines = names.name_keys, names.timelines
         g = self._g(group_id)
         since = {(t.subject_key, t.predicate, t.object_key): t.since for t in timelines}
         key = {u: e.name_key for u, e in g.entities.items()}
@@ -290,6 +284,12 @@ class MemoryStore:
     ) -> GroupVersion:
         self._versions[group_id] = version = self._fence(group_id, base, None, hold=hold)
         return version
+
+    async def apply_then_read(
+        self, plan: WritePlan, names: PlanningNames
+    ) -> tuple[GroupVersion, PlanningReads]:
+        version = await self.apply(plan)
+        return version, await self.planning_reads(plan.group_id, names)
 
     async def apply(self, plan: WritePlan) -> GroupVersion:
         version = self._fence(plan.group_id, plan.base, plan.episode.created_at)

@@ -12,13 +12,13 @@ from kg.schemas.store import (
     Community,
     EntitySummary,
     FactQuery,
-    NamedTimeline,
+    PlanningNames,
     PlanningReads,
     StoreStats,
     TimelineKey,
 )
 from kg.store.cypher.base import CypherBase
-from kg.store.cypher.dialect import unindexed
+from kg.store.cypher.dialect import Statement, unindexed
 from kg.store.cypher.search import COMMUNITY_COLUMNS
 
 _SUMMED = tuple(Counters.model_fields)
@@ -36,14 +36,16 @@ _SESSION_TURNS = (
 _TURN_ORDER = "ORDER BY ep.valid_at, coalesce(ep.queued_at, ep.created_at)"
 
 # A structured episode's planning reads as one query (see `planning_reads`): one row per
-# thing read, tagged by `kind`, so one round trip replaces four. A timeline's versions come
-# from its subject's name (no edge is returned twice: one predicate is single- or multi-valued).
+# thing read, tagged by `kind`, so one round trip replaces four (or none, when it rides in
+# the write before it: FalkorDB's `apply_then_read`; its parameters are named apart). A
+# timeline's versions come from its subject's name (no edge is returned twice: one
+# predicate is single- or multi-valued).
 _PLANNING_READS = (
-    "MATCH (ep:Episodic {content_hash: $hash}) WHERE ep.group_id = $group_id "
+    "MATCH (ep:Episodic {content_hash: $pr_hash}) WHERE ep.group_id = $group_id "
     "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target "
-    "UNION ALL UNWIND $keys AS k MATCH (n:Entity {name_key: k}) WHERE n.group_id = $group_id "
+    "UNION ALL UNWIND $pr_keys AS k MATCH (n:Entity {name_key: k}) WHERE n.group_id = $group_id "
     "RETURN 'entity' AS kind, properties(n) AS p, null AS source, null AS target "
-    "UNION ALL UNWIND $timelines AS k "
+    "UNION ALL UNWIND $pr_timelines AS k "
     "MATCH (s:Entity {name_key: k.subject})-[e:RELATES_TO]->(o:Entity) "
     "WHERE e.group_id = $group_id AND e.name = k.predicate AND e.expired_at IS NULL "
     "AND (k.object IS NULL OR o.name_key = k.object) AND (e.invalid_at IS NULL OR "
@@ -54,7 +56,7 @@ _PLANNING_READS = (
 )
 # An idempotency key's episode (a null key matching nothing would still scan the episodes).
 _BY_KEY = (
-    "MATCH (ep:Episodic {idempotency_key: $key}) WHERE ep.group_id = $group_id "
+    "MATCH (ep:Episodic {idempotency_key: $pr_key}) WHERE ep.group_id = $group_id "
     "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target UNION ALL "
 )
 
@@ -84,29 +86,25 @@ class CypherReads(CypherBase):
             first.setdefault(node.name_key, node)
         return list(first.values())
 
-    async def planning_reads(
-        self,
-        group_id: str,
-        *,
-        content_hash: str,
-        idempotency_key: str | None,
-        name_keys: list[str],
-        timelines: list[NamedTimeline],
-    ) -> PlanningReads:
+    def planning_read(self, group_id: str, names: PlanningNames) -> Statement:
+        """The planning read as a statement (see `planning_reads`)."""
         params: dict[str, Any] = {
-            "hash": content_hash,
-            "keys": sorted(set(name_keys)),
-            "timelines": [
+            "pr_hash": names.content_hash,
+            "pr_keys": list(names.name_keys),
+            "pr_timelines": [
                 {"subject": t.subject_key, "predicate": t.predicate, "object": t.object_key,
                  "since": self.dialect.encode_time(t.since)}
-                for t in dict.fromkeys(timelines)
+                for t in names.timelines
             ],
             "group_id": group_id,
         }  # fmt: skip
         query = _PLANNING_READS
-        if idempotency_key is not None:
-            query, params["key"] = _BY_KEY + query, idempotency_key
-        rows = await self._read(group_id, query, params)
+        if names.idempotency_key is not None:
+            query, params["pr_key"] = _BY_KEY + query, names.idempotency_key
+        return Statement(query, params)
+
+    def planning_rows(self, rows: list[dict[str, Any]]) -> PlanningReads:
+        """A planning read's rows (`kind`, `p`, `source`, `target`) as what they say."""
         of: dict[str, list[dict[str, Any]]] = {"episode": [], "entity": [], "edge": []}
         for r in rows:
             of.setdefault(r["kind"], []).append(r)
@@ -118,6 +116,10 @@ class CypherReads(CypherBase):
             edges=[self._edge(r["p"], r["source"], r["target"]) for r in of["edge"]],
             communities=bool(of.get("community")),
         )
+
+    async def planning_reads(self, group_id: str, names: PlanningNames) -> PlanningReads:
+        read = self.planning_read(group_id, names)
+        return self.planning_rows(await self._read(group_id, read.query, read.params))
 
     async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         return await self._timeline(group_id, keys, live_only=True)

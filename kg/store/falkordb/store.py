@@ -26,8 +26,15 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from kg.errors import KGError, LeaseLostError, StoreError, StoreUnavailableError, WriteConflictError
 from kg.schemas.keys import KEYS_NAMESPACE
-from kg.schemas.plan import GroupVersion
-from kg.schemas.store import STAGING_PREFIX, PendingErasure, Record, is_staging
+from kg.schemas.plan import GroupVersion, WritePlan
+from kg.schemas.store import (
+    STAGING_PREFIX,
+    PendingErasure,
+    PlanningNames,
+    PlanningReads,
+    Record,
+    is_staging,
+)
 from kg.schemas.validation import GROUP_ID_RE, check_group_id
 from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
@@ -324,9 +331,38 @@ class FalkorDBStore(CypherStore):
         fence: Fence | None = None,
         guard: Guard | None = None,
     ) -> GroupVersion | None:
+        version, _ = await self._execute(group_id, statements, fence, guard)
+        return version
+
+    async def apply_then_read(
+        self, plan: WritePlan, names: PlanningNames
+    ) -> tuple[GroupVersion, PlanningReads]:
+        """One query: the plan's write, then the next episode's planning read, which sees
+        that write (FalkorDB runs a query's clauses in order, alone on the graph)."""
+        if plan.lease_owner is not None:  # a queued episode's write: no read rides in it
+            return await super().apply_then_read(plan, names)
+        tx = self.dialect.encode_time(plan.episode.created_at)
+        version, rows = await self._execute(
+            plan.group_id, self.compile_plan(plan), Fence(plan.base, tx=tx), None,
+            then=self.planning_read(plan.group_id, names),
+        )  # fmt: skip
+        assert version is not None
+        return version, self.planning_rows([r for r in rows if r["kind"] is not None])
+
+    async def _execute(
+        self,
+        group_id: str,
+        statements: list[Statement],
+        fence: Fence | None,
+        guard: Guard | None,
+        then: Statement | None = None,
+    ) -> tuple[GroupVersion | None, list[dict[str, Any]]]:
+        """`execute`; with `then` (a fenced write only), a read after the writes in the same
+        query: its rows (columns kind, p, source, target; one row more with kind null)."""
         params: dict[str, Any] = {"group_id": group_id} if fence or guard else {}
         extra = [Statement("", fence.params() if fence else {})]
         extra += [Statement("", guard.params)] if guard else []
+        extra += [then] if then else []
         for s in [*statements, *extra]:
             for k, v in s.params.items():
                 if k in params and params[k] != v:
@@ -347,6 +383,10 @@ class FalkorDBStore(CypherStore):
                     "kg_g.hold AS hold"
                 ),
             )
+            if then is not None:  # the row with kind null stands for the write itself
+                query += (f" WITH kg_g CALL {{ {then.query} UNION ALL RETURN null AS kind, "
+                          "null AS p, null AS source, null AS target }")  # fmt: skip
+                ret += ", kind, p, source, target"
             if fence.base is not None and fence.base.token is None:
                 # Planned against a group with no writes yet: it may have been erased, by
                 # another process too, since this one created its indexes. Create them again.
@@ -368,8 +408,8 @@ class FalkorDBStore(CypherStore):
             if fence is not None:
                 raise fence.conflict(group_id)
         if fence is None:
-            return None
-        return self._group_version(rows[0])
+            return None, rows
+        return self._group_version(rows[0]), rows
 
     async def _guard_holds(self, group_id: str, guard: Guard) -> bool:
         """Whether a guard that just missed holds now: a lease once lost is never this
