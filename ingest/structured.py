@@ -15,10 +15,16 @@ from kg.ingest.hashing import content_hash
 from kg.ingest.names import name_key
 from kg.ingest.timeline import NewFact, TimelineWriter
 from kg.schemas.episode import Episode, EpisodeSource, StructuredFact
-from kg.schemas.graph import EntityNode, EpisodicNode
+from kg.schemas.graph import EntityNode, EpisodicNode, FactEdge
 from kg.schemas.ontology import Ontology, Predicate
 from kg.schemas.plan import PlanSummary, WritePlan
-from kg.schemas.store import Timelines
+from kg.schemas.store import (
+    NamedTimeline,
+    PlanningNames,
+    PlanningReads,
+    TimelineKey,
+    Timelines,
+)
 from kg.schemas.validation import STORED
 
 STRUCTURED_EXTRACTOR = "kg.structured/1"
@@ -99,6 +105,61 @@ def check_structured(episode: Episode, ontology: Ontology) -> list[Predicate]:
         except ValueError as exc:
             raise ValueError(f"facts[{i}]: {exc}") from exc
     return predicates
+
+
+def planning_names(episode: Episode, ontology: Ontology) -> PlanningNames:
+    """What `plan_facts` will read for the episode's facts, and its duplicates: what one
+    `PlanningRead.planning_reads` fetches before planning (see `ReadTimelines`)."""
+    keys: dict[str, None] = {}
+    since: dict[tuple[str, str, str | None], datetime] = {}
+    for f in episode.facts:
+        pred = ontology.resolve_predicate(f.predicate)
+        subject, obj = name_key(f.subject), name_key(f.object)
+        keys[subject] = keys[obj] = None
+        named = (subject, pred.name, None if pred.single_valued else obj)
+        valid_at = f.valid_at or episode.reference_time
+        since[named] = min(since.get(named, valid_at), valid_at)
+    return PlanningNames(
+        content_hash=content_hash(episode),
+        idempotency_key=episode.idempotency_key,
+        name_keys=tuple(sorted(keys)),
+        timelines=tuple(NamedTimeline(subject_key=s, predicate=p, object_key=o, since=t)
+                        for (s, p, o), t in since.items()),
+    )  # fmt: skip
+
+
+class ReadTimelines:
+    """`Timelines` answered from one `PlanningReads`, for `plan_facts` of the facts it was
+    read for: the store's answers for the names the read named (entities: the first by
+    (created_at, uuid) per name; live versions: those on each key asked that can bear on
+    those facts, see `NamedTimeline.since`), with no further round trip. The versions are
+    handed out as read, once: planning mutates them, and each attempt reads afresh."""
+
+    def __init__(self, reads: PlanningReads) -> None:
+        self._reads = reads
+
+    async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]:
+        wanted = set(name_keys)
+        first: dict[str, EntityNode] = {}
+        for e in self._reads.entities:  # in (created_at, uuid) order
+            if e.name_key in wanted:
+                first.setdefault(e.name_key, e)
+        return list(first.values())
+
+    async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
+        wanted = set(keys)
+        return [
+            e
+            for e in self._reads.edges
+            if TimelineKey(source_uuid=e.source_node_uuid, predicate=e.name) in wanted
+            or TimelineKey(
+                source_uuid=e.source_node_uuid, predicate=e.name, target_uuid=e.target_node_uuid
+            )
+            in wanted
+        ]
+
+    async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
+        raise NotImplementedError("a planning read holds the live versions only")
 
 
 async def plan_structured_episode(

@@ -55,10 +55,12 @@ from kg.ingest.llm import LLMCall, LLMError, StructuredLLM
 from kg.ingest.resolution import Answer, Question, ResolutionReport, question, resolve
 from kg.ingest.structured import (
     STRUCTURED_EXTRACTOR,
+    ReadTimelines,
     check_structured,
     episodic_node,
     new_uuid,
     plan_facts,
+    planning_names,
     stored_facts,
 )
 from kg.retrieval import (
@@ -96,7 +98,16 @@ from kg.schemas.metrics import (
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.plan import EpisodeKey, GroupVersion, PlanSummary, WritePlan
 from kg.schemas.search import SearchView
-from kg.schemas.store import Community, EntitySummary, FactQuery, GraphStore, StoreStats
+from kg.schemas.store import (
+    Community,
+    EntitySummary,
+    FactQuery,
+    GraphStore,
+    PlanningNames,
+    PlanningReads,
+    StoreStats,
+    Timelines,
+)
 from kg.schemas.validation import check_group_id, check_text
 from kg.search_keys import key_for
 from kg.store import open_store
@@ -219,6 +230,13 @@ def _record(node: EpisodicNode, s: PlanSummary) -> None:
         )
 
 
+def _first_episode(found: list[EpisodicNode]) -> EpisodicNode | None:
+    """Of the episodes an episode would duplicate, the one that counts: a failed one only
+    when there is no other (as `episode_by_key` picks)."""
+    ranked = sorted(found, key=lambda e: (e.status == EpisodeStatus.failed, e.created_at))
+    return ranked[0] if ranked else None
+
+
 def queued_episode(node: EpisodicNode) -> Episode:
     """The episode a queued node holds, as it was given (structured facts from its content)."""
     structured = node.source is EpisodeSource.facts
@@ -301,6 +319,13 @@ class KG:
         self.context_episodes = context_episodes
         self.embedder = embedder
         self._writers: dict[str, asyncio.Lock] = {}
+        # Per group, the version this process's last episode write made current: the next
+        # episode plans at it without reading it (a stale one only costs a re-plan; see
+        # kg.versioned.retrying).
+        self._written: dict[str, GroupVersion] = {}
+        # Per group, the planning read that rode in that write, for the episode it named
+        # (add_episodes knows the next one): (the version it stands at, what it named, it).
+        self._ahead: dict[str, tuple[str | None, PlanningNames, PlanningReads]] = {}
         self._searchable: set[str] = set()
         self._models: dict[str, EmbeddingModel | None] = {}  # checked: on record per group
         self._queries: dict[str, QueryMetrics] = {}  # not yet persisted, per group
@@ -576,9 +601,13 @@ class KG:
         async def one_group(indexes: list[int]) -> None:
             nonlocal done
             async with slots:
-                for i in indexes:
+                for k, i in enumerate(indexes):
+                    after = checked[indexes[k + 1]] if k + 1 < len(indexes) else None
+                    then = None
+                    if after is not None and after.source is EpisodeSource.facts:
+                        then = planning_names(after, self.ontology)
                     try:
-                        results[i] = await self._add(checked[i], extract=extract)
+                        results[i] = await self._add(checked[i], extract=extract, then=then)
                     except ExtractionError as exc:
                         failed[i] = str(exc)
                     done += 1
@@ -650,27 +679,50 @@ class KG:
             return await self.store.episode_by_hash(group, content_hash(episode))
         return await self.store.episode_by_key(group, content_hash(episode), key)
 
-    async def _add(self, episode: Episode, *, extract: bool) -> EpisodeResult:
+    async def _add(
+        self, episode: Episode, *, extract: bool, then: PlanningNames | None = None
+    ) -> EpisodeResult:
         """Plan and write one checked episode (see `check_episode`), again if another writer
-        changed the group between this one's reads and its write (see kg.versioned)."""
+        changed the group between this one's reads and its write (see kg.versioned).
+        `then`: the planning read of the group's next (structured) episode, to make in this
+        one's write (see `PlanningRead.apply_then_read`)."""
         raw = not extract and episode.source is not EpisodeSource.facts
         group = episode.group_id
         memo: dict[str, Any] = {}  # what the LLM said: kept when a conflict means re-planning
         async with self._writer(group):  # one writer per group in this process, then versions
             (result, plan), attempts = await retrying(
-                self.store, self.clock, group, lambda base: self._attempt(episode, raw, base, memo)
-            )
+                self.store, self.clock, group,
+                lambda base: self._attempt(episode, raw, base, memo, then),
+                known=self._written.pop(group, None),
+            )  # fmt: skip
             if plan is not None:
                 await self._join_communities(plan)
         result.attempts = attempts
         return result
 
     async def _attempt(
-        self, episode: Episode, raw: bool, base: GroupVersion, memo: dict[str, Any]
+        self,
+        episode: Episode,
+        raw: bool,
+        base: GroupVersion,
+        memo: dict[str, Any],
+        then: PlanningNames | None = None,
     ) -> tuple[EpisodeResult, WritePlan | None]:
-        """One attempt: read, plan and write at `base`."""
+        """One attempt: read, plan and write at `base`. A structured episode's reads are one
+        round trip (`PlanningRead`); the returned plan is None when no community join can
+        follow (a duplicate, or a group that had no communities when it was read)."""
         group = episode.group_id
-        existing = await self._existing(episode)
+        reads = None
+        if episode.source is EpisodeSource.facts:
+            names = planning_names(episode, self.ontology)
+            ahead = self._ahead.pop(group, None)
+            if ahead is not None and ahead[0] == base.token and ahead[1] == names:
+                reads = ahead[2]  # read inside the write that made `base` current
+            else:
+                reads = await self.store.planning_reads(group, names)
+            existing = _first_episode(reads.episodes)
+        else:
+            existing = await self._existing(episode)
         if existing is not None and existing.status != EpisodeStatus.failed:
             duplicate = EpisodeResult(
                 episode_uuid=existing.uuid,
@@ -678,11 +730,12 @@ class KG:
                 status="duplicate",
                 summary=PlanSummary(),
             )
+            self._written[group] = base  # nothing written: still the version to plan at
             return duplicate, None
         failed = existing.uuid if existing is not None else None
         untrusted = episode.channel in UNTRUSTED
-        if episode.source is EpisodeSource.facts:
-            plan, summary = await self._plan_structured(episode, new_uuid())
+        if reads is not None:
+            plan, summary = await self._plan_structured(episode, new_uuid(), ReadTimelines(reads))
         elif raw:
             node = episodic_node(
                 episode, uuid=new_uuid(), now=self.clock.now(), extractor=RAW_EXTRACTOR
@@ -698,20 +751,29 @@ class KG:
         if plan.episode.status is EpisodeStatus.ingested:
             plan.episode.search_key = await key_for(self.store, plan.episode)
         await self._embed(group, plan.new_edges, plan.new_entities, plan.episode)
-        await self.store.apply(plan)
+        if reads is not None and then is not None:
+            version, next_reads = await self.store.apply_then_read(plan, then)
+            self._ahead[group] = (version.token, then, next_reads)
+        else:
+            version = await self.store.apply(plan)
+        self._written[group] = version
         added = EpisodeResult(
             episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
         )
-        return added, plan
+        return added, None if reads is not None and not reads.communities else plan
 
-    async def _plan_structured(self, episode: Episode, uuid: str) -> tuple[WritePlan, PlanSummary]:
+    async def _plan_structured(
+        self, episode: Episode, uuid: str, timelines: Timelines | None = None
+    ) -> tuple[WritePlan, PlanSummary]:
+        """`timelines`: what to plan from (the store itself unless the reads were made)."""
         untrusted = episode.channel in UNTRUSTED
         kept, held = (
             self.guards.split_facts(episode.facts) if untrusted else (list(episode.facts), [])
         )
         plan, summary = await plan_structured_episode(
-            episode, self.store, self.ontology, self.clock.now(), facts=kept, uuid=uuid
-        )
+            episode, timelines or self.store, self.ontology, self.clock.now(), facts=kept,
+            uuid=uuid,
+        )  # fmt: skip
         summary.quarantined = held
         return plan, summary
 

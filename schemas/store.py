@@ -55,6 +55,46 @@ class TimelineKey(BaseModel):
     target_uuid: str | None = None
 
 
+class NamedTimeline(BaseModel):
+    """A timeline named by its entities' name keys, before they resolve to uuids: what one
+    fact of an episode can compete with (`object_key` only for a multi-valued predicate).
+    `since`: the earliest valid time the episode's facts on it have; a version that ended
+    by then and started before it cannot hold at, nor start after, any of them, so it is
+    not read (a long history costs nothing to an episode about the present)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    subject_key: str
+    predicate: str
+    object_key: str | None = None
+    since: UtcDatetime
+
+
+class PlanningNames(BaseModel):
+    """What a structured episode's planning read is asked for: its duplicates (by content
+    hash and idempotency key), its entity names and its named timelines."""
+
+    model_config = ConfigDict(frozen=True)
+
+    content_hash: str
+    idempotency_key: str | None = None
+    name_keys: tuple[str, ...]
+    timelines: tuple[NamedTimeline, ...]
+
+
+class PlanningReads(BaseModel):
+    """Everything planning a structured episode reads, read in one round trip (one snapshot on
+    FalkorDB): the episodes it would duplicate, every entity with one of its names, the live
+    versions on the timelines its facts name, and whether the group has communities."""
+
+    episodes: list[EpisodicNode] = Field(description="Same content hash or idempotency key.")
+    entities: list[EntityNode] = Field(description="In (created_at, uuid) order.")
+    edges: list[FactEdge] = Field(
+        description="Unretired versions on the named timelines, from their `since` on."
+    )
+    communities: bool
+
+
 class Community(BaseModel):
     """A community as read back: the node and its members' uuids."""
 
@@ -195,6 +235,21 @@ class Timelines(Protocol):
 
     async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         """Every version on the given timelines, retired ones included."""
+        ...
+
+
+class PlanningRead(Protocol):
+    """The one read a structured episode's plan is made from (see `PlanningReads`)."""
+
+    async def planning_reads(self, group_id: str, names: PlanningNames) -> PlanningReads: ...
+
+    async def apply_then_read(
+        self, plan: WritePlan, names: PlanningNames
+    ) -> tuple[GroupVersion, PlanningReads]:
+        """`PlanWriter.apply`, then the planning read of the group's next episode: reads
+        made after the write (inside it, where the backend can: no round trip of their
+        own), so they stand at the version returned, or at a later one (which its write's
+        check then refuses)."""
         ...
 
 
@@ -558,7 +613,8 @@ class ReplayStore(EpisodeLog, Timelines, Protocol):
 
 
 class GraphStore(
-    EpisodeLog, Timelines, FactReader, PlanWriter, SearchIndex, MetricsStore, StoreAdmin,
-    RecordTransfer, StagedImport, EmbeddingModels, KeyStore, ErasureLog, WorkQueue, Protocol,
+    EpisodeLog, Timelines, PlanningRead, FactReader, PlanWriter, SearchIndex, MetricsStore,
+    StoreAdmin, RecordTransfer, StagedImport, EmbeddingModels, KeyStore, ErasureLog, WorkQueue,
+    Protocol,
 ):  # fmt: skip
     """The whole contract: what the facade holds and every backend implements."""

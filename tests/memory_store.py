@@ -38,7 +38,7 @@ from kg.schemas.graph import (
     FactEdge,
 )
 from kg.schemas.plan import GroupVersion, RewritePlan, WritePlan
-from kg.schemas.store import Community, FactQuery, TimelineKey
+from kg.schemas.store import Community, FactQuery, PlanningNames, PlanningReads, TimelineKey
 
 M = TypeVar("M", bound=BaseModel)
 _VECTORS = {"fact_embedding", "name_embedding", "content_embedding", "key_embedding"}
@@ -111,6 +111,28 @@ class MemoryStore:
 
     async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         return self._timeline(group_id, keys, live_only=True)
+
+    async def planning_reads(self, group_id: str, names: PlanningNames) -> PlanningReads:
+        content_hash, idempotency_key = names.content_hash, names.idempotency_key
+        name_keys, timelines = names.name_keys, names.timelines
+        g = self._g(group_id)
+        since = {(t.subject_key, t.predicate, t.object_key): t.since for t in timelines}
+        key = {u: e.name_key for u, e in g.entities.items()}
+
+        def bears(e: FactEdge) -> bool:
+            s, o = key[e.source_node_uuid], key[e.target_node_uuid]
+            at = since.get((s, e.name, None)) or since.get((s, e.name, o))
+            return at is not None and (e.invalid_at is None or e.invalid_at > at
+                                       or e.valid_at > at)  # fmt: skip
+
+        return PlanningReads(
+            episodes=[_out(ep) for ep in g.episodes.values() if ep.content_hash == content_hash
+                      or (idempotency_key and ep.idempotency_key == idempotency_key)],
+            entities=[_out(e) for e in sorted(g.entities.values(), key=lambda e: (e.created_at,
+                      e.uuid)) if e.name_key in set(name_keys)],
+            edges=[_out(e) for e in g.edges.values() if e.expired_at is None and bears(e)],
+            communities=False,
+        )  # fmt: skip
 
     async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         return self._timeline(group_id, keys, live_only=False)
@@ -262,6 +284,12 @@ class MemoryStore:
     ) -> GroupVersion:
         self._versions[group_id] = version = self._fence(group_id, base, None, hold=hold)
         return version
+
+    async def apply_then_read(
+        self, plan: WritePlan, names: PlanningNames
+    ) -> tuple[GroupVersion, PlanningReads]:
+        version = await self.apply(plan)
+        return version, await self.planning_reads(plan.group_id, names)
 
     async def apply(self, plan: WritePlan) -> GroupVersion:
         version = self._fence(plan.group_id, plan.base, plan.episode.created_at)

@@ -67,13 +67,13 @@ async def test_add_episodes_runs_groups_in_parallel(
     running, most = 0, 0
     add_one = kg._add
 
-    async def counting(episode: Episode, *, extract: bool) -> Any:
+    async def counting(episode: Episode, *, extract: bool, then: Any = None) -> Any:
         nonlocal running, most
         running += 1
         most = max(most, running)
         await asyncio.sleep(0.05)
         try:
-            return await add_one(episode, extract=extract)
+            return await add_one(episode, extract=extract, then=then)
         finally:
             running -= 1
 
@@ -96,10 +96,10 @@ async def test_add_episodes_counts_failed_extractions_and_goes_on(
 ) -> None:
     add_one = kg._add
 
-    async def flaky(episode: Episode, *, extract: bool) -> Any:
+    async def flaky(episode: Episode, *, extract: bool, then: Any = None) -> Any:
         if episode.group_id == "bad":
             raise ExtractionError("extraction failed, episode recorded as failed: no JSON")
-        return await add_one(episode, extract=extract)
+        return await add_one(episode, extract=extract, then=then)
 
     monkeypatch.setattr(kg, "_add", flaky)
     r = await kg.add_episodes(

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kg import KG, InputError
@@ -590,6 +592,36 @@ def test_stores_refuse_surrogates_as_one_line_errors() -> None:
     except UnicodeEncodeError as exc:
         translated = Neo4jStore._translate(exc)
     assert isinstance(translated, StoreError) and "surrogate" in str(translated)
+
+
+_PARAM = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True), inner, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True), _PARAM))
+def test_the_store_writes_the_clients_parameter_header(params: dict[str, Any]) -> None:
+    """kg renders the FalkorDB header itself, checking as it goes (one pass where the client
+    and kg's checks made two): the same text the client writes, or the checks' error."""
+    from falkordb.graph import Graph
+
+    from kg.errors import StoreError
+    from kg.store.falkordb.store import check_params, params_header
+
+    try:
+        check_params(params)
+    except StoreError as exc:
+        with pytest.raises(StoreError) as raised:
+            params_header(params)
+        assert str(raised.value) == str(exc)
+        return
+    client = Graph._build_params_header(None, params) if params else ""  # type: ignore[arg-type]
+    assert params_header(params) == client
 
 
 def test_a_byte_order_mark_starts_utf8_files(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -36,7 +37,8 @@ import many_writers
 class CutIn:
     """The store, except that just after a plan first reads live edges (after its version was
     read, before its write), `other` runs to completion: another writer cutting in, which
-    makes what the plan read stale."""
+    makes what the plan read stale. A structured episode reads them in its one planning
+    read; an extracted one by `live_edges`."""
 
     def __init__(self, store: Any, other: Callable[[], Awaitable[Any]]) -> None:
         self._store, self._other, self.cut = store, other, 0
@@ -44,12 +46,17 @@ class CutIn:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def live_edges(self, group_id: str, keys: Any) -> Any:
-        edges = await self._store.live_edges(group_id, keys)
+    async def _after(self, read: Any) -> Any:
         if not self.cut:
             self.cut += 1
             await self._other()
-        return edges
+        return read
+
+    async def live_edges(self, group_id: str, keys: Any) -> Any:
+        return await self._after(await self._store.live_edges(group_id, keys))
+
+    async def planning_reads(self, group_id: str, names: Any) -> Any:
+        return await self._after(await self._store.planning_reads(group_id, names))
 
 
 async def test_a_writer_that_cuts_in_makes_the_other_replan(kg: KG) -> None:
@@ -66,6 +73,90 @@ async def test_a_writer_that_cuts_in_makes_the_other_replan(kg: KG) -> None:
         "default", "MATCH (n:Entity) RETURN n.name_key AS k, count(n) AS c"
     )
     assert all(r["c"] == 1 for r in entities)
+
+
+def count_round_trips(kg: KG, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The store's reads and atomic writes from here on, in order, by kind."""
+    calls: list[str] = []
+    write = "_execute" if hasattr(kg.store, "_execute") else "execute"  # FalkorDB's, inside
+    for name, kind in (("_read", "read"), (write, "write")):
+        real = getattr(kg.store, name)
+
+        async def counted(*args: Any, _real: Any = real, _kind: str = kind, **kw: Any) -> Any:
+            calls.append(_kind)
+            return await _real(*args, **kw)
+
+        monkeypatch.setattr(kg.store, name, counted)
+    return calls
+
+
+async def test_a_structured_episode_is_one_read_and_one_write(
+    kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its version, duplicate check, entities and timelines are one read; the version its
+    own last write made current needs no reading (bulk ingest: issue 16, item 6)."""
+    await add(kg, t(2000), ("Alice", "LIVES_IN", "Seoul"), ("Alice", "KNOWS", "Bob"))
+    calls = count_round_trips(kg, monkeypatch)
+    r = await add(kg, t(2010), ("Alice", "LIVES_IN", "Busan"), ("Alice", "KNOWS", "Bob"))
+    assert (r.summary.facts_added, r.summary.facts_closed, r.summary.facts_reinforced) == (1, 1, 1)
+    assert calls == ["read", "write"]
+    again = await add(kg, t(2010), ("Alice", "LIVES_IN", "Busan"), ("Alice", "KNOWS", "Bob"))
+    assert again.status == "duplicate" and calls == ["read", "write", "read"]
+    # Another writer moved the group since: the plan made at the remembered version is
+    # refused, nothing written, and made again at the version read afresh.
+    await add(KG(kg.store), t(2020), ("Alice", "LIVES_IN", "Daegu"))
+    calls.clear()
+    late = await add(kg, t(2030), ("Alice", "LIVES_IN", "Jeju"))
+    assert calls == ["read", "write", "read", "read", "write"] and late.attempts == 1
+    for year, city in ((2005, "Seoul"), (2015, "Busan"), (2025, "Daegu"), (2035, "Jeju")):
+        at = await kg.facts(subject="Alice", predicate="LIVES_IN", valid_at=t(year))
+        assert objects(at) == [city]
+    assert (await kg.replay()).identical
+
+
+def versions(facts: list[Any]) -> list[tuple[Any, ...]]:
+    """A group's history with what differs between two identical graphs (uuids, transaction
+    times) left out."""
+    return sorted(
+        (f.subject, f.predicate, f.object, f.edge.valid_at.isoformat(),
+         f.edge.invalid_at.isoformat() if f.edge.invalid_at else "", f.edge.status.value,
+         f.edge.expired_at is None, len(f.edge.episodes))
+        for f in facts
+    )  # fmt: skip
+
+
+async def test_add_episodes_plans_each_episode_from_the_read_made_in_the_write_before(
+    kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One round trip per structured episode on FalkorDB: each write also reads what the
+    next episode's plan needs. Late facts, closures, restatements and duplicates give the
+    graph one-by-one ingest gives."""
+    rng = random.Random(5)
+    names = ["Ann", "Bo", "Cy", "Seoul", "Busan", "Jeju"]
+    episodes = []
+    for i in range(40):
+        rows = []
+        for _ in range(3):
+            start = t(2000) + timedelta(days=rng.randrange(7000))  # in no order: late facts
+            end = start + timedelta(days=rng.randrange(1, 900)) if rng.random() < 0.2 else None
+            rows.append(fact(rng.choice(names[:3]), rng.choice(["LIVES_IN", "WORKS_AT", "KNOWS"]),
+                             rng.choice(names), start, end))  # fmt: skip
+        episodes.append({"source": "facts", "reference_time": t(2021) + timedelta(days=i),
+                         "facts": rows})  # fmt: skip
+    episodes += episodes[5:8]  # duplicates
+    calls = count_round_trips(kg, monkeypatch)
+    r = await kg.add_episodes([{**e, "group_id": "bulk"} for e in episodes])
+    assert r.added == 40 and r.duplicate == 3
+    if kg.store.backend == "falkordb":
+        # Reads: the new group's version and the first plan's; the plan after a duplicate's.
+        assert calls.count("write") == 40 and calls.count("read") == 2 + 3, calls
+    monkeypatch.undo()
+    for e in sorted(episodes, key=lambda e: e["reference_time"]):
+        await kg.add_episode(**{**e, "group_id": "one"})
+    bulk = await kg.history(group_id="bulk", limit=10_000)
+    assert versions(bulk) == versions(await kg.history(group_id="one", limit=10_000))
+    assert any(f.edge.invalid_at is not None for f in bulk) and len(bulk) > 100
+    assert (await kg.replay(group_id="bulk")).identical
 
 
 async def test_a_conflict_replans_without_asking_the_llm_again(home: Path) -> None:

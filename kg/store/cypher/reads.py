@@ -8,9 +8,17 @@ from typing import Any
 
 from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from kg.schemas.metrics import ApiMetrics, CallStats, Counters, IngestMetrics, QueryMetrics
-from kg.schemas.store import Community, EntitySummary, FactQuery, StoreStats, TimelineKey
+from kg.schemas.store import (
+    Community,
+    EntitySummary,
+    FactQuery,
+    PlanningNames,
+    PlanningReads,
+    StoreStats,
+    TimelineKey,
+)
 from kg.store.cypher.base import CypherBase
-from kg.store.cypher.dialect import unindexed
+from kg.store.cypher.dialect import Statement, unindexed
 from kg.store.cypher.search import COMMUNITY_COLUMNS
 
 _SUMMED = tuple(Counters.model_fields)
@@ -26,6 +34,31 @@ _SESSION_TURNS = (
     "AND ep.status IN ['ingested', 'queued', 'processing'] AND ep.source <> 'facts'"
 )
 _TURN_ORDER = "ORDER BY ep.valid_at, coalesce(ep.queued_at, ep.created_at)"
+
+# A structured episode's planning reads as one query (see `planning_reads`): one row per
+# thing read, tagged by `kind`, so one round trip replaces four (or none, when it rides in
+# the write before it: FalkorDB's `apply_then_read`; its parameters are named apart). A
+# timeline's versions come from its subject's name (no edge is returned twice: one
+# predicate is single- or multi-valued).
+_PLANNING_READS = (
+    "MATCH (ep:Episodic {content_hash: $pr_hash}) WHERE ep.group_id = $group_id "
+    "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target "
+    "UNION ALL UNWIND $pr_keys AS k MATCH (n:Entity {name_key: k}) WHERE n.group_id = $group_id "
+    "RETURN 'entity' AS kind, properties(n) AS p, null AS source, null AS target "
+    "UNION ALL UNWIND $pr_timelines AS k "
+    "MATCH (s:Entity {name_key: k.subject})-[e:RELATES_TO]->(o:Entity) "
+    "WHERE e.group_id = $group_id AND e.name = k.predicate AND e.expired_at IS NULL "
+    "AND (k.object IS NULL OR o.name_key = k.object) AND (e.invalid_at IS NULL OR "
+    f"{unindexed('e.invalid_at')} > k.since OR {unindexed('e.valid_at')} > k.since) "
+    "RETURN 'edge' AS kind, properties(e) AS p, s.uuid AS source, o.uuid AS target "
+    "UNION ALL MATCH (c:Community) WHERE c.group_id = $group_id "
+    "RETURN 'community' AS kind, null AS p, null AS source, null AS target LIMIT 1"
+)
+# An idempotency key's episode (a null key matching nothing would still scan the episodes).
+_BY_KEY = (
+    "MATCH (ep:Episodic {idempotency_key: $pr_key}) WHERE ep.group_id = $group_id "
+    "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target UNION ALL "
+)
 
 
 class CypherReads(CypherBase):
@@ -52,6 +85,41 @@ class CypherReads(CypherBase):
             node = EntityNode.model_validate(self._decode(r["n"]))
             first.setdefault(node.name_key, node)
         return list(first.values())
+
+    def planning_read(self, group_id: str, names: PlanningNames) -> Statement:
+        """The planning read as a statement (see `planning_reads`)."""
+        params: dict[str, Any] = {
+            "pr_hash": names.content_hash,
+            "pr_keys": list(names.name_keys),
+            "pr_timelines": [
+                {"subject": t.subject_key, "predicate": t.predicate, "object": t.object_key,
+                 "since": self.dialect.encode_time(t.since)}
+                for t in names.timelines
+            ],
+            "group_id": group_id,
+        }  # fmt: skip
+        query = _PLANNING_READS
+        if names.idempotency_key is not None:
+            query, params["pr_key"] = _BY_KEY + query, names.idempotency_key
+        return Statement(query, params)
+
+    def planning_rows(self, rows: list[dict[str, Any]]) -> PlanningReads:
+        """A planning read's rows (`kind`, `p`, `source`, `target`) as what they say."""
+        of: dict[str, list[dict[str, Any]]] = {"episode": [], "entity": [], "edge": []}
+        for r in rows:
+            of.setdefault(r["kind"], []).append(r)
+        episodes = {e.uuid: e for e in self._episodes([{"ep": r["p"]} for r in of["episode"]])}
+        entities = [EntityNode.model_validate(self._decode(r["p"])) for r in of["entity"]]
+        return PlanningReads(
+            episodes=list(episodes.values()),
+            entities=sorted(entities, key=lambda n: (n.created_at, n.uuid)),
+            edges=[self._edge(r["p"], r["source"], r["target"]) for r in of["edge"]],
+            communities=bool(of.get("community")),
+        )
+
+    async def planning_reads(self, group_id: str, names: PlanningNames) -> PlanningReads:
+        read = self.planning_read(group_id, names)
+        return self.planning_rows(await self._read(group_id, read.query, read.params))
 
     async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         return await self._timeline(group_id, keys, live_only=True)

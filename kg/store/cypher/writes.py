@@ -5,6 +5,7 @@ Embeddings go in statements of their own (`_vectors`): each backend stores vecto
 
 from __future__ import annotations
 
+import abc
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ from kg.schemas.metrics import (
     valid_call_name,
 )
 from kg.schemas.plan import CommunityPlan, GroupVersion, RewritePlan, WritePlan
+from kg.schemas.store import PlanningNames, PlanningReads
 from kg.schemas.validation import TYPE_NAME_RE
 from kg.store.cypher.base import ENDPOINT_FIELDS, CypherBase, Fence, with_grams
 from kg.store.cypher.dialect import Guard, Statement
@@ -299,6 +301,16 @@ class CypherWrites(CypherBase):
         return await self._write(
             plan.group_id, self.compile_plan(plan), plan.base, plan.episode.created_at, guard
         )
+
+    async def apply_then_read(
+        self, plan: WritePlan, names: PlanningNames
+    ) -> tuple[GroupVersion, PlanningReads]:
+        """Here the write, then the read (a round trip each); FalkorDB does both in one."""
+        version = await self.apply(plan)
+        return version, await self.planning_reads(plan.group_id, names)
+
+    @abc.abstractmethod
+    async def planning_reads(self, group_id: str, names: PlanningNames) -> PlanningReads: ...
 
     def compile_communities(self, plan: CommunityPlan) -> list[Statement]:
         g = plan.group_id

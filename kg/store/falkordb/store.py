@@ -26,8 +26,15 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from kg.errors import KGError, LeaseLostError, StoreError, StoreUnavailableError, WriteConflictError
 from kg.schemas.keys import KEYS_NAMESPACE
-from kg.schemas.plan import GroupVersion
-from kg.schemas.store import STAGING_PREFIX, PendingErasure, Record, is_staging
+from kg.schemas.plan import GroupVersion, WritePlan
+from kg.schemas.store import (
+    STAGING_PREFIX,
+    PendingErasure,
+    PlanningNames,
+    PlanningReads,
+    Record,
+    is_staging,
+)
 from kg.schemas.validation import GROUP_ID_RE, check_group_id
 from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
@@ -68,6 +75,54 @@ def _line(exc: BaseException) -> str:
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+class _Refused(Exception):
+    """A parameter `check_params` refuses; raised without its path, which is found after."""
+
+
+def _literal(value: Any) -> str:
+    """`value` as the falkordb client writes it into the query header (its
+    `stringify_param_value`, same text), refusing on the way what `check_params` refuses:
+    one pass over a write's parameters instead of two."""
+    if isinstance(value, str):
+        if "\x00" in value or (not value.isascii() and _SURROGATE.search(value)):
+            raise _Refused
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise _Refused
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _Refused
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join([_literal(v) for v in value]) + "]"
+    if isinstance(value, dict):
+        parts = []
+        for k, v in value.items():
+            if not isinstance(k, str) or not k.isidentifier():
+                raise _Refused
+            parts.append(f"`{k}`:{_literal(v)}")
+        return "{" + ",".join(parts) + "}"
+    raise _Refused
+
+
+def params_header(params: dict[str, Any]) -> str:
+    """The `CYPHER name=value ...` header the client would put before the query for
+    `params` (nothing for none), after the checks of `check_params` (its error if refused)."""
+    if not params:
+        return ""
+    try:
+        return "CYPHER " + "".join(f"`{k}`={_literal(v)} " for k, v in params.items())
+    except _Refused:
+        check_params(params)  # raises the StoreError that names the parameter
+        raise StoreError("a parameter cannot be sent to FalkorDB") from None
 
 
 def check_params(value: Any, path: str = "$") -> None:
@@ -259,10 +314,10 @@ class FalkorDBStore(CypherStore):
     async def _read(
         self, group_id: str, query: str, params: dict[str, Any]
     ) -> list[dict[str, Any]]:
-        check_params(params)
+        header = params_header(params)
         with translated("a read"):
             try:
-                result = await self._graph(group_id).ro_query(query, params)
+                result = await self._graph(group_id).ro_query(header + query)
             except ResponseError as exc:
                 if "empty key" in str(exc):
                     return []  # the group's graph does not exist yet
@@ -276,15 +331,44 @@ class FalkorDBStore(CypherStore):
         fence: Fence | None = None,
         guard: Guard | None = None,
     ) -> GroupVersion | None:
+        version, _ = await self._execute(group_id, statements, fence, guard)
+        return version
+
+    async def apply_then_read(
+        self, plan: WritePlan, names: PlanningNames
+    ) -> tuple[GroupVersion, PlanningReads]:
+        """One query: the plan's write, then the next episode's planning read, which sees
+        that write (FalkorDB runs a query's clauses in order, alone on the graph)."""
+        if plan.lease_owner is not None:  # a queued episode's write: no read rides in it
+            return await super().apply_then_read(plan, names)
+        tx = self.dialect.encode_time(plan.episode.created_at)
+        version, rows = await self._execute(
+            plan.group_id, self.compile_plan(plan), Fence(plan.base, tx=tx), None,
+            then=self.planning_read(plan.group_id, names),
+        )  # fmt: skip
+        assert version is not None
+        return version, self.planning_rows([r for r in rows if r["kind"] is not None])
+
+    async def _execute(
+        self,
+        group_id: str,
+        statements: list[Statement],
+        fence: Fence | None,
+        guard: Guard | None,
+        then: Statement | None = None,
+    ) -> tuple[GroupVersion | None, list[dict[str, Any]]]:
+        """`execute`; with `then` (a fenced write only), a read after the writes in the same
+        query: its rows (columns kind, p, source, target; one row more with kind null)."""
         params: dict[str, Any] = {"group_id": group_id} if fence or guard else {}
         extra = [Statement("", fence.params() if fence else {})]
         extra += [Statement("", guard.params)] if guard else []
+        extra += [then] if then else []
         for s in [*statements, *extra]:
             for k, v in s.params.items():
                 if k in params and params[k] != v:
                     raise StoreError(f"plan statements disagree on parameter ${k}")
                 params[k] = v
-        check_params(params)
+        header = params_header(params)
         calls = " ".join(f"CALL {{ {s.query} }}" for s in statements)
         # The checks are the query's first clauses (the lease, then the version): when one
         # matches nothing, no row is left and no CALL {} after it runs. One query is atomic.
@@ -299,6 +383,10 @@ class FalkorDBStore(CypherStore):
                     "kg_g.hold AS hold"
                 ),
             )
+            if then is not None:  # the row with kind null stands for the write itself
+                query += (f" WITH kg_g CALL {{ {then.query} UNION ALL RETURN null AS kind, "
+                          "null AS p, null AS source, null AS target }")  # fmt: skip
+                ret += ", kind, p, source, target"
             if fence.base is not None and fence.base.token is None:
                 # Planned against a group with no writes yet: it may have been erased, by
                 # another process too, since this one created its indexes. Create them again.
@@ -308,7 +396,7 @@ class FalkorDBStore(CypherStore):
         with translated("the write plan (nothing written)"):
             await self.ensure_schema(group_id)
             try:
-                result = await self._graph(group_id).query(query + ret, params)
+                result = await self._graph(group_id).query(header + query + ret)
             except ResponseError as exc:
                 raise StoreError(
                     f"FalkorDB refused the write plan (nothing written): {_line(exc)}"
@@ -320,8 +408,8 @@ class FalkorDBStore(CypherStore):
             if fence is not None:
                 raise fence.conflict(group_id)
         if fence is None:
-            return None
-        return self._group_version(rows[0])
+            return None, rows
+        return self._group_version(rows[0]), rows
 
     async def _guard_holds(self, group_id: str, guard: Guard) -> bool:
         """Whether a guard that just missed holds now: a lease once lost is never this
@@ -331,11 +419,11 @@ class FalkorDBStore(CypherStore):
 
     async def _queue_write(self, group_id: str, statement: Statement) -> list[dict[str, Any]]:
         # FalkorDB runs each query alone under its graph's write lock: one query is atomic.
-        check_params(statement.params)
+        header = params_header(statement.params)
         with translated("a queue write"):
             await self.ensure_schema(group_id)
             try:
-                return _rows(await self._graph(group_id).query(statement.query, statement.params))
+                return _rows(await self._graph(group_id).query(header + statement.query))
             except ResponseError as exc:
                 raise StoreError(f"FalkorDB refused a queue write: {_line(exc)}") from exc
 
