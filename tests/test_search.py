@@ -596,6 +596,44 @@ async def test_common_terms_are_set_aside_only_when_they_cannot_change_the_top_k
     assert await ranked(5, 1) == (unpruned, [["oslo"], ["lives", "oslo"]])
 
 
+async def test_an_unsettled_pool_asks_the_next_rarest_term_not_the_whole_query(
+    falkor_kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "Seoul and Kakao" settles what "Kakao" alone could not, without asking for "lives"
+    # (a third of a million matches at a million facts); past PRUNE_UPTO matches nothing
+    # more is asked and the pool in hand answers.
+    from kg.store.cypher import bm25
+    from kg.store.cypher.search import CypherSearch
+
+    await add(falkor_kg, t(2020), *[(f"P{i}", "LIVES_IN", "Lima") for i in range(12)],
+              *[(f"Q{i}", "VISITS", "Oslo") for i in range(3)], ("Ann", "LIVES_IN", "Oslo"),
+              ("Zed", "LIVES_IN", "Oslo"))  # fmt: skip
+    asked: list[list[str]] = []
+    real = CypherSearch._rescored
+
+    async def spy(self: CypherSearch, group: str, scope: Scope, pairs: Any, terms: Any,
+                  *rest: Any) -> Any:  # fmt: skip
+        asked.append([term for term, _ in terms])
+        return await real(self, group, scope, pairs, terms, *rest)
+
+    monkeypatch.setattr(CypherSearch, "_rescored", spy)
+    monkeypatch.setattr(bm25, "PRUNE_FROM", 1)  # "zed" rare; "oslo", then "lives", common
+    view = SearchView(valid_at=t(2030), known_at=datetime.now(UTC))
+
+    async def top(limit: int) -> list[str]:
+        asked.clear()
+        got = await falkor_kg.store.rank_text("default", Scope.facts, "Zed Oslo lives", view,
+                                              limit)  # fmt: skip
+        return [f.edge.fact for f in await falkor_kg.store.items(
+            "default", Scope.facts, [u for u, _ in got])]  # fmt: skip
+
+    # One fact says "Zed": a top 2 needs more; "oslo" settles it, "lives" is never asked.
+    assert set(await top(2)) == {"Zed lives in Oslo", "Ann lives in Oslo"}
+    assert asked == [["zed"], ["zed", "oslo"]]
+    monkeypatch.setattr(bm25, "PRUNE_UPTO", 5)  # "zed" + "oslo" would be 6 matches
+    assert await top(2) == ["Zed lives in Oslo"] and asked == [["zed"]]
+
+
 async def test_the_rare_terms_pool_ranks_by_the_common_terms_without_matching_on_them(
     falkor_kg: KG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
