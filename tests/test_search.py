@@ -620,18 +620,22 @@ async def test_an_unsettled_pool_asks_the_next_rarest_term_not_the_whole_query(
     monkeypatch.setattr(bm25, "PRUNE_FROM", 1)  # "zed" rare; "oslo", then "lives", common
     view = SearchView(valid_at=t(2030), known_at=datetime.now(UTC))
 
-    async def top(limit: int) -> list[str]:
+    async def top(query: str, limit: int) -> list[str]:
         asked.clear()
-        got = await falkor_kg.store.rank_text("default", Scope.facts, "Zed Oslo lives", view,
-                                              limit)  # fmt: skip
+        got = await falkor_kg.store.rank_text("default", Scope.facts, query, view, limit)
         return [f.edge.fact for f in await falkor_kg.store.items(
             "default", Scope.facts, [u for u, _ in got])]  # fmt: skip
 
     # One fact says "Zed": a top 2 needs more; "oslo" settles it, "lives" is never asked.
-    assert set(await top(2)) == {"Zed lives in Oslo", "Ann lives in Oslo"}
+    assert set(await top("Zed Oslo lives", 2)) == {"Zed lives in Oslo", "Ann lives in Oslo"}
     assert asked == [["zed"], ["zed", "oslo"]]
-    monkeypatch.setattr(bm25, "PRUNE_UPTO", 5)  # "zed" + "oslo" would be 6 matches
-    assert await top(2) == ["Zed lives in Oslo"] and asked == [["zed"]]
+    # "Ann" fills a top 1 but cannot settle it against what "Zed" could add; "zed" does.
+    assert await top("Ann Zed lives", 1) in (["Ann lives in Oslo"], ["Zed lives in Oslo"])
+    assert asked == [["ann"], ["ann", "zed"]]
+    monkeypatch.setattr(bm25, "PRUNE_UPTO", 1)  # "ann" + "zed" would be 2 matches
+    assert await top("Ann Zed lives", 1) == ["Ann lives in Oslo"] and asked == [["ann"]]
+    # A pool short of the limit is no answer, whatever the bound.
+    assert len(await top("Zed Oslo lives", 2)) == 2 and asked[:2] == [["zed"], ["zed", "oslo"]]
 
 
 async def test_the_rare_terms_pool_ranks_by_the_common_terms_without_matching_on_them(

@@ -183,7 +183,9 @@ class CypherSearch(CypherBase):
             # The engine's score adds at most TIE_BREAK to a BM25 score (see _rescored).
             if kth - TIE_BREAK > sum(upper_bound(df[t], n) for t, _ in common):
                 return ranked
-            if sum(df[t] for t, _ in rare) + df[common[0][0]] > bm25_limits.PRUNE_UPTO:
+            # A pool short of `limit` (a rare word that matches nothing) never answers.
+            past = sum(df[t] for t, _ in rare) + df[common[0][0]] > bm25_limits.PRUNE_UPTO
+            if past and len(ranked) >= limit:
                 return ranked
             rare, common = [*rare, common[0]], common[1:]
         ranked, _ = await self._rescored(group_id, scope, pairs, pairs, (n, df), view, limit)
