@@ -164,16 +164,16 @@ class Search:
                 )
             if c.reranker is Reranker.mmr and self.embedder is None:
                 raise SearchError(f"{scope.value}: the mmr reranker needs an embedder")
+            if self.config.abstain_below is not None and Method.cosine not in c.methods:
+                raise SearchError(
+                    f"{scope.value}: abstain_below compares cosine similarities; add the "
+                    "cosine method to this scope"
+                )
             if self.config.abstain_below is not None and self.embedder is None:
                 # The cosine branch would be dead, its best similarity -1: every scope empty.
                 raise SearchError(
                     "abstain_below needs an embedder (it cuts on cosine similarity): "
                     "KG.open(embedder=...)"
-                )
-            if self.config.abstain_below is not None and Method.cosine not in c.methods:
-                raise SearchError(
-                    f"{scope.value}: abstain_below compares cosine similarities; add the "
-                    "cosine method to this scope"
                 )
 
     # -- time words -----------------------------------------------------------------------

@@ -196,10 +196,12 @@ def test_search_asked_at_and_abstain_below(served: Served, seeded: dict[str, Any
             block = ok(c.post("/v1/context", json={"query": query, "asked_at": asked}))
             other = "Berlin" if city == "Paris" else "Paris"
             assert city in block["context"] and other not in block["context"]
-        # No embedder on this server: the cosine branch finds nothing, so every scope abstains.
-        quiet = ok(c.post("/v1/search", json={"query": "Alice", "abstain_below": 0.49}))
-        assert not quiet["facts"] and quiet["abstained"] == {"facts": -1.0}
-        assert ok(c.post("/v1/search", json={"query": "Alice", "abstain_below": -1}))["facts"]
+        # No embedder on this server: abstention (a cosine cutoff) is refused, not silently
+        # turned into an empty answer for every query.
+        for cutoff in (0.49, -1):
+            assert "abstain_below needs an embedder" in problem(
+                c.post("/v1/search", json={"query": "Alice", "abstain_below": cutoff}), 422
+            )
         # Refused as kg search refuses them, on one line.
         for when in ("0001-01-01T00:00:01+00:01", "9999-12-31T23:59:59-01:00"):
             assert "outside years 1" in problem(

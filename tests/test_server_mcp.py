@@ -112,9 +112,11 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
             asked_at="2021-07-01T09:00:00+09:00",
         )  # fmt: skip
         assert "Alice lives in Paris" in then and "Berlin" not in then
-        # No embedder on this server: no cosine similarity reaches the cutoff, so nothing.
-        none = await call(s, "search_memory", query="Where does Alice live?", abstain_below=0.49)
-        assert none == "No memories matched this query."
+        # No embedder on this server: abstention (a cosine cutoff) is refused, not silently
+        # turned into "nothing matched".
+        assert "abstain_below needs an embedder" in await error(
+            s, "search_memory", query="Where does Alice live?", abstain_below=0.49
+        )
         assert "abstain_below" in await error(s, "search_memory", query="Alice", abstain_below=1.5)
         assert "is a number, not a time" in await error(
             s, "search_memory", query="Alice", asked_at="2021"
