@@ -1,7 +1,7 @@
 """Query -> branches -> fusion -> rerank -> cutoff, per scope (facts, entities, episodes,
 communities). Talks to the graph only through `kg.schemas.store.SearchIndex`.
 
-Branches of a scope run concurrently, the full-text ones while the query is being embedded;
+Branches of a scope run concurrently, after the query is embedded (not beside it: see `run`);
 BFS runs after them when it must be seeded from their hits. Branches rank by uuid and score
 only: items are read afterwards, for the candidates that can still make the final top k
 (`_hydrate`), not for every candidate of every branch. Every branch reports its hit count and
@@ -92,7 +92,6 @@ class Search:
     reports: list[BranchReport] = field(default_factory=list)
     abstained: dict[Scope, float] = field(default_factory=dict)
     _qvec: list[float] | None = None
-    _embedding: asyncio.Future[list[list[float]]] | None = None
     _time: QueryTime | None = None
     _text_query: str = ""
     _factors: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -104,19 +103,13 @@ class Search:
         self._text_query = self.query
         if self.config.read_time:
             await self._read_time()
+        if self.embedder is not None and self._needs_vector():
+            # Embedded before the branches run, not beside them: the full-text branch's
+            # rescoring is Python, and MiniLM's thread then waits for the GIL at each of its
+            # torch ops (a convoy): a 20 ms embedding took 700 ms at 10k facts.
+            [self._qvec] = await self.embedder.embed([self.query])
         scopes = [(s, c) for s, c in self._scopes() if c is not None]
-        try:
-            if self.embedder is not None and self._needs_vector():
-                # Embedded before the branches run, not beside them: the full-text branch's
-                # rescoring is Python, and MiniLM's thread then waits for the GIL at each of
-                # its torch ops (a convoy): a 20 ms embedding took 700 ms at 10k facts. A
-                # failure surfaces in the cosine branch, which reports it; BM25 still answers.
-                self._embedding = asyncio.ensure_future(self.embedder.embed([self.query]))
-                await asyncio.wait([self._embedding])
-            done = await asyncio.gather(*(self._scope(s, c) for s, c in scopes))
-        finally:
-            if self._embedding is not None and not self._embedding.done():
-                self._embedding.cancel()
+        done = await asyncio.gather(*(self._scope(s, c) for s, c in scopes))
         results = SearchResults(query=self.query, group_id=self.group_id, view=self.view,
                                 branches=self.reports, abstained=self.abstained,
                                 time=self._time)  # fmt: skip
@@ -126,11 +119,6 @@ class Search:
         results.branches.sort(key=lambda b: (order[b.scope], order[b.method]))
         results.latency_ms = round((time.perf_counter() - t0) * 1000, 2)
         return results
-
-    async def _query_vector(self) -> list[float] | None:
-        if self._qvec is None and self._embedding is not None:
-            [self._qvec] = await self._embedding
-        return self._qvec
 
     async def _hydrate(self, scope: Scope, found: _Scope, uuids: Sequence[str]) -> None:
         """Read the items of `uuids` not read yet (one query); an item deleted since its
@@ -348,10 +336,8 @@ class Search:
         )
 
     async def _branch(self, scope: Scope, method: Method) -> list[tuple[str, float]]:
-        if method is Method.cosine:
-            await self._query_vector()  # the embedding's time is not the branch's
-            return await self._timed(scope, method.value, functools.partial(self._cosine, scope))
-        return await self._timed(scope, method.value, functools.partial(self._bm25, scope))
+        run = self._cosine if method is Method.cosine else self._bm25
+        return await self._timed(scope, method.value, functools.partial(run, scope))
 
     async def _bfs(self, scope: Scope, found: _Scope) -> list[Scored]:
         seeds = list(self.seeds) or await self._seeds_from(scope, found)
@@ -452,7 +438,7 @@ class Search:
         if r is Reranker.rrf or not fused:
             return fused
         if r is Reranker.mmr:
-            qvec = await self._query_vector()
+            qvec = self._qvec
             assert qvec is not None
             uuids = [u for u, _ in fused]
             vectors = await self.store.embeddings(self.group_id, scope, uuids)
