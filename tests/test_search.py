@@ -559,17 +559,10 @@ def test_context_takes_every_search_argument() -> None:
 # -- reading only what can make the top k --------------------------------------------------
 
 
-async def test_common_terms_are_set_aside_only_when_they_cannot_change_the_top_k(
-    falkor_kg: KG, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # MaxScore on FalkorDB's rescored full text: the rare term's own pool decides when its
-    # k-th score beats all the common terms could add; the answer is the unpruned one.
-    from kg.store.cypher import bm25
+def spy_asked_terms(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The terms each full-text pool asks the engine for, in order (FalkorDB's rescoring)."""
     from kg.store.cypher.search import CypherSearch
 
-    people = ["Al", "Bo Li", "Cy Da Ek", "Di Fa Go Hu"]  # of four lengths: no ties
-    await add(falkor_kg, t(2020), *[(p, "LIVES_IN", "Oslo") for p in people],
-              *[(f"P{i}", "LIVES_IN", "Lima") for i in range(12)])  # fmt: skip
     asked: list[list[str]] = []
     real = CypherSearch._rescored
 
@@ -579,6 +572,20 @@ async def test_common_terms_are_set_aside_only_when_they_cannot_change_the_top_k
         return await real(self, group, scope, pairs, terms, *rest)
 
     monkeypatch.setattr(CypherSearch, "_rescored", spy)
+    return asked
+
+
+async def test_common_terms_are_set_aside_only_when_they_cannot_change_the_top_k(
+    falkor_kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MaxScore on FalkorDB's rescored full text: the rare term's own pool decides when its
+    # k-th score beats all the common terms could add; the answer is the unpruned one.
+    from kg.store.cypher import bm25
+
+    people = ["Al", "Bo Li", "Cy Da Ek", "Di Fa Go Hu"]  # of four lengths: no ties
+    await add(falkor_kg, t(2020), *[(p, "LIVES_IN", "Oslo") for p in people],
+              *[(f"P{i}", "LIVES_IN", "Lima") for i in range(12)])  # fmt: skip
+    asked = spy_asked_terms(monkeypatch)
     view = SearchView(valid_at=t(2030), known_at=datetime.now(UTC))
 
     async def ranked(limit: int, prune_from: int) -> tuple[list[str], list[Any]]:
@@ -603,20 +610,11 @@ async def test_an_unsettled_pool_asks_the_next_rarest_term_not_the_whole_query(
     # (a third of a million matches at a million facts); past PRUNE_UPTO matches nothing
     # more is asked and the pool in hand answers.
     from kg.store.cypher import bm25
-    from kg.store.cypher.search import CypherSearch
 
     await add(falkor_kg, t(2020), *[(f"P{i}", "LIVES_IN", "Lima") for i in range(12)],
               *[(f"Q{i}", "VISITS", "Oslo") for i in range(3)], ("Ann", "LIVES_IN", "Oslo"),
               ("Zed", "LIVES_IN", "Oslo"))  # fmt: skip
-    asked: list[list[str]] = []
-    real = CypherSearch._rescored
-
-    async def spy(self: CypherSearch, group: str, scope: Scope, pairs: Any, terms: Any,
-                  *rest: Any) -> Any:  # fmt: skip
-        asked.append([term for term, _ in terms])
-        return await real(self, group, scope, pairs, terms, *rest)
-
-    monkeypatch.setattr(CypherSearch, "_rescored", spy)
+    asked = spy_asked_terms(monkeypatch)
     monkeypatch.setattr(bm25, "PRUNE_FROM", 1)  # "zed" rare; "oslo", then "lives", common
     view = SearchView(valid_at=t(2030), known_at=datetime.now(UTC))
 

@@ -112,6 +112,11 @@ def split_rare(
     return rare, ordered[len(rare) :]
 
 
+def past_bound(asked: Sequence[tuple[str, str]], nxt: tuple[str, str], df: dict[str, int]) -> bool:
+    """Whether asking for `nxt` too would have the engine yield over PRUNE_UPTO matches."""
+    return sum(df.get(t, 0) for t, _ in asked) + df.get(nxt[0], 0) > PRUNE_UPTO
+
+
 def bm25(terms: Sequence[str], docs: Sequence[str], df: dict[str, int], n: int) -> list[float]:
     """Scores of `docs` for the query `terms` (already analysed: see `query_tokens`)."""
     bags = [Counter(tokens(d)) for d in docs]

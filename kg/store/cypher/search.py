@@ -16,10 +16,16 @@ from typing import Any
 
 from kg.schemas.graph import VECTOR_FIELDS, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from kg.schemas.search import Scope, Scored, SearchView
-from kg.store.cypher import bm25 as bm25_limits
 from kg.store.cypher.analyzer import query_terms
 from kg.store.cypher.base import CypherBase
-from kg.store.cypher.bm25 import TIE_BREAK, bm25, query_tokens, split_rare, upper_bound
+from kg.store.cypher.bm25 import (
+    TIE_BREAK,
+    bm25,
+    past_bound,
+    query_tokens,
+    split_rare,
+    upper_bound,
+)
 from kg.store.cypher.dialect import unindexed
 
 _VECTORS = set(VECTOR_FIELDS)
@@ -184,8 +190,7 @@ class CypherSearch(CypherBase):
             if kth - TIE_BREAK > sum(upper_bound(df[t], n) for t, _ in common):
                 return ranked
             # A pool short of `limit` (a rare word that matches nothing) never answers.
-            past = sum(df[t] for t, _ in rare) + df[common[0][0]] > bm25_limits.PRUNE_UPTO
-            if past and len(ranked) >= limit:
+            if past_bound(rare, common[0], df) and len(ranked) >= limit:
                 return ranked
             rare, common = [*rare, common[0]], common[1:]
         ranked, _ = await self._rescored(group_id, scope, pairs, pairs, (n, df), view, limit)
