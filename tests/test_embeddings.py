@@ -39,6 +39,28 @@ async def test_minilm_loads_offline_and_means_something(minilm: Embedder) -> Non
     assert cos(moved, relocated) > cos(moved, pasta) + 0.3
 
 
+async def test_a_query_encodes_on_one_torch_thread_and_a_batch_on_torch_s_own(
+    minilm: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a busy machine a query's threads wait for each other at every op (search p50 363 ms
+    # on two threads, 66 ms on one, at load 4.8 on 2 cores); a batch has work to share.
+    import torch
+
+    torch.set_num_threads(2)
+    st = minilm._st  # type: ignore[attr-defined]
+    seen: list[int] = []
+    real = st.encode
+
+    def spy(texts: list[str], **kw: object) -> object:
+        seen.append(torch.get_num_threads())
+        return real(texts, **kw)
+
+    monkeypatch.setattr(st, "encode", spy)
+    await minilm.embed(["Where does Minji live?"])
+    await minilm.embed([f"sentence {i}" for i in range(32)])
+    assert seen == [1, 2] and torch.get_num_threads() == 2
+
+
 @pytest.fixture
 async def kg_emb(backend: Backend, home: Path, minilm: Embedder) -> AsyncIterator[KG]:
     async with await open_test_kg(backend, home, embedder=minilm) as graph:
