@@ -506,7 +506,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--uri", default=None, help="a server to use (and reuse groups on)")
     ap.add_argument("--port", type=int, default=0, help="the FalkorDB server's port")
     ap.add_argument("--keep", action="store_true", help="leave the server and groups")
-    ap.add_argument("--fill-only", action="store_true", help="load the groups and stop")
+    ap.add_argument("--fill-only", action="store_true",
+                    help="load the groups on --uri and stop")  # fmt: skip
     ap.add_argument("--exact-up-to", type=int, default=100_000,
                     help="sizes checked against exact BM25 (it reads every match)")  # fmt: skip
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -520,6 +521,8 @@ if __name__ == "__main__":
     if a.child:
         print(json.dumps(asyncio.run(child(a.uri, a.child, a.queries))))
     elif a.fill_only:
+        if not a.uri:  # without one, KG.open would fill the embedded store under KG_HOME
+            raise SystemExit("--fill-only needs --uri: the server to load and keep the groups on")
         asyncio.run(fill_groups(a.uri, a.sizes, a.distinct))
     else:
         asyncio.run(main(a))

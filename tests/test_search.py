@@ -666,6 +666,44 @@ async def test_the_rare_terms_pool_ranks_by_the_common_terms_without_matching_on
     assert queries == ["(oslo) ~lives"] and len(ranked) == 3
 
 
+async def test_the_view_filter_runs_on_the_best_matches_first_and_on_all_when_they_fail(
+    falkor_kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pool is the engine's best matches among those in view. The view filter first runs
+    # on the best matches alone (it costs more per row than the match); when too few of them
+    # are in view (here the shortest, best-scored facts are not valid yet), every match is.
+    from kg.store.cypher import search
+
+    await add(falkor_kg, t(2025), *[(f"A{i}", "VISITS", "Oslo") for i in range(12)])
+    await add(falkor_kg, t(2020), *[(f"Bartholomew Quincy Adams {i}", "VISITS", "Oslo")
+                                    for i in range(3)])  # fmt: skip
+    store = falkor_kg.store
+    reads: list[int] = []
+    real = store._read  # type: ignore[attr-defined]
+
+    async def spy(group: str, cypher: str, params: dict[str, Any]) -> Any:
+        rows = await real(group, cypher, params)
+        if "max_rows" in params:
+            reads.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(store, "_read", spy)
+    monkeypatch.setattr(search, "BM25_POOL", 1)  # a pool of limit * 10 = 10 rows
+    monkeypatch.setattr(search, "OVER_FETCH", 1)  # read as the best 10 of the 15 matches
+
+    async def top(valid_at: datetime) -> list[str]:
+        reads.clear()
+        view = SearchView(valid_at=valid_at, known_at=datetime.now(UTC))
+        got = await store.rank_text("default", Scope.facts, "visits Oslo", view, 1)
+        return [f.edge.fact for f in await store.items("default", Scope.facts,
+                                                        [u for u, _ in got])]  # fmt: skip
+
+    # In 2030 all 15 are in view: the best 10 are the pool, in one read.
+    assert (await top(t(2030)))[0].startswith("A") and reads == [10]
+    # In 2022 only the three long ones are: none of the best 10, so every match is filtered.
+    assert (await top(t(2022)))[0].startswith("Bartholomew") and reads == [0, 3]
+
+
 async def test_search_reads_only_the_items_that_can_make_its_top_k(
     falkor_kg: KG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
