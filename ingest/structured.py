@@ -107,59 +107,99 @@ def check_structured(episode: Episode, ontology: Ontology) -> list[Predicate]:
     return predicates
 
 
-def planning_names(episode: Episode, ontology: Ontology) -> PlanningNames:
-    """What `plan_facts` will read for the episode's facts, and its duplicates: what one
-    `PlanningRead.planning_reads` fetches before planning (see `ReadTimelines`)."""
+def planning_names(episodes: Episode | list[Episode], ontology: Ontology) -> PlanningNames:
+    """What `plan_facts` will read for the episodes' facts, and their duplicates: what one
+    `PlanningRead.planning_reads` fetches before planning them (see `BatchTimelines`)."""
+    episodes = [episodes] if isinstance(episodes, Episode) else episodes
     keys: dict[str, None] = {}
     since: dict[tuple[str, str, str | None], datetime] = {}
-    for f in episode.facts:
-        pred = ontology.resolve_predicate(f.predicate)
-        subject, obj = name_key(f.subject), name_key(f.object)
-        keys[subject] = keys[obj] = None
-        named = (subject, pred.name, None if pred.single_valued else obj)
-        valid_at = f.valid_at or episode.reference_time
-        since[named] = min(since.get(named, valid_at), valid_at)
+    for episode in episodes:
+        for f in episode.facts:
+            pred = ontology.resolve_predicate(f.predicate)
+            subject, obj = name_key(f.subject), name_key(f.object)
+            keys[subject] = keys[obj] = None
+            named = (subject, pred.name, None if pred.single_valued else obj)
+            valid_at = f.valid_at or episode.reference_time
+            since[named] = min(since.get(named, valid_at), valid_at)
     return PlanningNames(
-        content_hash=content_hash(episode),
-        idempotency_key=episode.idempotency_key,
+        content_hashes=tuple(dict.fromkeys(content_hash(e) for e in episodes)),
+        idempotency_keys=tuple(dict.fromkeys(e.idempotency_key for e in episodes
+                                             if e.idempotency_key is not None)),
         name_keys=tuple(sorted(keys)),
         timelines=tuple(NamedTimeline(subject_key=s, predicate=p, object_key=o, since=t)
                         for (s, p, o), t in since.items()),
     )  # fmt: skip
 
 
-class ReadTimelines:
-    """`Timelines` answered from one `PlanningReads`, for `plan_facts` of the facts it was
-    read for: the store's answers for the names the read named (entities: the first by
-    (created_at, uuid) per name; live versions: those on each key asked that can bear on
-    those facts, see `NamedTimeline.since`), with no further round trip. The versions are
-    handed out as read, once: planning mutates them, and each attempt reads afresh."""
+class BatchTimelines:
+    """`Timelines` for one or several episodes of a group planned in order from one
+    `PlanningReads` (read for them all), with no further round trip: each sees what was read
+    plus what the plans before it write (`commit` applies a plan as the store would), so
+    each plan is the one a one-by-one ingest makes. Versions are handed out as copies: a
+    plan keeps what its episode saw, whatever later episodes make of it. A version the read
+    returned that ended before one episode's facts cannot bear on them (see
+    `NamedTimeline.since`)."""
 
     def __init__(self, reads: PlanningReads) -> None:
-        self._reads = reads
+        self._episodes = list(reads.episodes)
+        self._entities: dict[str, EntityNode] = {}
+        for n in reads.entities:  # in (created_at, uuid) order: the first per name counts
+            self._entities.setdefault(n.name_key, n)
+        # Live versions by timeline (source, predicate), and each version's timeline.
+        self._edges: dict[tuple[str, str], dict[str, FactEdge]] = {}
+        self._at: dict[str, tuple[str, str]] = {}
+        for e in reads.edges:
+            self._keep(e)
+
+    def _keep(self, e: FactEdge) -> None:
+        at = self._at[e.uuid] = (e.source_node_uuid, e.name)
+        self._edges.setdefault(at, {})[e.uuid] = e
+
+    def duplicates(self, content_hash: str, idempotency_key: str | None) -> list[EpisodicNode]:
+        """The episodes read or planned with this content hash or idempotency key."""
+        return [
+            ep for ep in self._episodes
+            if ep.content_hash == content_hash
+            or (idempotency_key is not None and ep.idempotency_key == idempotency_key)
+        ]  # fmt: skip
 
     async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]:
-        wanted = set(name_keys)
-        first: dict[str, EntityNode] = {}
-        for e in self._reads.entities:  # in (created_at, uuid) order
-            if e.name_key in wanted:
-                first.setdefault(e.name_key, e)
-        return list(first.values())
+        return [self._entities[k] for k in dict.fromkeys(name_keys) if k in self._entities]
 
     async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
-        wanted = set(keys)
-        return [
-            e
-            for e in self._reads.edges
-            if TimelineKey(source_uuid=e.source_node_uuid, predicate=e.name) in wanted
-            or TimelineKey(
-                source_uuid=e.source_node_uuid, predicate=e.name, target_uuid=e.target_node_uuid
-            )
-            in wanted
-        ]
+        found: dict[str, FactEdge] = {}
+        for k in keys:
+            for e in self._edges.get((k.source_uuid, k.predicate), {}).values():
+                if k.target_uuid is None or e.target_node_uuid == k.target_uuid:
+                    found.setdefault(e.uuid, e)
+        return [_copy(e) for e in found.values()]
 
     async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         raise NotImplementedError("a planning read holds the live versions only")
+
+    def commit(self, plan: WritePlan) -> None:
+        """What the group holds once `plan` is written."""
+        if plan.replaces_failed is not None:
+            self._episodes = [ep for ep in self._episodes if ep.uuid != plan.replaces_failed]
+        self._episodes.append(plan.episode)
+        for n in plan.new_entities:
+            self._entities.setdefault(n.name_key, n)
+        for r in plan.retirements:
+            if (at := self._at.pop(r.uuid, None)) is not None:
+                del self._edges[at][r.uuid]
+        for f in plan.reinforcements:
+            if (at := self._at.get(f.uuid)) is not None:
+                self._edges[at][f.uuid].episodes.append(f.episode_uuid)
+                self._edges[at][f.uuid].episode_valid_at.append(f.valid_at)
+        for e in plan.new_edges:
+            self._keep(_copy(e))
+
+
+def _copy(e: FactEdge) -> FactEdge:
+    """A version planning may change (its support lists) without changing `e`."""
+    return e.model_copy(
+        update={"episodes": list(e.episodes), "episode_valid_at": list(e.episode_valid_at)}
+    )
 
 
 async def plan_structured_episode(

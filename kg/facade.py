@@ -29,6 +29,8 @@ from kg.errors import (
     KGError,
     LLMRequiredError,
     NotFoundError,
+    StoreError,
+    WriteConflictError,
     validation_message,
 )
 from kg.graphiti import AdoptReport, plan_adoption
@@ -55,7 +57,7 @@ from kg.ingest.llm import LLMCall, LLMError, StructuredLLM
 from kg.ingest.resolution import Answer, Question, ResolutionReport, question, resolve
 from kg.ingest.structured import (
     STRUCTURED_EXTRACTOR,
-    ReadTimelines,
+    BatchTimelines,
     check_structured,
     episodic_node,
     new_uuid,
@@ -121,6 +123,10 @@ RAW_EXTRACTOR = "kg.raw/1"
 LLM_CALLS_PER_EPISODE = 3  # extraction (with its retry) + resolution; summaries run per community
 COMMUNITY_MAX_FACTS = 100_000  # the most one fact query returns: more fails, never truncates
 EPISODE_EMBED_CHARS = 2000  # MiniLM-size models read ~256 tokens; more only costs time
+# add_episodes: consecutive structured episodes of a group planned in order, written together
+# (a bigger batch spreads each write's fixed cost further, and re-plans more when another
+# writer of the group cuts in)
+BULK_BATCH = 200
 # An extraction vetted and resolved: facts, drops, quarantined, extracted count, resolution,
 # LLM calls. Kept across a write's attempts (a conflict re-plans it, never re-asks the LLM).
 Resolved = tuple[
@@ -228,6 +234,25 @@ def _record(node: EpisodicNode, s: PlanSummary) -> None:
             [q.model_dump(mode="json", exclude_none=True) for q in s.quarantined],
             ensure_ascii=False,
         )
+
+
+class _OneByOne(Exception):
+    """A batch that must go one episode at a time (see `KG._add_batch`)."""
+
+
+def _batches(indexes: list[int], episodes: list[Episode]) -> list[list[int]]:
+    """A group's episodes (in order) cut into what `add_episodes` writes together: runs of
+    consecutive structured episodes, BULK_BATCH at most, and any other episode alone."""
+    out: list[list[int]] = []
+    for i in indexes:
+        structured = episodes[i].source is EpisodeSource.facts
+        last = out[-1] if out else None
+        if (structured and last is not None and len(last) < BULK_BATCH
+                and episodes[last[0]].source is EpisodeSource.facts):  # fmt: skip
+            last.append(i)
+        else:
+            out.append([i])
+    return out
 
 
 def _first_episode(found: list[EpisodicNode]) -> EpisodicNode | None:
@@ -570,12 +595,14 @@ class KG:
     ) -> BulkResult:
         """Ingest many episodes: validated in full before any write, then each group's in
         reference-time order (ties in the order given) by one writer, up to `concurrency`
-        groups at once. `wait=False` enqueues them instead (see `add_episode`).
+        groups at once; a group's consecutive structured episodes are planned together and
+        written as one atomic unit (up to BULK_BATCH: the graph one by one gives).
+        `wait=False` enqueues them instead (see `add_episode`).
 
         Re-running skips what is already in (by content hash), so an interrupted run resumes.
         A text episode whose extraction fails is recorded as failed, counted in the result
         and retried by the next run; any other error stops the run (what is in stays in).
-        `on_progress(done, total)` is called after each episode.
+        `on_progress(done, total)` is called after each episode (a batch's once it is written).
         """
         if not 1 <= concurrency <= 64:
             raise InputError(f"concurrency must be in 1..64, got {concurrency}")
@@ -600,19 +627,31 @@ class KG:
 
         async def one_group(indexes: list[int]) -> None:
             nonlocal done
+            batches = _batches(indexes, checked)
+            names: PlanningNames | None = None  # the batch's, made as the one before's `then`
             async with slots:
-                for k, i in enumerate(indexes):
-                    after = checked[indexes[k + 1]] if k + 1 < len(indexes) else None
-                    then = None
-                    if after is not None and after.source is EpisodeSource.facts:
-                        then = planning_names(after, self.ontology)
-                    try:
-                        results[i] = await self._add(checked[i], extract=extract, then=then)
-                    except ExtractionError as exc:
-                        failed[i] = str(exc)
-                    done += 1
-                    if on_progress is not None:
-                        on_progress(done, len(checked))
+                for k, batch in enumerate(batches):
+                    episodes = [checked[i] for i in batch]
+                    after = batches[k + 1] if k + 1 < len(batches) else []
+                    if episodes[0].source is EpisodeSource.facts:
+                        if names is None:
+                            names = planning_names(episodes, self.ontology)
+                        then = None
+                        if after and checked[after[0]].source is EpisodeSource.facts:
+                            then = planning_names([checked[i] for i in after], self.ontology)
+                        added = await self._add_batch(episodes, names, then)
+                        for i, result in zip(batch, added, strict=True):
+                            results[i] = result
+                        names = then
+                    else:
+                        try:
+                            results[batch[0]] = await self._add(episodes[0], extract=extract)
+                        except ExtractionError as exc:
+                            failed[batch[0]] = str(exc)
+                    for _ in batch:
+                        done += 1
+                        if on_progress is not None:
+                            on_progress(done, len(checked))
 
         try:
             async with asyncio.TaskGroup() as tasks:
@@ -679,13 +718,96 @@ class KG:
             return await self.store.episode_by_hash(group, content_hash(episode))
         return await self.store.episode_by_key(group, content_hash(episode), key)
 
+    async def _add_batch(
+        self, episodes: list[Episode], names: PlanningNames, then: PlanningNames | None
+    ) -> list[EpisodeResult]:
+        """Checked structured episodes of one group, in order, planned together and written as
+        one atomic unit (re-planned together if another writer changed the group meanwhile):
+        the graph `_add` one by one gives. `then`: the next batch's planning read, made in
+        this one's write. A group with communities (each episode joins them), or a batch
+        the store refuses, goes one by one instead: what the episodes before the one at fault
+        wrote stays written, and that one's error is raised as `_add` raises it. `names`:
+        the batch's own planning read (`planning_names` of them all)."""
+        group = episodes[0].group_id
+        try:
+            async with self._writer(group):
+                results, attempts = await retrying(
+                    self.store, self.clock, group,
+                    lambda base: self._attempt_batch(episodes, names, base, then),
+                    known=self._written.pop(group, None),
+                )  # fmt: skip
+        except WriteConflictError:
+            raise  # every plan overtaken: one by one would fare no better
+        except (_OneByOne, StoreError, InputError):
+            self._ahead.pop(group, None)
+            out = []
+            for k, episode in enumerate(episodes):
+                after = episodes[k + 1] if k + 1 < len(episodes) else None
+                next_names = planning_names(after, self.ontology) if after is not None else None
+                out.append(await self._add(episode, extract=True, then=next_names))
+            return out
+        for r in results:
+            r.attempts = attempts
+        return results
+
+    async def _attempt_batch(
+        self,
+        episodes: list[Episode],
+        names: PlanningNames,
+        base: GroupVersion,
+        then: PlanningNames | None,
+    ) -> list[EpisodeResult]:
+        """One attempt of `_add_batch`: one planning read for the whole batch (or the one
+        made in the write before), each episode planned from it and from the plans before
+        it (`BatchTimelines`), then one write of them all at `base`."""
+        group = episodes[0].group_id
+        ahead = self._ahead.pop(group, None)
+        if ahead is not None and ahead[0] == base.token and ahead[1] == names:
+            reads = ahead[2]
+        else:
+            reads = await self.store.planning_reads(group, names)
+        if reads.communities:
+            self._written[group] = base
+            raise _OneByOne
+        timelines = BatchTimelines(reads)
+        results, plans = [], []
+        for episode in episodes:
+            # Planned first (it has its content hash then); a duplicate's plan is dropped.
+            plan, summary = await self._plan_structured(episode, new_uuid(), timelines)
+            existing = _first_episode(
+                timelines.duplicates(plan.episode.content_hash, episode.idempotency_key)
+            )
+            if existing is not None and existing.status != EpisodeStatus.failed:
+                duplicate = EpisodeResult(
+                    episode_uuid=existing.uuid, group_id=group, status="duplicate",
+                    summary=PlanSummary(),
+                )  # fmt: skip
+                results.append(duplicate)
+                continue
+            plan.replaces_failed = existing.uuid if existing is not None else None
+            plan.base = base
+            _record(plan.episode, summary)
+            await self._embed(group, plan.new_edges, plan.new_entities, plan.episode)
+            timelines.commit(plan)
+            plans.append(plan)
+            results.append(EpisodeResult(episode_uuid=plan.episode.uuid, group_id=group,
+                                         status="added", summary=summary))  # fmt: skip
+        if not plans:
+            self._written[group] = base  # nothing written: still the version to plan at
+            return results
+        version, next_reads = await self.store.apply_many(plans, then)
+        if then is not None and next_reads is not None:
+            self._ahead[group] = (version.token, then, next_reads)
+        self._written[group] = version
+        return results
+
     async def _add(
         self, episode: Episode, *, extract: bool, then: PlanningNames | None = None
     ) -> EpisodeResult:
         """Plan and write one checked episode (see `check_episode`), again if another writer
         changed the group between this one's reads and its write (see kg.versioned).
         `then`: the planning read of the group's next (structured) episode, to make in this
-        one's write (see `PlanningRead.apply_then_read`)."""
+        one's write (see `PlanningRead.apply_many`)."""
         raw = not extract and episode.source is not EpisodeSource.facts
         group = episode.group_id
         memo: dict[str, Any] = {}  # what the LLM said: kept when a conflict means re-planning
@@ -735,7 +857,7 @@ class KG:
         failed = existing.uuid if existing is not None else None
         untrusted = episode.channel in UNTRUSTED
         if reads is not None:
-            plan, summary = await self._plan_structured(episode, new_uuid(), ReadTimelines(reads))
+            plan, summary = await self._plan_structured(episode, new_uuid(), BatchTimelines(reads))
         elif raw:
             node = episodic_node(
                 episode, uuid=new_uuid(), now=self.clock.now(), extractor=RAW_EXTRACTOR
@@ -752,8 +874,9 @@ class KG:
             plan.episode.search_key = await key_for(self.store, plan.episode)
         await self._embed(group, plan.new_edges, plan.new_entities, plan.episode)
         if reads is not None and then is not None:
-            version, next_reads = await self.store.apply_then_read(plan, then)
-            self._ahead[group] = (version.token, then, next_reads)
+            version, next_reads = await self.store.apply_many([plan], then)
+            if next_reads is not None:
+                self._ahead[group] = (version.token, then, next_reads)
         else:
             version = await self.store.apply(plan)
         self._written[group] = version

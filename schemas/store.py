@@ -71,13 +71,14 @@ class NamedTimeline(BaseModel):
 
 
 class PlanningNames(BaseModel):
-    """What a structured episode's planning read is asked for: its duplicates (by content
-    hash and idempotency key), its entity names and its named timelines."""
+    """What the planning read of one or more structured episodes is asked for: their
+    duplicates (by content hash and idempotency key), their entity names and their named
+    timelines."""
 
     model_config = ConfigDict(frozen=True)
 
-    content_hash: str
-    idempotency_key: str | None = None
+    content_hashes: tuple[str, ...]
+    idempotency_keys: tuple[str, ...] = ()
     name_keys: tuple[str, ...]
     timelines: tuple[NamedTimeline, ...]
 
@@ -243,13 +244,15 @@ class PlanningRead(Protocol):
 
     async def planning_reads(self, group_id: str, names: PlanningNames) -> PlanningReads: ...
 
-    async def apply_then_read(
-        self, plan: WritePlan, names: PlanningNames
-    ) -> tuple[GroupVersion, PlanningReads]:
-        """`PlanWriter.apply`, then the planning read of the group's next episode: reads
-        made after the write (inside it, where the backend can: no round trip of their
-        own), so they stand at the version returned, or at a later one (which its write's
-        check then refuses)."""
+    async def apply_many(
+        self, plans: list[WritePlan], names: PlanningNames | None
+    ) -> tuple[GroupVersion, PlanningReads | None]:
+        """One or more plans of one group (none under a lease), each made against the graph
+        the ones before it leave, written in order as one atomic unit checked at the first
+        one's `base`: the graph those writes one by one would give. Then, with `names`, the
+        planning read of the group's next episode: made after the write (inside it, where
+        the backend can: no round trip of its own), so it stands at the version returned, or
+        at a later one (which its write's check then refuses)."""
         ...
 
 

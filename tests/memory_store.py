@@ -113,7 +113,7 @@ class MemoryStore:
         return self._timeline(group_id, keys, live_only=True)
 
     async def planning_reads(self, group_id: str, names: PlanningNames) -> PlanningReads:
-        content_hash, idempotency_key = names.content_hash, names.idempotency_key
+        hashes, keys = set(names.content_hashes), set(names.idempotency_keys)
         name_keys, timelines = names.name_keys, names.timelines
         g = self._g(group_id)
         since = {(t.subject_key, t.predicate, t.object_key): t.since for t in timelines}
@@ -126,8 +126,8 @@ class MemoryStore:
                                        or e.valid_at > at)  # fmt: skip
 
         return PlanningReads(
-            episodes=[_out(ep) for ep in g.episodes.values() if ep.content_hash == content_hash
-                      or (idempotency_key and ep.idempotency_key == idempotency_key)],
+            episodes=[_out(ep) for ep in g.episodes.values() if ep.content_hash in hashes
+                      or ep.idempotency_key in keys],
             entities=[_out(e) for e in sorted(g.entities.values(), key=lambda e: (e.created_at,
                       e.uuid)) if e.name_key in set(name_keys)],
             edges=[_out(e) for e in g.edges.values() if e.expired_at is None and bears(e)],
@@ -285,11 +285,16 @@ class MemoryStore:
         self._versions[group_id] = version = self._fence(group_id, base, None, hold=hold)
         return version
 
-    async def apply_then_read(
-        self, plan: WritePlan, names: PlanningNames
-    ) -> tuple[GroupVersion, PlanningReads]:
-        version = await self.apply(plan)
-        return version, await self.planning_reads(plan.group_id, names)
+    async def apply_many(
+        self, plans: list[WritePlan], names: PlanningNames | None
+    ) -> tuple[GroupVersion, PlanningReads | None]:
+        """Each plan as `apply` writes it, the version checked once (at the first's base)."""
+        group = plans[0].group_id
+        version = self._fence(group, plans[0].base, plans[-1].episode.created_at)
+        for plan in plans:
+            await self.apply(plan.model_copy(update={"base": None}))
+        self._versions[group] = version  # one write
+        return version, None if names is None else await self.planning_reads(group, names)
 
     async def apply(self, plan: WritePlan) -> GroupVersion:
         version = self._fence(plan.group_id, plan.base, plan.episode.created_at)

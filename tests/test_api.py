@@ -65,19 +65,19 @@ async def test_add_episodes_runs_groups_in_parallel(
     kg: KG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     running, most = 0, 0
-    add_one = kg._add
+    add_batch = kg._add_batch  # a group's consecutive structured episodes go together
 
-    async def counting(episode: Episode, *, extract: bool, then: Any = None) -> Any:
+    async def counting(episodes: list[Episode], names: Any, then: Any) -> Any:
         nonlocal running, most
         running += 1
         most = max(most, running)
         await asyncio.sleep(0.05)
         try:
-            return await add_one(episode, extract=extract, then=then)
+            return await add_batch(episodes, names, then)
         finally:
             running -= 1
 
-    monkeypatch.setattr(kg, "_add", counting)
+    monkeypatch.setattr(kg, "_add_batch", counting)
     episodes = [
         ep(2020 + i, f"P{g}", "KNOWS", f"Q{i}", group_id=f"g{g}")
         for g in range(3)
@@ -102,9 +102,8 @@ async def test_add_episodes_counts_failed_extractions_and_goes_on(
         return await add_one(episode, extract=extract, then=then)
 
     monkeypatch.setattr(kg, "_add", flaky)
-    r = await kg.add_episodes(
-        [ep(2020, "A", "KNOWS", "B", group_id="bad"), ep(2020, "A", "KNOWS", "B")]
-    )
+    text = {"source": "message", "content": "A knows B", "reference_time": t(2020)}
+    r = await kg.add_episodes([{**text, "group_id": "bad"}, text], extract=False)
     assert r.added == 1 and r.failed == [
         "episodes[0]: extraction failed, episode recorded as failed: no JSON"
     ]

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from kg import KG
+from kg import facade as facade_module
 from kg import versioned as versioned_module
-from kg.errors import InputError, WriteConflictError
+from kg.errors import InputError, StoreError, WriteConflictError
 from kg.ingest.llm import ScriptedLLM
 from kg.ingest.structured import plan_structured_episode
 from kg.schemas import DEFAULT_ONTOLOGY, Episode
@@ -125,16 +126,13 @@ def versions(facts: list[Any]) -> list[tuple[Any, ...]]:
     )  # fmt: skip
 
 
-async def test_add_episodes_plans_each_episode_from_the_read_made_in_the_write_before(
-    kg: KG, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One round trip per structured episode on FalkorDB: each write also reads what the
-    next episode's plan needs. Late facts, closures, restatements and duplicates give the
-    graph one-by-one ingest gives."""
-    rng = random.Random(5)
+def mixed_episodes(n: int, seed: int) -> list[dict[str, Any]]:
+    """Structured episodes of three people in no valid-time order: late facts, closures,
+    restatements and ends, on few timelines (so episodes of one batch meet on them)."""
+    rng = random.Random(seed)
     names = ["Ann", "Bo", "Cy", "Seoul", "Busan", "Jeju"]
     episodes = []
-    for i in range(40):
+    for i in range(n):
         rows = []
         for _ in range(3):
             start = t(2000) + timedelta(days=rng.randrange(7000))  # in no order: late facts
@@ -143,20 +141,82 @@ async def test_add_episodes_plans_each_episode_from_the_read_made_in_the_write_b
                              rng.choice(names), start, end))  # fmt: skip
         episodes.append({"source": "facts", "reference_time": t(2021) + timedelta(days=i),
                          "facts": rows})  # fmt: skip
+    return episodes
+
+
+async def same_as_one_by_one(kg: KG, group: str, episodes: list[dict[str, Any]]) -> None:
+    for e in sorted(episodes, key=lambda e: e["reference_time"]):
+        await kg.add_episode(**{**e, "group_id": f"{group}-one"})
+    bulk = await kg.history(group_id=group, limit=10_000)
+    assert versions(bulk) == versions(await kg.history(group_id=f"{group}-one", limit=10_000))
+    assert any(f.edge.invalid_at is not None for f in bulk) and len(bulk) > 100
+    assert (await kg.replay(group_id=group)).identical
+
+
+async def test_add_episodes_writes_a_batch_of_structured_episodes_as_one_write(
+    kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Consecutive structured episodes are planned together, each against what the ones
+    before it write, and written as one atomic unit; on FalkorDB the next batch's planning
+    read rides in that write. Late facts, closures, restatements and duplicates (inside a
+    batch) give the graph one-by-one ingest gives."""
+    monkeypatch.setattr(facade_module, "BULK_BATCH", 10)
+    episodes = mixed_episodes(40, seed=5)
     episodes += episodes[5:8]  # duplicates
     calls = count_round_trips(kg, monkeypatch)
     r = await kg.add_episodes([{**e, "group_id": "bulk"} for e in episodes])
     assert r.added == 40 and r.duplicate == 3
     if kg.store.backend == "falkordb":
-        # Reads: the new group's version and the first plan's; the plan after a duplicate's.
-        assert calls.count("write") == 40 and calls.count("read") == 2 + 3, calls
+        # 43 episodes in batches of 10; reads: the new group's version and the first batch's.
+        assert calls == ["read", "read"] + ["write"] * 5, calls
+    else:
+        assert calls.count("write") == 5, calls
     monkeypatch.undo()
-    for e in sorted(episodes, key=lambda e: e["reference_time"]):
-        await kg.add_episode(**{**e, "group_id": "one"})
-    bulk = await kg.history(group_id="bulk", limit=10_000)
-    assert versions(bulk) == versions(await kg.history(group_id="one", limit=10_000))
-    assert any(f.edge.invalid_at is not None for f in bulk) and len(bulk) > 100
-    assert (await kg.replay(group_id="bulk")).identical
+    await same_as_one_by_one(kg, "bulk", episodes)
+
+
+async def test_an_idempotency_key_met_again_in_a_batch_is_a_duplicate(kg: KG) -> None:
+    """The same turns of a session are one episode, whatever the text: inside one batch as
+    across calls (its first version is stored, the second reported as a duplicate)."""
+    first = {"source": "facts", "reference_time": t(2021), "session_id": "s1", "turns": (0, 1),
+             "facts": [fact("Ann", "LIVES_IN", "Seoul")]}  # fmt: skip
+    again = {**first, "reference_time": t(2022), "facts": [fact("Ann", "LIVES_IN", "Jeju")]}
+    r = await kg.add_episodes([first, again])
+    assert [x.status for x in r.results] == ["added", "duplicate"]
+    assert r.results[1].episode_uuid == r.results[0].episode_uuid
+    assert objects(await kg.facts(subject="Ann")) == ["Seoul"]
+
+
+async def test_a_batch_another_writer_cuts_into_is_planned_again(kg: KG) -> None:
+    episodes = [{**e, "group_id": "cut"} for e in mixed_episodes(30, seed=7)]
+    intruder = {"source": "facts", "reference_time": t(2020), "group_id": "cut",
+                "facts": [fact("Ann", "LIVES_IN", "Jeju", t(2001))]}  # fmt: skip
+    other = KG(kg.store)
+    cutter = CutIn(kg.store, lambda: other.add_episode(**intruder))
+    r = await KG(cutter).add_episodes(episodes)  # type: ignore[arg-type]
+    assert cutter.cut == 1 and r.added == 30 and {x.attempts for x in r.results} == {2}
+    await same_as_one_by_one(kg, "cut", [intruder, *episodes])
+
+
+async def test_a_batch_the_store_refuses_goes_one_by_one(
+    kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The episodes before the one the store refuses are written, and its error is raised
+    as one-by-one ingest raises it."""
+    episodes = [{**e, "group_id": "refused"} for e in mixed_episodes(12, seed=9)]
+    real = kg.store.apply_many
+
+    async def refuse(plans: list[Any], names: Any) -> Any:
+        # The batch of 12, then the eighth episode's own write.
+        if len(plans) > 1 or plans[0].episode.valid_at == episodes[7]["reference_time"]:
+            raise StoreError("refused")
+        return await real(plans, names)
+
+    monkeypatch.setattr(kg.store, "apply_many", refuse)
+    with pytest.raises(StoreError, match="refused"):
+        await kg.add_episodes(episodes)
+    stored = await kg.store.find_episodes("refused", None, None)
+    assert sorted(e.valid_at for e in stored) == [e["reference_time"] for e in episodes[:7]]
 
 
 async def test_a_conflict_replans_without_asking_the_llm_again(home: Path) -> None:

@@ -37,11 +37,11 @@ _TURN_ORDER = "ORDER BY ep.valid_at, coalesce(ep.queued_at, ep.created_at)"
 
 # A structured episode's planning reads as one query (see `planning_reads`): one row per
 # thing read, tagged by `kind`, so one round trip replaces four (or none, when it rides in
-# the write before it: FalkorDB's `apply_then_read`; its parameters are named apart). A
+# the write before it: FalkorDB's `apply_many`; its parameters are named apart). A
 # timeline's versions come from its subject's name (no edge is returned twice: one
 # predicate is single- or multi-valued).
 _PLANNING_READS = (
-    "MATCH (ep:Episodic {content_hash: $pr_hash}) WHERE ep.group_id = $group_id "
+    "UNWIND $pr_hashes AS h MATCH (ep:Episodic {content_hash: h}) WHERE ep.group_id = $group_id "
     "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target "
     "UNION ALL UNWIND $pr_keys AS k MATCH (n:Entity {name_key: k}) WHERE n.group_id = $group_id "
     "RETURN 'entity' AS kind, properties(n) AS p, null AS source, null AS target "
@@ -54,9 +54,11 @@ _PLANNING_READS = (
     "UNION ALL MATCH (c:Community) WHERE c.group_id = $group_id "
     "RETURN 'community' AS kind, null AS p, null AS source, null AS target LIMIT 1"
 )
-# An idempotency key's episode (a null key matching nothing would still scan the episodes).
+# Idempotency keys' episodes (asked only for keys given: a null key matching nothing would
+# still scan the episodes).
 _BY_KEY = (
-    "MATCH (ep:Episodic {idempotency_key: $pr_key}) WHERE ep.group_id = $group_id "
+    "UNWIND $pr_idempotency AS i MATCH (ep:Episodic {idempotency_key: i}) "
+    "WHERE ep.group_id = $group_id "
     "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target UNION ALL "
 )
 
@@ -89,7 +91,7 @@ class CypherReads(CypherBase):
     def planning_read(self, group_id: str, names: PlanningNames) -> Statement:
         """The planning read as a statement (see `planning_reads`)."""
         params: dict[str, Any] = {
-            "pr_hash": names.content_hash,
+            "pr_hashes": list(names.content_hashes),
             "pr_keys": list(names.name_keys),
             "pr_timelines": [
                 {"subject": t.subject_key, "predicate": t.predicate, "object": t.object_key,
@@ -99,8 +101,8 @@ class CypherReads(CypherBase):
             "group_id": group_id,
         }  # fmt: skip
         query = _PLANNING_READS
-        if names.idempotency_key is not None:
-            query, params["pr_key"] = _BY_KEY + query, names.idempotency_key
+        if names.idempotency_keys:
+            query, params["pr_idempotency"] = _BY_KEY + query, list(names.idempotency_keys)
         return Statement(query, params)
 
     def planning_rows(self, rows: list[dict[str, Any]]) -> PlanningReads:

@@ -302,12 +302,79 @@ class CypherWrites(CypherBase):
             plan.group_id, self.compile_plan(plan), plan.base, plan.episode.created_at, guard
         )
 
-    async def apply_then_read(
-        self, plan: WritePlan, names: PlanningNames
-    ) -> tuple[GroupVersion, PlanningReads]:
+    def compile_many(self, plans: list[WritePlan]) -> list[Statement]:
+        """Plans made in order, each against what the ones before it write, as one statement
+        per kind of change over them all (the same query text for any batch): episodes,
+        entities, mentions, new versions, then the retirements and the reinforcements, which
+        may name a version created earlier in the batch. A version's reinforcements are one
+        row, in the plans' order."""
+        if any(p.lease_owner is not None for p in plans):
+            raise ValueError("a queued episode's plan is written alone, under its lease")
+        if len(plans) == 1:
+            return self.compile_plan(plans[0])
+        g = plans[0].group_id
+        out = []
+        failed = [p.replaces_failed for p in plans if p.replaces_failed]
+        if failed:
+            out.append(Statement(
+                "UNWIND $failed_episodes AS u MATCH (ep:Episodic {uuid: u}) "
+                "WHERE ep.group_id = $group_id AND ep.status = 'failed' DETACH DELETE ep",
+                {"failed_episodes": failed, "group_id": g},
+            ))  # fmt: skip
+        episodes = [p.episode for p in plans]
+        out.append(Statement(
+            "UNWIND $episodes AS r CREATE (ep:Episodic) SET ep += r",
+            {"episodes": [with_grams(self._encode(ep), "search_key") for ep in episodes]},
+        ))  # fmt: skip
+        out += self._episode_vectors(episodes, g)
+        out += self._create_entities([n for p in plans for n in p.new_entities], g)
+        mentions = [
+            {"episode": p.episode.uuid, "entity": u, "uuid": f"{p.episode.uuid}:{u}",
+             "created_at": self.dialect.encode_time(p.episode.created_at)}
+            for p in plans for u in p.mentions
+        ]  # fmt: skip
+        if mentions:
+            out.append(Statement(
+                "UNWIND $mentions AS m MATCH (ep:Episodic {uuid: m.episode}) "
+                "MATCH (n:Entity {uuid: m.entity}) WHERE n.group_id = $group_id "
+                "CREATE (ep)-[:MENTIONS {uuid: m.uuid, group_id: $group_id, "
+                "created_at: m.created_at}]->(n)",
+                {"mentions": mentions, "group_id": g},
+            ))  # fmt: skip
+        out += self._create_edges([e for p in plans for e in p.new_edges], g)
+        retirements = [self._encode(r) for p in plans for r in p.retirements]
+        if retirements:
+            out.append(Statement(
+                "UNWIND $retirements AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
+                "WHERE e.group_id = $group_id AND e.expired_at IS NULL "
+                "SET e.expired_at = r.expired_at",
+                {"retirements": retirements, "group_id": g},
+            ))  # fmt: skip
+        support: dict[str, dict[str, Any]] = {}
+        for p in plans:
+            for f in p.reinforcements:
+                row = support.setdefault(f.uuid, {"uuid": f.uuid, "episodes": [], "valid_at": []})
+                row["episodes"].append(f.episode_uuid)
+                row["valid_at"].append(self.dialect.encode_time(f.valid_at))
+        if support:
+            out.append(Statement(
+                "UNWIND $reinforcements AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
+                "WHERE e.group_id = $group_id SET e.episodes = e.episodes + r.episodes, "
+                "e.episode_valid_at = coalesce(e.episode_valid_at, []) + r.valid_at",
+                {"reinforcements": list(support.values()), "group_id": g},
+            ))  # fmt: skip
+        return out
+
+    async def apply_many(
+        self, plans: list[WritePlan], names: PlanningNames | None
+    ) -> tuple[GroupVersion, PlanningReads | None]:
         """Here the write, then the read (a round trip each); FalkorDB does both in one."""
-        version = await self.apply(plan)
-        return version, await self.planning_reads(plan.group_id, names)
+        last = plans[-1].episode.created_at  # the clock's latest: the write's time
+        version = await self._write(plans[0].group_id, self.compile_many(plans), plans[0].base,
+                                    last)  # fmt: skip
+        if names is None:
+            return version, None
+        return version, await self.planning_reads(plans[0].group_id, names)
 
     @abc.abstractmethod
     async def planning_reads(self, group_id: str, names: PlanningNames) -> PlanningReads: ...

@@ -334,19 +334,18 @@ class FalkorDBStore(CypherStore):
         version, _ = await self._execute(group_id, statements, fence, guard)
         return version
 
-    async def apply_then_read(
-        self, plan: WritePlan, names: PlanningNames
-    ) -> tuple[GroupVersion, PlanningReads]:
-        """One query: the plan's write, then the next episode's planning read, which sees
-        that write (FalkorDB runs a query's clauses in order, alone on the graph)."""
-        if plan.lease_owner is not None:  # a queued episode's write: no read rides in it
-            return await super().apply_then_read(plan, names)
-        tx = self.dialect.encode_time(plan.episode.created_at)
-        version, rows = await self._execute(
-            plan.group_id, self.compile_plan(plan), Fence(plan.base, tx=tx), None,
-            then=self.planning_read(plan.group_id, names),
-        )  # fmt: skip
+    async def apply_many(
+        self, plans: list[WritePlan], names: PlanningNames | None
+    ) -> tuple[GroupVersion, PlanningReads | None]:
+        """One query: the plans' write, then (with `names`) the next planning read, which
+        sees that write (FalkorDB runs a query's clauses in order, alone on the graph)."""
+        group, last = plans[0].group_id, plans[-1].episode.created_at
+        fence = Fence(plans[0].base, tx=self.dialect.encode_time(last))
+        then = self.planning_read(group, names) if names is not None else None
+        version, rows = await self._execute(group, self.compile_many(plans), fence, None, then)
         assert version is not None
+        if names is None:
+            return version, None
         return version, self.planning_rows([r for r in rows if r["kind"] is not None])
 
     async def _execute(
