@@ -218,10 +218,14 @@ class BatchTimelines:
                 del self._edges[at][r.uuid]
         for f in plan.reinforcements:
             if (at := self._at.get(f.uuid)) is not None:
-                self._edges[at][f.uuid].episodes.append(f.episode_uuid)
-                self._edges[at][f.uuid].episode_valid_at.append(f.valid_at)
+                # A new version in its place: the one held may be an earlier plan's own edge.
+                e = self._edges[at][f.uuid]
+                self._edges[at][f.uuid] = e.model_copy(update={
+                    "episodes": [*e.episodes, f.episode_uuid],
+                    "episode_valid_at": [*e.episode_valid_at, f.valid_at],
+                })  # fmt: skip
         for e in plan.new_edges:
-            self._keep(_copy(e))
+            self._keep(e)  # the plan's own: never changed here, and lent only as copies
 
 
 def _copy(e: FactEdge) -> FactEdge:
