@@ -20,7 +20,10 @@ fresh groups:
 Printed: wall seconds per path and repeat, median and spread, episodes and facts per second,
 kg's rate as a share of the floor's in each repeat, and both groups' counts (they must match).
 Both paths take CPU time in two processes (kg's and FalkorDB's), so on a loaded machine wall
-times follow the share of the cores each gets; compare code versions run in turns.
+times follow the share of the cores each gets; compare code versions run in turns. So each
+repeat also prints the CPU time per episode of both processes on each path (this process's
+`process_time`, the embedded server's from /proc) and the floor's total as a share of kg's:
+what the rate share comes to on an idle machine, where each path runs on its own core time.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import random
 import statistics
 import sys
@@ -104,6 +108,24 @@ async def floor(store: FalkorDBStore, group: str, data: dict[str, list[Any]], wr
         ])  # fmt: skip
 
 
+def server_seconds(store: FalkorDBStore) -> float:
+    """CPU seconds the embedded FalkorDB server has used (user + system), from /proc."""
+    assert store.server is not None and store.server.process is not None
+    stat = Path(f"/proc/{store.server.process.pid}/stat").read_text()
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_now(store: FalkorDBStore) -> tuple[float, float]:
+    return time.process_time(), server_seconds(store)
+
+
+def cpu_ms(store: FalkorDBStore, since: tuple[float, float], n: int) -> tuple[float, float]:
+    """ms per episode since `since`: (this process, the server)."""
+    now = cpu_now(store)
+    return 1000 * (now[0] - since[0]) / n, 1000 * (now[1] - since[1]) / n
+
+
 async def counts(kg: KG, group: str) -> tuple[int, ...]:
     q = kg.store.raw_query  # type: ignore[attr-defined]
     out = []
@@ -137,20 +159,25 @@ async def main() -> None:
     n = len(episodes)
     writes = math.ceil(n / args.batch)
     walls: dict[str, list[float]] = {"kg": [], "floor": []}
+    cpus: dict[str, list[tuple[float, float]]] = {"kg": [], "floor": []}
     with tempfile.TemporaryDirectory(prefix="kg-bulk-") as home:
         async with await KG.open(home=home) as kg:
             assert isinstance(kg.store, FalkorDBStore)
             for r in range(args.repeats):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), cpu_now(kg.store)
                 result = await kg.add_episodes([{**e, "group_id": f"kg{r}"} for e in episodes])
                 walls["kg"].append(time.perf_counter() - t0)
+                cpus["kg"].append(cpu_ms(kg.store, c0, n))
                 assert not result.failed, result.failed
                 data = await rows(kg, f"kg{r}")
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), cpu_now(kg.store)
                 await floor(kg.store, f"raw{r}", data, writes)
                 walls["floor"].append(time.perf_counter() - t0)
+                cpus["floor"].append(cpu_ms(kg.store, c0, n))
                 print(f"repeat {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s"
-                                                       for k, v in walls.items()),
+                                                       for k, v in walls.items())
+                      + "; CPU ms/episode (this process + server): " + ", ".join(
+                          f"{k} {c[-1][0]:.2f} + {c[-1][1]:.2f}" for k, c in cpus.items()),
                       flush=True)  # fmt: skip
             facts = n * per
             print(f"\n# {n} structured episodes x {per} facts, floor in {writes} writes of "
@@ -163,6 +190,10 @@ async def main() -> None:
             print(f"\nkg's rate as a share of the floor's, per repeat: "
                   f"{', '.join(f'{x:.0%}' for x in share)} (median {statistics.median(share):.0%};"
                   f" target >= 33%)")  # fmt: skip
+            by_cpu = [sum(f) / sum(k) for k, f in zip(cpus["kg"], cpus["floor"], strict=True)]
+            print(f"the floor's CPU time (both processes) as a share of kg's, per repeat: "
+                  f"{', '.join(f'{x:.0%}' for x in by_cpu)} "
+                  f"(median {statistics.median(by_cpu):.0%})")  # fmt: skip
             print("\n| group | episodes | entities | mentions | edge versions | closed |")
             print("|---|---|---|---|---|---|")
             for g in ("kg0", "raw0"):

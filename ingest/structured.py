@@ -7,7 +7,7 @@ whose cardinality decides whether a new value supersedes the current one.
 from __future__ import annotations
 
 import json
-import uuid as uuidlib
+import os
 from collections.abc import Callable
 from datetime import datetime
 
@@ -28,15 +28,29 @@ from kg.schemas.store import (
 from kg.schemas.validation import STORED
 
 STRUCTURED_EXTRACTOR = "kg.structured/1"
+# A version-4 UUID's fixed bits (RFC 9562): the version nibble 4, the variant bits 10.
+_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
 
 
 def new_uuid() -> str:
-    return str(uuidlib.uuid4())
+    """`str(uuid.uuid4())`, the same random version-4 text, made without building a UUID
+    object: a structured episode asks for about ten."""
+    n = int.from_bytes(os.urandom(16)) & _UUID4_CLEAR | _UUID4_SET
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def episodic_node(
-    episode: Episode, *, uuid: str, now: datetime, extractor: str, content: str | None = None
+    episode: Episode,
+    *,
+    uuid: str,
+    now: datetime,
+    extractor: str,
+    content: str | None = None,
+    digest: str | None = None,
 ) -> EpisodicNode:
+    """`digest`: the episode's `content_hash`, when the caller has made it already."""
     return EpisodicNode(
         uuid=uuid,
         group_id=episode.group_id,
@@ -44,7 +58,7 @@ def episodic_node(
         source=episode.source,
         source_description=episode.source_description,
         content=episode.content if content is None else content,
-        content_hash=content_hash(episode),
+        content_hash=content_hash(episode) if digest is None else digest,
         valid_at=episode.reference_time,
         created_at=now,
         channel=episode.channel,
@@ -107,10 +121,15 @@ def check_structured(episode: Episode, ontology: Ontology) -> list[Predicate]:
     return predicates
 
 
-def planning_names(episodes: Episode | list[Episode], ontology: Ontology) -> PlanningNames:
+def planning_names(
+    episodes: Episode | list[Episode], ontology: Ontology, digests: list[str] | None = None
+) -> PlanningNames:
     """What `plan_facts` will read for the episodes' facts, and their duplicates: what one
-    `PlanningRead.planning_reads` fetches before planning them (see `BatchTimelines`)."""
+    `PlanningRead.planning_reads` fetches before planning them (see `BatchTimelines`).
+    `digests`: the episodes' content hashes, when the caller has made them already."""
     episodes = [episodes] if isinstance(episodes, Episode) else episodes
+    if digests is None:
+        digests = [content_hash(e) for e in episodes]
     keys: dict[str, None] = {}
     since: dict[tuple[str, str, str | None], datetime] = {}
     for episode in episodes:
@@ -122,7 +141,7 @@ def planning_names(episodes: Episode | list[Episode], ontology: Ontology) -> Pla
             valid_at = f.valid_at or episode.reference_time
             since[named] = min(since.get(named, valid_at), valid_at)
     return PlanningNames(
-        content_hashes=tuple(dict.fromkeys(content_hash(e) for e in episodes)),
+        content_hashes=tuple(dict.fromkeys(digests)),
         idempotency_keys=tuple(dict.fromkeys(e.idempotency_key for e in episodes
                                              if e.idempotency_key is not None)),
         name_keys=tuple(sorted(keys)),
@@ -142,6 +161,10 @@ class BatchTimelines:
 
     def __init__(self, reads: PlanningReads) -> None:
         self._episodes = list(reads.episodes)
+        # Every content hash and idempotency key among them, ever (a stale one only costs a
+        # scan): most episodes duplicate none, and are told so without one.
+        self._hashes = {ep.content_hash for ep in self._episodes}
+        self._keys = {ep.idempotency_key for ep in self._episodes}
         self._entities: dict[str, EntityNode] = {}
         for n in reads.entities:  # in (created_at, uuid) order: the first per name counts
             self._entities.setdefault(n.name_key, n)
@@ -157,6 +180,10 @@ class BatchTimelines:
 
     def duplicates(self, content_hash: str, idempotency_key: str | None) -> list[EpisodicNode]:
         """The episodes read or planned with this content hash or idempotency key."""
+        if content_hash not in self._hashes and (
+            idempotency_key is None or idempotency_key not in self._keys
+        ):
+            return []
         return [
             ep for ep in self._episodes
             if ep.content_hash == content_hash
@@ -182,6 +209,8 @@ class BatchTimelines:
         if plan.replaces_failed is not None:
             self._episodes = [ep for ep in self._episodes if ep.uuid != plan.replaces_failed]
         self._episodes.append(plan.episode)
+        self._hashes.add(plan.episode.content_hash)
+        self._keys.add(plan.episode.idempotency_key)
         for n in plan.new_entities:
             self._entities.setdefault(n.name_key, n)
         for r in plan.retirements:
@@ -189,10 +218,14 @@ class BatchTimelines:
                 del self._edges[at][r.uuid]
         for f in plan.reinforcements:
             if (at := self._at.get(f.uuid)) is not None:
-                self._edges[at][f.uuid].episodes.append(f.episode_uuid)
-                self._edges[at][f.uuid].episode_valid_at.append(f.valid_at)
+                # A new version in its place: the one held may be an earlier plan's own edge.
+                e = self._edges[at][f.uuid]
+                self._edges[at][f.uuid] = e.model_copy(update={
+                    "episodes": [*e.episodes, f.episode_uuid],
+                    "episode_valid_at": [*e.episode_valid_at, f.valid_at],
+                })  # fmt: skip
         for e in plan.new_edges:
-            self._keep(_copy(e))
+            self._keep(e)  # the plan's own: never changed here, and lent only as copies
 
 
 def _copy(e: FactEdge) -> FactEdge:
@@ -211,19 +244,27 @@ async def plan_structured_episode(
     *,
     facts: list[StructuredFact] | None = None,
     uuid: str | None = None,
+    digest: str | None = None,
 ) -> tuple[WritePlan, PlanSummary]:
     """`facts`, when given, is what to write of the episode's facts (the instruction guard
     holds back the rest); the episode's content, which replay reads, records only those.
-    `uuid` is the episode's when it is already stored (a queued one)."""
-    check_structured(episode, ontology)
-    facts = list(episode.facts) if facts is None else facts
+    `uuid` is the episode's when it is already stored (a queued one); `digest` its content
+    hash when the caller has made it (`planning_names` needs it first)."""
+    predicates: list[Predicate] | None = check_structured(episode, ontology)
+    if facts is None:
+        facts = list(episode.facts)
+    elif len(facts) != len(episode.facts) or any(
+        a is not b for a, b in zip(facts, episode.facts, strict=True)
+    ):
+        predicates = None  # some held back: resolved again for those kept
     facts_json = json.dumps(
         [f.model_dump(mode="json", exclude_none=True) for f in facts], ensure_ascii=False
     )
     node = episodic_node(
-        episode, uuid=uuid or new_id(), now=now, extractor=STRUCTURED_EXTRACTOR, content=facts_json
-    )
-    return await plan_facts(node, facts, store, ontology, now, new_id)
+        episode, uuid=uuid or new_id(), now=now, extractor=STRUCTURED_EXTRACTOR,
+        content=facts_json, digest=digest,
+    )  # fmt: skip
+    return await plan_facts(node, facts, store, ontology, now, new_id, predicates)
 
 
 async def plan_facts(
@@ -233,10 +274,13 @@ async def plan_facts(
     ontology: Ontology,
     now: datetime,
     new_id: Callable[[], str] = new_uuid,
+    predicates: list[Predicate] | None = None,
 ) -> tuple[WritePlan, PlanSummary]:
-    """Resolve entities and place each fact on its timeline; `node` is the episode to write."""
+    """Resolve entities and place each fact on its timeline; `node` is the episode to write.
+    `predicates`: the facts' own, when the caller resolved them already."""
     group = node.group_id
-    predicates = [ontology.resolve_predicate(f.predicate) for f in facts]
+    if predicates is None:
+        predicates = [ontology.resolve_predicate(f.predicate) for f in facts]
 
     # Entities: one lookup for every name the episode uses.
     wanted: dict[str, tuple[str, str | None]] = {}

@@ -617,6 +617,9 @@ class KG:
             checked.append(ep)
         if not wait:
             return await self._enqueue_many(checked, extract=extract, on_progress=on_progress)
+        # Each structured episode's content hash, made once: its batch's read, then its node.
+        digests = {i: content_hash(ep) for i, ep in enumerate(checked)
+                   if ep.source is EpisodeSource.facts}  # fmt: skip
         by_group: dict[str, list[int]] = {}
         for i in sorted(range(len(checked)), key=lambda i: checked[i].reference_time):
             by_group.setdefault(checked[i].group_id, []).append(i)
@@ -634,12 +637,14 @@ class KG:
                     episodes = [checked[i] for i in batch]
                     after = batches[k + 1] if k + 1 < len(batches) else []
                     if episodes[0].source is EpisodeSource.facts:
+                        hashes = [digests[i] for i in batch]
                         if names is None:
-                            names = planning_names(episodes, self.ontology)
+                            names = planning_names(episodes, self.ontology, hashes)
                         then = None
                         if after and checked[after[0]].source is EpisodeSource.facts:
-                            then = planning_names([checked[i] for i in after], self.ontology)
-                        added = await self._add_batch(episodes, names, then)
+                            then = planning_names([checked[i] for i in after], self.ontology,
+                                                  [digests[i] for i in after])  # fmt: skip
+                        added = await self._add_batch(episodes, names, then, hashes)
                         for i, result in zip(batch, added, strict=True):
                             results[i] = result
                         names = then
@@ -719,7 +724,11 @@ class KG:
         return await self.store.episode_by_key(group, content_hash(episode), key)
 
     async def _add_batch(
-        self, episodes: list[Episode], names: PlanningNames, then: PlanningNames | None
+        self,
+        episodes: list[Episode],
+        names: PlanningNames,
+        then: PlanningNames | None,
+        digests: list[str],
     ) -> list[EpisodeResult]:
         """Checked structured episodes of one group, in order, planned together and written as
         one atomic unit (re-planned together if another writer changed the group meanwhile):
@@ -727,13 +736,14 @@ class KG:
         this one's write. A group with communities (each episode joins them), or a batch
         the store refuses, goes one by one instead: what the episodes before the one at fault
         wrote stays written, and that one's error is raised as `_add` raises it. `names`:
-        the batch's own planning read (`planning_names` of them all)."""
+        the batch's own planning read (`planning_names` of them all); `digests`: the
+        episodes' content hashes."""
         group = episodes[0].group_id
         try:
             async with self._writer(group):
                 results, attempts = await retrying(
                     self.store, self.clock, group,
-                    lambda base: self._attempt_batch(episodes, names, base, then),
+                    lambda base: self._attempt_batch(episodes, names, base, then, digests),
                     known=self._written.pop(group, None),
                 )  # fmt: skip
         except WriteConflictError:
@@ -756,6 +766,7 @@ class KG:
         names: PlanningNames,
         base: GroupVersion,
         then: PlanningNames | None,
+        digests: list[str],
     ) -> list[EpisodeResult]:
         """One attempt of `_add_batch`: one planning read for the whole batch (or the one
         made in the write before), each episode planned from it and from the plans before
@@ -771,9 +782,9 @@ class KG:
             raise _OneByOne
         timelines = BatchTimelines(reads)
         results, plans = [], []
-        for episode in episodes:
+        for episode, digest in zip(episodes, digests, strict=True):
             # Planned first (it has its content hash then); a duplicate's plan is dropped.
-            plan, summary = await self._plan_structured(episode, new_uuid(), timelines)
+            plan, summary = await self._plan_structured(episode, new_uuid(), timelines, digest)
             existing = _first_episode(
                 timelines.duplicates(plan.episode.content_hash, episode.idempotency_key)
             )
@@ -886,16 +897,21 @@ class KG:
         return added, None if reads is not None and not reads.communities else plan
 
     async def _plan_structured(
-        self, episode: Episode, uuid: str, timelines: Timelines | None = None
+        self,
+        episode: Episode,
+        uuid: str,
+        timelines: Timelines | None = None,
+        digest: str | None = None,
     ) -> tuple[WritePlan, PlanSummary]:
-        """`timelines`: what to plan from (the store itself unless the reads were made)."""
+        """`timelines`: what to plan from (the store itself unless the reads were made);
+        `digest`: the episode's content hash, if made."""
         untrusted = episode.channel in UNTRUSTED
         kept, held = (
             self.guards.split_facts(episode.facts) if untrusted else (list(episode.facts), [])
         )
         plan, summary = await plan_structured_episode(
             episode, timelines or self.store, self.ontology, self.clock.now(), facts=kept,
-            uuid=uuid,
+            uuid=uuid, digest=digest,
         )  # fmt: skip
         summary.quarantined = held
         return plan, summary

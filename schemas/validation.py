@@ -73,6 +73,10 @@ def check_name(value: str) -> str:
     visible character are refused. Inner whitespace is kept as given (the entity key folds
     it); the joiners ZWNJ and ZWJ are kept, since scripts and emoji need them."""
     value = _trimmed(value)
+    if value.isascii() and value.isprintable():
+        # Printable ASCII has no control or format character, and a trimmed, non-empty one
+        # has a character other than a space, which is a letter, digit, mark or symbol.
+        return value
     for ch in value:
         category = unicodedata.category(ch)
         if category == "Cc" and not ch.isspace():

@@ -67,13 +67,13 @@ async def test_add_episodes_runs_groups_in_parallel(
     running, most = 0, 0
     add_batch = kg._add_batch  # a group's consecutive structured episodes go together
 
-    async def counting(episodes: list[Episode], names: Any, then: Any) -> Any:
+    async def counting(episodes: list[Episode], *rest: Any) -> Any:
         nonlocal running, most
         running += 1
         most = max(most, running)
         await asyncio.sleep(0.05)
         try:
-            return await add_batch(episodes, names, then)
+            return await add_batch(episodes, *rest)
         finally:
             running -= 1
 

@@ -12,7 +12,9 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -352,3 +354,70 @@ async def test_a_neo4j_import_writes_nothing_under_another_groups_id(falkor_kg: 
     for query, _ in [*(st for tx in [*loads, publish] for st in tx), *driver.reads]:
         if not query.startswith("SHOW "):  # the schema check's admin command, not openCypher
             parse(query)  # DDL aside: its shape is checked in test_neo4j_offline
+
+
+def _dumped_row(store: FalkorDBStore | Neo4jStore, model: Any, drop: tuple[str, ...]) -> Any:
+    """A model's row as `_encode` made it from `model_dump` (before it read fields directly)."""
+    from kg.schemas.graph import VECTOR_FIELDS
+    from kg.store.cypher.base import TIME_LIST_FIELDS
+
+    row = {}
+    for key, value in model.model_dump(mode="python").items():
+        if key in drop or key in VECTOR_FIELDS or value is None:
+            continue
+        if isinstance(value, datetime):
+            value = store.dialect.encode_time(value)
+        elif key in TIME_LIST_FIELDS:
+            value = [store.dialect.encode_time(v) for v in value]
+        elif hasattr(value, "value"):
+            value = value.value
+        row[key] = value
+    return row
+
+
+def test_a_stored_models_row_is_every_field_it_holds() -> None:
+    """Each stored model, every field set (vectors too, which travel apart), maps to the
+    row `model_dump` gave, value and type, on both backends; a list is the row's own."""
+    from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, FactEdge
+    from kg.schemas.plan import EdgeReinforcement, EdgeRetirement
+    from kg.store.cypher.base import ENDPOINT_FIELDS
+
+    at = t(2020)
+    edge = FactEdge(
+        uuid="e2", fact_uuid="e1", group_id="g", source_node_uuid="a", target_node_uuid="b",
+        name="LIVES_IN", fact="A lives in B", fact_embedding=[0.5], episodes=["x", "y"],
+        episode_valid_at=[at, t(2021)], valid_at=at, invalid_at=t(2022), created_at=at,
+        expired_at=t(2023), invalidated_by="x", invalidated_edge="e3", invalidation_reason="r",
+        supersedes="e1", channel="tool", trust=2, extractor="kg.llm/1", status="contested",
+    )  # fmt: skip
+    episode = EpisodicNode(
+        uuid="x", group_id="g", name="n", source="message", source_description="d",
+        content="hi", content_hash="h", valid_at=at, created_at=at, channel="user", trust=3,
+        extractor="kg.llm/1", status="failed", extraction="[]", error="e", quarantine="[]",
+        content_embedding=[0.1], search_key="k", key_embedding=[0.2], queued_at=at,
+        attempts=2, next_attempt_at=at, lease_owner="w", lease_expires_at=at,
+        idempotency_key="i", session_id="s", staged="{}", failure_reasons=["a", "b"],
+        facts_extracted=3, llm_calls=1,
+    )  # fmt: skip
+    models: list[tuple[Any, tuple[str, ...]]] = [
+        (edge, ENDPOINT_FIELDS), (edge, ()), (episode, ()),
+        (EntityNode(uuid="a", group_id="g", name="A", name_key="a", labels=["Person"],
+                    summary="s", name_embedding=[0.3], created_at=at), ()),
+        (CommunityNode(uuid="c", group_id="g", name="C", summary="s", name_embedding=[0.4],
+                       created_at=at, episodes=["x"], fingerprint="f", stale=True,
+                       summarizer="llm:m"), ()),
+        (AuditEvent(uuid="u", group_id="g", kind="rollback", created_at=at, episodes=["x"],
+                    detail="{}"), ()),
+        (EdgeRetirement(uuid="e1", expired_at=at), ()),
+        (EdgeReinforcement(uuid="e1", episode_uuid="x", valid_at=at), ()),
+    ]  # fmt: skip
+    for store in (FalkorDBStore.__new__(FalkorDBStore), Neo4jStore(FakeDriver(), "neo4j", None)):
+        if isinstance(store, FalkorDBStore):
+            from kg.store.falkordb.dialect import FalkorDialect
+
+            store.dialect = FalkorDialect()
+        for model, drop in models:
+            row, dumped = store._encode(model, drop=drop), _dumped_row(store, model, drop)
+            assert row == dumped and list(row) == list(dumped)
+            assert [type(v) for v in row.values()] == [type(v) for v in dumped.values()]
+            assert all(v is not getattr(model, k) for k, v in row.items() if type(v) is list)

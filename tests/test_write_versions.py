@@ -144,6 +144,20 @@ def mixed_episodes(n: int, seed: int) -> list[dict[str, Any]]:
     return episodes
 
 
+async def mentions(kg: KG, group: str) -> list[tuple[str, ...]]:
+    """Every MENTIONS edge as (episode content hash, entity name key, whether its uuid and
+    time are the episode's own, as one episode's write makes them, its group)."""
+    rows = await kg.store.raw_query(  # type: ignore[attr-defined]
+        group,
+        "MATCH (ep:Episodic)-[m:MENTIONS]->(n:Entity) WHERE ep.group_id = $group "
+        "RETURN ep.content_hash AS h, n.name_key AS k, m.uuid = ep.uuid + ':' + n.uuid AS "
+        "own_uuid, m.created_at = ep.created_at AS own_time, m.group_id AS g",
+        {"group": group},
+    )
+    return sorted((r["h"], r["k"], str(r["own_uuid"]), str(r["own_time"]), r["g"] == group)
+                  for r in rows)  # fmt: skip
+
+
 async def same_as_one_by_one(kg: KG, group: str, episodes: list[dict[str, Any]]) -> None:
     for e in sorted(episodes, key=lambda e: e["reference_time"]):
         await kg.add_episode(**{**e, "group_id": f"{group}-one"})
@@ -151,6 +165,9 @@ async def same_as_one_by_one(kg: KG, group: str, episodes: list[dict[str, Any]])
     assert versions(bulk) == versions(await kg.history(group_id=f"{group}-one", limit=10_000))
     assert any(f.edge.invalid_at is not None for f in bulk) and len(bulk) > 100
     assert (await kg.replay(group_id=group)).identical
+    found = await mentions(kg, group)
+    assert found == await mentions(kg, f"{group}-one") and len(found) > 100
+    assert all(m[2:] == ("True", "True", True) for m in found), found[:3]
 
 
 async def test_add_episodes_writes_a_batch_of_structured_episodes_as_one_write(

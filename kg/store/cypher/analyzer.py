@@ -27,6 +27,8 @@ MAX_TERMS = 64
 
 def grams(text: str) -> str:
     """Space-separated character bigrams of the CJK runs in `text` ('' when there are none)."""
+    if text.isascii():  # NFKC leaves ASCII as it is: no CJK run (most rows a write carries)
+        return ""
     out: list[str] = []
     for run in _CJK_RUN.findall(unicodedata.normalize("NFKC", text)):
         if len(run) == 1:

@@ -328,17 +328,16 @@ class CypherWrites(CypherBase):
         ))  # fmt: skip
         out += self._episode_vectors(episodes, g)
         out += self._create_entities([n for p in plans for n in p.new_entities], g)
-        mentions = [
-            {"episode": p.episode.uuid, "entity": u, "uuid": f"{p.episode.uuid}:{u}",
-             "created_at": self.dialect.encode_time(p.episode.created_at)}
-            for p in plans for u in p.mentions
-        ]  # fmt: skip
+        # One row per episode, as `compile_plan` writes one episode's: its node is found once,
+        # and a mention's uuid and time (the episode's) are made where they are written.
+        mentions = [{"episode": p.episode.uuid, "entities": p.mentions}
+                    for p in plans if p.mentions]  # fmt: skip
         if mentions:
             out.append(Statement(
                 "UNWIND $mentions AS m MATCH (ep:Episodic {uuid: m.episode}) "
-                "MATCH (n:Entity {uuid: m.entity}) WHERE n.group_id = $group_id "
-                "CREATE (ep)-[:MENTIONS {uuid: m.uuid, group_id: $group_id, "
-                "created_at: m.created_at}]->(n)",
+                "UNWIND m.entities AS u MATCH (n:Entity {uuid: u}) WHERE n.group_id = $group_id "
+                "CREATE (ep)-[:MENTIONS {uuid: m.episode + ':' + u, group_id: $group_id, "
+                "created_at: ep.created_at}]->(n)",
                 {"mentions": mentions, "group_id": g},
             ))  # fmt: skip
         out += self._create_edges([e for p in plans for e in p.new_edges], g)
