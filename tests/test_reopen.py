@@ -1,5 +1,6 @@
 """The embedded store reopens after any history: what a start costs is the data, not every
-command ever sent, and a server still loading is waited for, never killed."""
+command ever sent, and a server still loading is waited for, never killed (one that stops
+answering and working while it loads is started again)."""
 
 from __future__ import annotations
 
@@ -109,6 +110,60 @@ async def test_a_slow_replay_after_a_crash_is_waited_for_with_progress(home: Pat
     finally:
         await store.close()  # waits for the fold the long replay started
     assert aof(home)["incr"] == b""  # the next start loads the base only
+
+
+def gone(pid: int) -> bool:
+    return not os.path.exists(f"/proc/{pid}")
+
+
+def stop_servers_when_listening(monkeypatch: pytest.MonkeyPatch, how_many: int) -> list[int]:
+    """SIGSTOP the first `how_many` servers kg starts, once they listen: a stopped server
+    answers nothing and uses no CPU, as a FalkorDB 4.16.3 server deadlocked while replaying
+    its AOF did in a CI run (main thread waiting for the graph registry's lock for good)."""
+    from kg.store.falkordb import embedded
+
+    monkeypatch.setattr(embedded, "STALL_SECONDS", 1.5)
+    stopped: list[int] = []
+    listening = EmbeddedServer._wait_listening
+
+    async def then_stop(self: EmbeddedServer, timeout: float) -> None:  # noqa: ASYNC109
+        await listening(self, timeout)
+        if len(stopped) < how_many and self.pid is not None:
+            os.kill(self.pid, signal.SIGSTOP)
+            stopped.append(self.pid)
+
+    monkeypatch.setattr(EmbeddedServer, "_wait_listening", then_stop)
+    return stopped
+
+
+async def test_a_server_stuck_while_loading_is_started_again(
+    home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with await KG.open(home=home) as kg:
+        await write_history(kg, 3)
+    stopped = stop_servers_when_listening(monkeypatch, 1)
+    with caplog.at_level("WARNING", logger="kg"):
+        async with await KG.open(home=home) as kg:
+            assert objects(await kg.facts(subject="P2")) == ["City 2"]
+            assert isinstance(kg.store, FalkorDBStore) and kg.store.server is not None
+            assert kg.store.server.pid not in stopped
+    assert len(stopped) == 1 and gone(stopped[0])  # killed, and reaped
+    assert "stopped answering and working while loading" in caplog.text
+    assert "attempt 2 of 3" in caplog.text
+
+
+async def test_a_server_that_stays_stuck_is_a_clear_error(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kg.errors import StoreUnavailableError
+
+    stopped = stop_servers_when_listening(monkeypatch, 99)
+    with pytest.raises(StoreUnavailableError, match=r"no reply and no CPU time .*, 3 times"):
+        await KG.open(home=home)
+    assert len(stopped) == 3 and all(map(gone, stopped))
+    monkeypatch.undo()
+    async with await KG.open(home=home) as kg:  # nothing was left locked or half-started
+        await write_history(kg, 1)
 
 
 async def test_restarts_append_nothing_to_the_log(home: Path) -> None:

@@ -16,7 +16,12 @@ same data loads a hundred times faster. So the AOF is multi-part with an RDB bas
 (`aof-use-rdb-preamble`), redis folds the command log into a new base once it grows past
 `REWRITE_PERCENTAGE` of the base (and `REWRITE_MIN_SIZE`), and the store folds it on a clean
 close and after a long replay (see FalkorDBStore). Starting waits for the server's own loading
-state, with progress, and never gives up on (or kills) a server that is still loading.
+state, with progress, and never gives up on (or kills) a server that is still loading. A
+server that neither answers nor spends CPU time for `STALL_SECONDS` is not loading: FalkorDB
+4.16.3 can deadlock while it replays the AOF (its main thread waits for the graph registry's
+write lock forever; seen once in a test run, not reproduced in 40 restarts on the same files).
+Loading only reads the files, so such a server is killed and started again, up to
+`START_ATTEMPTS` times.
 """
 
 from __future__ import annotations
@@ -54,6 +59,25 @@ REWRITE_MIN_SIZE = "1mb"
 # every 2 MB), so the reply to one probe can take a while; progress is reported meanwhile.
 REPORT_EVERY = 1.0
 LOG_EVERY = 10.0
+# A server that has not answered and has used no CPU time for this long is stuck, not loading
+# (a real load parses and builds the graph: it uses a core all along).
+STALL_SECONDS = 30.0
+START_ATTEMPTS = 3
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class _Stalled(Exception):
+    """The server stopped answering and working while loading."""
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of `pid` (Linux /proc), or None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class LoadProgress(BaseModel):
@@ -288,22 +312,43 @@ class EmbeddedServer:
             await self._reap_stale_server()
             self._remove_dead_temp_files()
             self.socket_path = self._socket()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.socket_path)
-            self.process = subprocess.Popen(
-                self.args(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
-            )
-            await self._wait_listening(timeout)
-            await self._wait_loaded(progress)
+            for attempt in range(1, START_ATTEMPTS + 1):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.socket_path)
+                self.process = subprocess.Popen(
+                    self.args(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    preexec_fn=_die_with_parent,
+                )
+                await self._wait_listening(timeout)
+                try:
+                    await self._wait_loaded(progress)
+                    break
+                except _Stalled:
+                    self._kill()
+                    stuck = (f"embedded FalkorDB stopped answering and working while loading "
+                             f"(no reply and no CPU time for {STALL_SECONDS:.0f} s)")  # fmt: skip
+                    if attempt == START_ATTEMPTS:
+                        raise StoreUnavailableError(
+                            f"{stuck}, {attempt} times; last log lines: {self.log_tail()}"
+                        ) from None
+                    log.warning("%s; starting it again (attempt %d of %d)",
+                                stuck, attempt + 1, START_ATTEMPTS)  # fmt: skip
             self._announce()
         except BaseException:
             await self.stop()
             raise
         return self.socket_path
+
+    def _kill(self) -> None:
+        """SIGKILL a server that is stuck loading: it has written nothing yet (loading only
+        reads), so nothing is lost."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+        self.loading = False
 
     def _check_running(self) -> None:
         assert self.process is not None
@@ -331,6 +376,17 @@ class EmbeddedServer:
         last = LoadProgress(elapsed_seconds=0.0)
         logged = reported = started
         self.loading = True
+        assert self.process is not None
+        pid = self.process.pid
+        cpu, working = _cpu_seconds(pid), started  # the last CPU time seen, and since when
+
+        def stalled() -> bool:
+            nonlocal cpu, working
+            now = time.monotonic()
+            if (used := _cpu_seconds(pid)) != cpu or used is None:
+                cpu, working = used, now
+            return now - working >= STALL_SECONDS
+
         while True:
             self._check_running()
             probe = asyncio.ensure_future(persistence_info(self.socket_path))
@@ -340,6 +396,8 @@ class EmbeddedServer:
                     if done:
                         break
                     self._check_running()  # a loading server answers between batches only
+                    if stalled():
+                        raise _Stalled
                     now = time.monotonic()
                     eta = last.eta_seconds
                     if eta is not None:  # count the last report's estimate down meanwhile
@@ -355,6 +413,8 @@ class EmbeddedServer:
                         logged = time.monotonic()
                 info = probe.result()
             except (OSError, ConnectionError, ValueError, asyncio.IncompleteReadError):
+                if stalled():
+                    raise _Stalled from None
                 await asyncio.sleep(0.05)  # not accepting yet, or went away (checked above)
                 continue
             finally:
@@ -362,6 +422,7 @@ class EmbeddedServer:
                     probe.cancel()
                     with contextlib.suppress(BaseException):
                         await probe
+            working = time.monotonic()  # it answered
             if info.get("loading") == "0":
                 self.loading = False
                 self.load_seconds = time.monotonic() - started
