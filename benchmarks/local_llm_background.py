@@ -334,7 +334,8 @@ def main() -> None:
     two = args.together and not (args.skip_kg or args.skip_graphiti)
     with contextlib.ExitStack() as stack:
         servers: list[LocalLLMServer | None] = []
-        for i, name in enumerate(("kg", "graphiti")[: 2 if two else 1]):
+        sides = ("kg", "graphiti") if two else ("graphiti",) if args.skip_kg else ("kg",)
+        for i, name in enumerate(sides):  # the log named after the side its server serves
             log = args.log_dir / f"llama-{name}.log" if args.log_dir else None
             if log:
                 log.parent.mkdir(parents=True, exist_ok=True)
