@@ -138,7 +138,10 @@ def test_sigterm_in_the_middle_of_writes(tmp_path: Path) -> None:
     # The drain's line (the background worker's stop is logged after it).
     drained = [line for line in log.splitlines() if "shutdown:" in line and "write(s)" in line]
     assert drained and "all finished" in drained[-1], log[-2000:]
-    assert int(drained[-1].split("shutdown: ")[1].split()[0]) >= cut  # waited for them
+    # Every write still in flight at the drain belongs to a request uvicorn cancelled, which
+    # was answered the 503 above; a cancelled request's write may also have finished between
+    # the cancel and the drain (8 in flight for 9 such answers, once in CI), so not equal.
+    assert int(drained[-1].split("shutdown: ")[1].split()[0]) <= cut
 
 
 class _SilentLLM:
