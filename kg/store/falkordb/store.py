@@ -91,19 +91,27 @@ def _literal(value: Any) -> str:
     if kind is str:
         return _string_literal(value)
     if kind is dict:
-        parts = []
-        for k, v in value.items():
-            if not isinstance(k, str) or not k.isidentifier():
-                raise _Refused
-            parts.append(f"`{k}`:{_literal(v)}")
-        return "{" + ",".join(parts) + "}"
+        return _map_literal(value)
     if kind is list:
         return "[" + ",".join([_literal(v) for v in value]) + "]"
     if kind is int:
-        if not -(2**63) <= value < 2**63:
-            raise _Refused
-        return str(value)
+        return _int_literal(value)
     return _other_literal(value)
+
+
+def _map_literal(value: dict[Any, Any]) -> str:
+    parts = []
+    for k, v in value.items():
+        if not isinstance(k, str) or not k.isidentifier():
+            raise _Refused
+        parts.append(f"`{k}`:{_literal(v)}")
+    return "{" + ",".join(parts) + "}"
+
+
+def _int_literal(value: int) -> str:
+    if not -(2**63) <= value < 2**63:
+        raise _Refused
+    return str(value)
 
 
 def _string_literal(value: str) -> str:
@@ -120,9 +128,7 @@ def _other_literal(value: Any) -> str:
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, int):
-        if not -(2**63) <= value < 2**63:
-            raise _Refused
-        return str(value)
+        return _int_literal(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise _Refused
@@ -130,12 +136,7 @@ def _other_literal(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join([_literal(v) for v in value]) + "]"
     if isinstance(value, dict):
-        parts = []
-        for k, v in value.items():
-            if not isinstance(k, str) or not k.isidentifier():
-                raise _Refused
-            parts.append(f"`{k}`:{_literal(v)}")
-        return "{" + ",".join(parts) + "}"
+        return _map_literal(value)
     raise _Refused
 
 
