@@ -1,29 +1,39 @@
 """Latency of the default search (facts_hybrid) by corpus size, code against code in one run.
 
-    python benchmarks/search_latency.py [--sizes 10000 100000 1000000] [--queries 200]
-        [--rounds 2] [--before CHECKOUT] [--backend falkordb|neo4j] [--uri URI] [--keep]
+    python benchmarks/search_latency.py [DATA_DIR] [--sizes 10000 100000 1000000]
+        [--queries 200] [--rounds 2] [--corpus real|templates] [--before CHECKOUT]
+        [--backend falkordb|neo4j] [--uri URI] [--keep]
 
 Each size is a group of its own, bulk-written straight into the store in kg's own schema
 (entities, fact versions with every bi-temporal field, embeddings), because pushing a million
-facts through `add_episode` would measure ingest, not search. Facts come from templates over a
-few thousand people, places, employers and hobbies, so full-text terms have a realistic spread
-of frequencies (a third of the facts say "lives in"). Their embeddings are the real
-all-MiniLM-L6-v2 embeddings of the distinct template sentences (up to `--distinct` of them),
-each written with a little noise (added server-side) so no two vectors are identical; a fifth
-of the facts are closed versions (invalid_at set), which the default view must filter out.
-Queries are real sentences embedded by the same model. The fact vector index is dropped while a
-group loads and rebuilt after it (the usual bulk-load order).
+facts through `add_episode` would measure ingest, not search. The corpus (`--corpus real`, the
+default) is real text with few repeats: LoCoMo's dialogue turns and observation facts from
+DATA_DIR (default ../shared/data), then sentences from the docstrings of the packages
+installed beside kg (cached in `--cache`); each sentence once, so rankings have few ties and
+recall can be counted by id. (`--corpus templates` is the earlier corpus: template sentences
+over a few thousand people, places and hobbies, which tie by the thousand.) Embeddings are the
+real all-MiniLM-L6-v2 embeddings of the first `--distinct` sentences; the others borrow one of
+those with a little noise (added server-side), so no two vectors are identical. A fifth of the
+facts are closed versions (invalid_at set), which the default view must filter out. The fact
+vector index is dropped while a group loads and rebuilt after it.
+
+Queries are LoCoMo's questions, in two sets: 30 *repeated* ones, asked once to warm up and then
+cycled (what the benchmark measured before: kg's term statistics are cached for them), and
+*unseen* ones, each asked once and never before. For the unseen ones the run also measures a
+floor on the same data: the query's embedding, a bare full-text query and a bare vector query
+(top 10, no view filter, no rescoring), one after the other.
 
 The searches run in child processes, one per checkout and round, on the same store:
 this checkout ("after") and, with `--before`, another checkout of kg (a `git worktree` of the
 base branch, run with this interpreter and that checkout first on sys.path). The order
 alternates by round, so neither always runs on a warmer machine. Each child loads MiniLM,
-runs every query once (warm-up: caches, df statistics), then `--queries` timed searches, and
-reports p50 / p95 of the whole search, of each branch (from the search's own report) and of a
-bare round trip (PING; Neo4j `RETURN 1`), and the load average. It also returns each query's
-final top 10 and the full-text branch's top 50 (uuid and score), which the parent compares
-across checkouts: recall at equal k of the after branch against the before branch (ids, and
-scores as a multiset, which is what ties leave well defined).
+warms up on the repeated set, then runs `--queries` timed repeated searches and `--queries`
+unseen ones, and reports p50 / p95 of the whole search, of each branch (from the search's own
+report), of the query embedding, of the floor and of a bare round trip (PING; Neo4j
+`RETURN 1`), and the load average. It also returns the final top 10 and the full-text
+branch's top 50 (uuid and score) of the repeated queries and of the first 50 unseen ones: the
+parent compares them with exact BM25 over every match (by id, and up to ties) and across
+checkouts.
 
 FalkorDB runs as the embedded store's own server binary and module, on a loopback port of a
 throwaway directory (no persistence: reads are what is measured) so the children can reach it;
