@@ -377,7 +377,12 @@ def rollback(console: Console, report: RollbackReport) -> None:
         )
         return
     verb = "rolled back" if report.applied else "would roll back"
-    console.print(f"{verb} {len(report.episodes)} episode(s): {', '.join(report.episodes)}")
+    if report.episodes:
+        console.print(f"{verb} {len(report.episodes)} episode(s): {', '.join(report.episodes)}")
+    if report.cancelled:
+        verb = "cancelled" if report.applied else "would cancel"
+        console.print(f"{verb} {len(report.cancelled)} episode(s) not yet written "
+                      f"(queued or failed): {', '.join(report.cancelled)}")  # fmt: skip
     sections = (
         ("removed", report.removed, "red"),
         ("re-opened / restored", report.restored, "green"),
