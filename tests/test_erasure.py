@@ -22,7 +22,14 @@ from kg.store.falkordb import FalkorDBStore
 from kg.store.neo4j import Neo4jStore
 from tests.conftest import Backend, add, objects, open_test_kg, t
 from tests.disk import written_to_file
-from tests.store_probe import files_containing, fulltext_hits, graph_dump
+from tests.falkordb_server import falkordb_server
+from tests.store_probe import (
+    QUERY_LOG_FLUSH_SECONDS,
+    files_containing,
+    fulltext_hits,
+    graph_dump,
+    query_logs,
+)
 from tests.test_neo4j_offline import FakeDriver, parse
 
 SECRET = "Zebulon Quisling"
@@ -64,6 +71,8 @@ async def test_erasing_a_subject_leaves_no_trace(kg: KG, backend: Backend, home:
     reply = await kg.search("Tell me more", recipe="episodes_bm25")
     assert [h.episode.search_key for h in reply.episodes] == ["Bo: Tell me more!"]
     await files_after_erasure(backend, files, receipt.files_compacted, receipt.residue)
+    if isinstance(kg.store, FalkorDBStore):  # nor in what the server keeps of its queries
+        assert "quisling" not in await query_logs(kg.store.client.connection)
 
     # Other subjects keep what other episodes support, and lose only what the erased ones did.
     assert objects(await kg.facts(subject="Bob", predicate="LIVES_IN")) == ["Daegu"]
@@ -315,3 +324,46 @@ async def test_a_killed_servers_temp_rewrite_file_is_removed_at_start(home: Path
         await kg.erase_entity(SECRET)
     assert [p for p in dead if p.exists()] == []
     assert files_containing(home, "Quisling") == []
+
+
+async def _named_then_erased(kg: KG) -> None:
+    """Issue 23's sequence at the facade (the HTTP server adds nothing FalkorDB logs): the
+    subject written, corrected, the correction rolled back, searched, then erased. Each step
+    waits out FalkorDB's query-log task, as a longer session does: a server that logs queries
+    has then moved them into its stream, where an erasure used to leave them."""
+    await add(kg, t(2020), (SECRET, "LIVES_IN", "Seoul"), (SECRET, "KNOWS", "Bob"))
+    correction = await add(kg, t(2021), (SECRET, "LIVES_IN", "Busan"))
+    await kg.add_episode(source="text", content=f"{SECRET} phoned about the lease.",
+                         reference_time=t(2022), extract=False)  # fmt: skip
+    await kg.rollback(correction.episode_uuid, apply=True)
+    assert (await kg.search(SECRET)).facts
+    await asyncio.sleep(QUERY_LOG_FLUSH_SECONDS)
+    await kg.erase_entity(SECRET)
+    await asyncio.sleep(QUERY_LOG_FLUSH_SECONDS)  # the erasure's own queries name it too
+    await kg.store.compact()  # what the next fold would write from memory
+
+
+async def test_the_embedded_server_keeps_no_query_log_an_erasure_misses(
+    falkor_kg: KG, home: Path
+) -> None:
+    conn = falkor_kg.store.client.connection  # type: ignore[attr-defined]
+    await _named_then_erased(falkor_kg)
+    assert "quisling" not in await query_logs(conn)
+    assert files_containing(home, "Quisling") == []
+
+
+async def test_erasure_reaches_an_external_falkordbs_query_log(tmp_path: Path) -> None:
+    """A server kg does not start keeps its operator's settings (query log on, FalkorDB's
+    default): kg blocks its groups' streams and empties the slow logs; its files are
+    compacted as the embedded server's are."""
+    data = tmp_path / "external"
+    with falkordb_server(data) as uri:
+        async with await KG.open(uri) as kg:
+            conn = kg.store.client.connection  # type: ignore[attr-defined]
+            assert await conn.execute_command("GRAPH.CONFIG", "GET", "CMD_INFO") == [
+                "CMD_INFO", True
+            ]  # fmt: skip
+            await _named_then_erased(kg)
+            assert "quisling" not in await query_logs(conn)
+            assert await conn.type("telemetry{default}") == "string"
+        assert files_containing(data, "Quisling") == []
