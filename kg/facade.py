@@ -1095,9 +1095,23 @@ class KG:
                 ))  # fmt: skip
         return sorted(events, key=lambda ev: ev.created_at, reverse=True)[:limit]
 
-    async def erase_entity(self, name: str, *, group_id: str = "default") -> ErasureReceipt:
-        """Physically delete a subject: its episodes, facts, entity, and their traces on disk.
-        Run again after a crash, it finishes what the crash interrupted."""
+    async def erase_entity(
+        self,
+        name: str,
+        *,
+        group_id: str = "default",
+        dry_run: bool = False,
+        keep_others: bool = False,
+    ) -> ErasureReceipt:
+        """Physically delete a subject: its episodes (queued ones too), facts, entity, and
+        their traces on disk. Run again after a crash, it finishes what the crash interrupted.
+
+        Args:
+            dry_run: Erase nothing; the receipt says what would go, including the facts about
+                other subjects that go with the subject's episodes (`other_facts_removed`).
+            keep_others: Keep those facts, re-asserted from a redacted copy of each episode
+                (the subject's name cut out; the copy's name says what it copies).
+        """
         self._check_group(group_id)
         name = _text("entity name", name)
         async with self._writer(group_id):
@@ -1113,9 +1127,11 @@ class KG:
                     self.clock.now(),
                     embed=partial(self._embed_rewrite, group_id),
                     base=base,
+                    dry_run=dry_run,
+                    keep_others=keep_others,
                 ),
             )
-            if receipt.communities_deleted:
+            if receipt.communities_deleted and not receipt.dry_run:
                 await self._build_communities(group_id)
             return receipt
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import uuid as uuidlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -272,7 +272,10 @@ async def plan_rollback(
     now: datetime,
     *,
     kind: str = "rollback",
+    extra: Sequence[EpisodicNode] = (),
 ) -> tuple[RewritePlan, RollbackReport]:
+    """`extra`: episodes not stored yet that the replay counts among the others (an
+    erasure's redacted copies, written by the same rewrite)."""
     found = {ep.uuid: ep for ep in await store.episodes(group_id, episode_uuids)}
     missing = [u for u in episode_uuids if u not in found]
     if missing:
@@ -299,7 +302,7 @@ async def plan_rollback(
     others = [
         ep for ep in await store.episodes(group_id, sorted(supporters - undone))
         if ep.status == EpisodeStatus.ingested
-    ]  # fmt: skip
+    ] + list(extra)  # fmt: skip
     others_replay, more_entities = await _resolve(store, group_id, others, ontology)
     entities.update(more_entities)
     r = _rebuild(group_id, old, others_replay, keys, entities)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -367,3 +368,79 @@ async def test_erasure_reaches_an_external_falkordbs_query_log(tmp_path: Path) -
             assert "quisling" not in await query_logs(conn)
             assert await conn.type("telemetry{default}") == "string"
         assert files_containing(data, "Quisling") == []
+
+
+async def test_erasure_reaches_hyphenated_and_joined_spellings(
+    kg: KG, backend: Backend, home: Path
+) -> None:
+    """'Minji-Kim' and 'MinjiKim' name Minji Kim, in text and as entities of their own."""
+    await add(kg, t(2020), ("Minji Kim", "LIVES_IN", "Seoul"))
+    await add(kg, t(2021), ("Minji-Kim", "WORKS_AT", "Naver"), ("MinjiKim", "LIKES", "jazz"))
+    for i, spelling in enumerate(("Minji-Kim", "MinjiKim", "minji_kim", "Minji \u2013 Kim")):
+        await kg.add_episode(source="text", content=f"Note {i}: {spelling} called about the lease.",
+                             reference_time=t(2022, 1, i + 1), extract=False)  # fmt: skip
+    kept = ["Minjik Kimchi ordered lunch.", "Kim Minji is someone else's name order.",
+            "MinjiKimchi is a dish."]  # fmt: skip
+    for i, text in enumerate(kept):
+        await kg.add_episode(source="text", content=text, reference_time=t(2023, 1, i + 1),
+                             extract=False)  # fmt: skip
+    receipt = await kg.erase_entity("Minji Kim")
+    assert receipt.episodes_deleted == 2 + 4 and receipt.entities_deleted >= 3
+    dump = await graph_dump(kg)
+    for needle in ("minji kim", "minji-kim", "minjikim\"", "minji_kim", "minji \u2013 kim", "lease",
+                   "naver", "jazz"):  # fmt: skip
+        assert needle not in dump, needle
+    assert all(text.lower() in dump for text in kept)  # other names: kept
+    await flushed(kg)
+    if backend.name == "falkordb":
+        for needle in ("Minji-Kim", "MinjiKim called", "minji_kim"):
+            assert files_containing(home, needle) == [], needle
+
+
+async def _shared_episode(kg: KG) -> str:
+    """Jun Park and Minji's pet in one episode (issue 23 item 10), and one only about Minji."""
+    shared = await add(kg, t(2020), ("Jun Park", "KNOWS", "Minji"), ("Minji", "HAS_PET", "Mochi"),
+                       {"subject": "Minji", "predicate": "LIKES", "object": "tennis",
+                        "fact": "Minji plays tennis with Jun Park"},
+                       source_description="chat with Jun Park")  # fmt: skip
+    await add(kg, t(2021), ("Minji", "LIVES_IN", "Seoul"))
+    return shared.episode_uuid
+
+
+def _others(changes: list[Any]) -> list[str]:
+    return sorted(f"{c.subject} {c.predicate} {c.object}" for c in changes)
+
+
+async def test_an_erasure_dry_run_lists_other_subjects_facts_that_go(kg: KG) -> None:
+    await _shared_episode(kg)
+    before = await graph_dump(kg)
+    preview = await kg.erase_entity("Jun Park", dry_run=True)
+    assert preview.dry_run and not preview.files_compacted and preview.episodes_deleted == 1
+    assert _others(preview.other_facts_removed) == ["Minji HAS_PET Mochi", "Minji LIKES tennis"]
+    assert await graph_dump(kg) == before  # nothing erased
+    receipt = await kg.erase_entity("Jun Park")  # the real one lists them too
+    assert _others(receipt.other_facts_removed) == _others(preview.other_facts_removed)
+    assert not receipt.dry_run and receipt.other_facts_kept == []
+    assert await kg.facts(subject="Minji", predicate="HAS_PET") == []
+    assert objects(await kg.facts(subject="Minji", predicate="LIVES_IN")) == ["Seoul"]
+
+
+async def test_an_erasure_can_keep_other_subjects_facts_from_a_redacted_copy(kg: KG) -> None:
+    shared = await _shared_episode(kg)
+    preview = await kg.erase_entity("Jun Park", dry_run=True, keep_others=True)
+    assert _others(preview.other_facts_kept) == ["Minji HAS_PET Mochi", "Minji LIKES tennis"]
+    assert preview.other_facts_removed == [] and preview.redacted_copies == 1
+    receipt = await kg.erase_entity("Jun Park", keep_others=True)
+    assert _others(receipt.other_facts_kept) == _others(preview.other_facts_kept)
+    assert receipt.redacted_copies == 1 and receipt.episodes_deleted == 1
+    [pet] = await kg.facts(subject="Minji", predicate="HAS_PET")
+    [tennis] = await kg.facts(subject="Minji", predicate="LIKES")
+    assert pet.object == "Mochi" and tennis.edge.fact == "Minji plays tennis with [erased]"
+    assert pet.edge.valid_at == t(2020)  # re-asserted as it was said
+    [copy] = (await kg.why(pet.edge.uuid)).episodes
+    assert copy.uuid != shared and copy.name.startswith(f"redacted copy of episode {shared}")
+    assert "jun" not in copy.content.lower() and copy.source_description == "chat with [erased]"
+    assert "jun park" not in await graph_dump(kg)
+    assert await kg.facts(subject="Jun Park") == [] and await kg.facts(object="Jun Park") == []
+    assert [e.uuid for e in await kg.store.episodes_mentioning("default", pet.edge.source_node_uuid)
+            if e.uuid == copy.uuid] == [copy.uuid]  # fmt: skip

@@ -18,6 +18,7 @@ from kg.schemas.graph import EpisodeStatus, EpisodicNode
 from kg.schemas.plan import GroupVersion, WritePlan
 from tests.conftest import Backend, open_test_kg, t
 from tests.queue_llm import RuleLLM
+from tests.store_probe import graph_dump
 
 
 @pytest.fixture
@@ -127,3 +128,39 @@ async def test_rolling_back_a_failed_episode_cancels_it(backend: Backend, home: 
         again = await kg.add_episode(source="message", content=bad, reference_time=t(2024, 6, 1),
                                      wait=False)  # fmt: skip
         assert again.status == "duplicate"  # a failed one would be retried; this one is undone
+
+
+async def test_erasing_a_subject_named_only_in_the_queue(qkg: tuple[KG, RuleLLM]) -> None:
+    """No entity yet: the erasure still finds the queued, leased and failed records naming
+    the subject, deletes them, says so, and the worker holding one writes nothing."""
+    kg, llm = qkg
+    failing = "Yan Ghost: I like chess."
+    llm.invalid = frozenset({failing})
+    failed = await kg.add_episode(source="message", content=failing,
+                                  reference_time=t(2024, 5, 1), wait=False)  # fmt: skip
+    assert (await Worker(kg).drain()).failed == 1
+    queued = await kg.add_episode(source="message", content="Yan Ghost: I live in Quito.",
+                                  reference_time=t(2024, 6, 1), wait=False)  # fmt: skip
+    leased = await kg.add_episode(source="message", content="Yan Ghost: I work at Naver.",
+                                  reference_time=t(2024, 6, 2), wait=False)  # fmt: skip
+    other = await kg.add_episode(source="message", content="Minji: I live in Seoul.",
+                                 reference_time=t(2024, 6, 3), wait=False)  # fmt: skip
+    now = kg.clock.now()
+    [claimed] = await kg.store.claim("default", "w", [leased.episode_uuid], now,
+                                     now + timedelta(seconds=60))  # fmt: skip
+    extracted = await kg._extract_queued(claimed)
+
+    preview = await kg.erase_entity("yan ghost", dry_run=True)
+    assert preview.dry_run and preview.queue_records_deleted == 3
+    assert (await node(kg, queued.episode_uuid)).status is EpisodeStatus.queued  # untouched
+    receipt = await kg.erase_entity("yan ghost")
+    assert (receipt.episodes_deleted, receipt.queue_records_deleted) == (3, 3)
+    assert receipt.entities_deleted == 0 and receipt.other_facts_removed == []
+    gone = [failed.episode_uuid, queued.episode_uuid, leased.episode_uuid]
+    assert await kg.store.episodes("default", gone) == []
+    with pytest.raises(LeaseLostError):  # the worker that held one wakes up: nothing written
+        await kg._complete(claimed, "w", extracted)
+    await Worker(kg).drain()
+    assert await kg.facts(subject="Yan Ghost") == [] and await lives(kg, "Minji") == ["Seoul"]
+    assert (await node(kg, other.episode_uuid)).status is EpisodeStatus.ingested
+    assert "ghost" not in await graph_dump(kg)

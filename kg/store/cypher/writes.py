@@ -236,6 +236,22 @@ class CypherWrites(CypherBase):
                 "WHERE ep.group_id = $group_id DETACH DELETE ep",
                 delete_episodes=plan.delete_episodes,
             )
+        if plan.new_episodes:  # an erasure's redacted copies (their keys embedded by _rekey)
+            add(
+                "UNWIND $new_episodes AS r CREATE (ep:Episodic) SET ep += r",
+                new_episodes=[with_grams(self._encode(ep), "search_key")
+                              for ep in plan.new_episodes],
+            )  # fmt: skip
+        mentions = [{"episode": u, "entities": e} for u, e in sorted(plan.new_mentions.items())]
+        if mentions:
+            add(
+                "UNWIND $new_mentions AS m MATCH (ep:Episodic {uuid: m.episode}) "
+                "WHERE ep.group_id = $group_id UNWIND m.entities AS u "
+                "MATCH (n:Entity {uuid: u}) WHERE n.group_id = $group_id "
+                "CREATE (ep)-[:MENTIONS {uuid: m.episode + ':' + u, group_id: $group_id, "
+                "created_at: ep.created_at}]->(n)",
+                new_mentions=mentions,
+            )
         out += self.compile_communities(CommunityPlan(group_id=g, delete=plan.delete_communities))
         if plan.scrub_summaries:
             add(
