@@ -284,7 +284,7 @@ async def _erase(
     plan.delete_episodes = sorted(mentioning)
     plan.delete_entities = [e.uuid for e in target.entities]
     plan.drop_mentions_from = []  # the episodes go entirely
-    plan.scrub_summaries = sorted({e.name for e in target.entities})
+    plan.scrub_summaries = sorted({e.name for e in target.entities} | {subject or ""} - {""})
     # Summaries that name the subject or drew on its episodes go too, before compaction.
     # The turns after deleted ones lose them as their previous turn: no key keeps erased text.
     plan.rekey = await rekeys(store, group_id, mentioning)
