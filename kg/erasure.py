@@ -342,8 +342,9 @@ async def _erase(
 
 def _redacted_copy(ep: EpisodicNode, target: _Target, now: datetime) -> EpisodicNode | None:
     """The episode with the subject cut out: the facts it stated about others (their text
-    redacted), and its content, name and source redacted. None when nothing of it is about
-    others, or when a redaction would still name the subject."""
+    redacted), and its content, name and source redacted (a message loses the subject's own
+    lines whole). None when nothing of it is about others, or when a redaction would still
+    name the subject."""
     key = target.key
     assert key is not None
     try:
@@ -359,9 +360,13 @@ def _redacted_copy(ep: EpisodicNode, target: _Target, now: datetime) -> Episodic
     if not kept:
         return None
     structured = ep.source is EpisodeSource.facts
+    text = ep.content
+    if ep.source is EpisodeSource.message:  # what the subject said goes whole, not just its name
+        text = "\n".join(line for line in text.splitlines()
+                         if not names_subject(line.partition(":")[0], key))  # fmt: skip
     content = (
         extraction_record(kept) if structured
-        else redact(ep.content, key, as_json=ep.source is EpisodeSource.json)
+        else redact(text, key, as_json=ep.source is EpisodeSource.json)
     )  # fmt: skip
     label = redact(ep.name, key) if ep.name else ""
     source = redact(ep.source_description, key) if ep.source_description else ""

@@ -76,7 +76,7 @@ from kg.retrieval import (
 from kg.retrieval import render_context as _render_context
 from kg.retrieval import search as _search
 from kg.retrieval.context import approx_tokens
-from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
+from kg.rollback import UNWRITTEN, ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.schemas.embedder import Embedder, EmbeddingModel
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.extraction import Extraction
@@ -1036,11 +1036,15 @@ class KG:
         group_id: str = "default",
         apply: bool = False,
     ) -> RollbackReport:
-        """Undo every ingested episode from one source (e.g. a web page), optionally since T."""
+        """Undo every episode from one source (e.g. a web page), optionally since T: the
+        ingested ones, and those still queued, leased or failed (cancelled)."""
         self._check_group(group_id)
         source_description = _text("source_description", source_description)
         since = _when("since", since)
-        episodes = await self.store.find_episodes(group_id, source_description, since)
+        found = await self.store.find_episodes(
+            group_id, source_description, since, include_rolled_back=True
+        )
+        episodes = [e for e in found if e.status is EpisodeStatus.ingested or e.status in UNWRITTEN]
         if not episodes:
             return RollbackReport(group_id=group_id, episodes=[])
         return await self.rollback([e.uuid for e in episodes], group_id=group_id, apply=apply)

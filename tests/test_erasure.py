@@ -24,6 +24,7 @@ from kg.store.neo4j import Neo4jStore
 from tests.conftest import Backend, add, objects, open_test_kg, t
 from tests.disk import written_to_file
 from tests.falkordb_server import falkordb_server
+from tests.queue_llm import RuleLLM
 from tests.store_probe import (
     QUERY_LOG_FLUSH_SECONDS,
     files_containing,
@@ -444,3 +445,20 @@ async def test_an_erasure_can_keep_other_subjects_facts_from_a_redacted_copy(kg:
     assert await kg.facts(subject="Jun Park") == [] and await kg.facts(object="Jun Park") == []
     assert [e.uuid for e in await kg.store.episodes_mentioning("default", pet.edge.source_node_uuid)
             if e.uuid == copy.uuid] == [copy.uuid]  # fmt: skip
+
+
+async def test_a_redacted_message_loses_the_subjects_lines(backend: Backend, home: Path) -> None:
+    """An extracted message: the copy keeps the other speaker's line and the fact from it;
+    the subject's own line goes whole (its name cut, "I live in Quito" would still be his)."""
+    async with await open_test_kg(backend, home, llm=RuleLLM()) as kg:
+        await kg.add_episode(source="message", reference_time=t(2024, 1, 1),
+                             content="Jun Park: I live in Quito.\nMinji: I like jazz.")  # fmt: skip
+        receipt = await kg.erase_entity("Jun Park", keep_others=True)
+        assert _others(receipt.other_facts_kept) == ["Minji LIKES jazz"]
+        [jazz] = await kg.facts(subject="Minji")
+        [copy] = (await kg.why(jazz.edge.uuid)).episodes
+        assert copy.content == "Minji: I like jazz." and copy.status.value == "ingested"
+        dump = await graph_dump(kg)
+        assert "jun park" not in dump and "quito" not in dump
+        found = await kg.search("jazz", recipe="episodes_bm25")
+        assert [h.episode.uuid for h in found.episodes] == [copy.uuid]

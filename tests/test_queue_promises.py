@@ -164,3 +164,20 @@ async def test_erasing_a_subject_named_only_in_the_queue(qkg: tuple[KG, RuleLLM]
     assert await kg.facts(subject="Yan Ghost") == [] and await lives(kg, "Minji") == ["Seoul"]
     assert (await node(kg, other.episode_uuid)).status is EpisodeStatus.ingested
     assert "ghost" not in await graph_dump(kg)
+
+
+async def test_rolling_back_a_source_cancels_its_queued_episodes(qkg: tuple[KG, RuleLLM]) -> None:
+    kg, llm = qkg
+    page = "https://evil.example/page"
+    written = await kg.add_episode(source="message", content="Minji: I live in Busan.",
+                                   reference_time=t(2024, 6, 1),
+                                   source_description=page)  # fmt: skip
+    queued = await kg.add_episode(source="message", content="Minji: I work at Kakao.",
+                                  reference_time=t(2024, 6, 2), source_description=page,
+                                  wait=False)  # fmt: skip
+    report = await kg.rollback_source(page, apply=True)
+    assert report.episodes == [written.episode_uuid]
+    assert report.cancelled == [queued.episode_uuid]
+    await Worker(kg).drain()
+    assert await kg.facts(subject="Minji") == []
+    assert "Minji: I work at Kakao." not in llm.calls

@@ -527,10 +527,13 @@ class FalkorDBStore(CypherStore):
         """Rewrite the append-only file from the live data set: the old AOF, which still holds
         every command ever run (deleted text included), is replaced and removed. FalkorDB's
         query logs are emptied first (kg.store.falkordb.query_log): the rewrite would copy a
-        query-log stream into the new base."""
+        query-log stream into the new base. On an external server, only the groups this
+        process worked on (the erased one among them): the others may not be kg's."""
         conn = self._db.connection
+        own = self.server is not None
         with translated("to compact its files"):
-            await query_log.scrub(conn, await self.groups(), own_server=self.server is not None)
+            groups = await self.groups() if own else sorted(self._hushed)
+            await query_log.scrub(conn, groups, own_server=own)
             await persistence.rewrite(conn)
 
     async def pending_erasures(self) -> list[PendingErasure]:
