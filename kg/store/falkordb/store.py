@@ -577,6 +577,9 @@ class FalkorDBStore(CypherStore):
             raise WriteConflictError(f"group {group_id!r} was created while the import ran; "
                              "nothing was imported")  # fmt: skip
         self._ready.discard(staging)
+        # FalkorDB deletes the renamed graph's query-log key; the group's is blocked (again)
+        # before this process's next query there.
+        self._hushed -= {staging, group_id}
 
     async def drop_staged(self, staging: str) -> None:
         if not _STAGING_RE.match(staging):
