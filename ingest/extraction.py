@@ -2,7 +2,9 @@
 
 The model proposes entities and facts, each with a verbatim supporting quote and the time
 words it heard. Everything after the call is kg's own, and none of it trusts the model:
-- a fact whose quote is not in the episode is dropped (a hallucination, counted);
+- a fact whose quote aligns to no span of the episode is dropped (a hallucination, counted):
+  small models paraphrase, so the quote is aligned word by word (`kg.ingest.alignment`),
+  and the episode's own words, not the model's, are what the fact is checked against;
 - "I" / "me" in a message is the speaker of the quoted line;
 - a fact quoted only from the assistant's own turns is dropped: its guesses are not facts;
 - secrets and payment data never become facts (a configurable deny list);
@@ -21,8 +23,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from kg.ingest.alignment import DEFAULT_THRESHOLD, align
 from kg.ingest.guard import RULES, Rule, fact_text, fold, instruction_reason
 from kg.ingest.llm import LLMCall, Message, StructuredLLM
+from kg.ingest.profiles import as_extraction, profile_for, small_messages
 from kg.ingest.relative_time import resolve_time
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact
 from kg.schemas.extraction import ExtractedFact, Extraction
@@ -70,6 +74,10 @@ class Guards:
     )
     assistant_speakers: frozenset[str] = ASSISTANT_SPEAKERS
     check_cards: bool = True
+    quote_threshold: float = field(
+        default=DEFAULT_THRESHOLD,
+        metadata={"doc": "Least alignment score (0 to 1) of a quote to the episode; 1 = exact."},
+    )
 
     def secret(self, text: str) -> bool:
         if any(re.search(p, text, re.I) for p in self.deny):
@@ -162,9 +170,15 @@ class Lines:
                 rows.append((None, line.strip()))
         return cls(rows)
 
-    def speakers_of(self, quote: str) -> list[str | None]:
-        q = _norm(quote)
-        return [speaker for speaker, text in self.rows if q and q in _norm(text)]
+    def evidence(self, quote: str, threshold: float) -> tuple[list[str | None], str]:
+        """The speakers of the lines the quote aligns to best, and the span it aligned to
+        (the episode's own words); no speakers when it aligns to nothing above `threshold`."""
+        spans = align(quote, self.rows)
+        if not spans or spans[0].score < max(threshold, 1e-9):
+            return [], ""
+        top = spans[0]
+        best = [sp for sp in spans if sp.score == top.score]
+        return [self.rows[sp.line][0] for sp in best], self.rows[top.line][1][top.start : top.end]
 
 
 def build_messages(
@@ -206,9 +220,14 @@ async def extract(
     ontology: Ontology,
     context: Sequence[EpisodicNode] = (),
 ) -> tuple[Extraction, list[LLMCall]]:
-    return await llm.structured(
-        build_messages(episode, ontology, context), Extraction, purpose="extract"
-    )
+    """One call, asked the way the model's prompt profile says (kg.ingest.profiles)."""
+    profile = profile_for(llm.model, llm.prompt_profile)
+    if profile.schema is Extraction:
+        messages = build_messages(episode, ontology, context if profile.context else ())
+    else:
+        messages = small_messages(episode.content, profile, ontology)
+    reply, calls = await llm.structured(messages, profile.schema, purpose="extract")
+    return as_extraction(reply), calls
 
 
 def vet(
@@ -227,11 +246,11 @@ def vet(
     suspect = [_norm(q.text) for q in held]
     kept: list[StructuredFact] = []
     for f in extraction.facts:
-        speakers = lines.speakers_of(f.quote)
+        speakers, said = lines.evidence(f.quote, guards.quote_threshold)
         if not speakers:
             drops.no_quote += 1
             continue
-        text = f"{f.subject} {f.object} {f.fact} {f.quote}"
+        text = f"{f.subject} {f.object} {f.fact} {f.quote} {said}"
         if guards.secret(text):
             drops.secret += 1
             continue
@@ -248,13 +267,13 @@ def vet(
             if predicate is not None else None
         )  # fmt: skip
         if untrusted:
-            quote = _norm(f.quote)
+            quote = _norm(said)
             reason = guards.instruction_reason(f"{f.fact}. {f.quote}") or next(
                 (q.reason for q, s in zip(held, suspect, strict=True) if quote in s), None
             )
             if reason is not None:
-                said = fact_text(fact) if fact is not None else f"{f.fact} ({f.quote})"
-                held.append(Quarantined(kind="fact", reason=reason, text=said, fact=fact))
+                shown = fact_text(fact) if fact is not None else f"{f.fact} ({f.quote})"
+                held.append(Quarantined(kind="fact", reason=reason, text=shown, fact=fact))
                 continue
         if predicate is None:
             drops.unknown_predicate += 1

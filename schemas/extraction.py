@@ -66,3 +66,41 @@ class Resolution(BaseModel):
 
     entities: list[EntityMatch] = Field(default_factory=list)
     facts: list[FactMatch] = Field(default_factory=list)
+
+
+class CompactFact(BaseModel):
+    """One fact in the small-model reply: the quote first, so the words are copied before
+    the model says what they mean; no entity list, no end time."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    quote: str = Field(
+        description="Words copied from the episode.", json_schema_extra={"maxLength": 160}
+    )
+    subject: str = Field(json_schema_extra={"maxLength": 60})
+    predicate: str = Field(description="UPPER_SNAKE_CASE.", json_schema_extra={"maxLength": 40})
+    object: str = Field(json_schema_extra={"maxLength": 80})
+    fact: str = Field(description="One short sentence.", json_schema_extra={"maxLength": 160})
+    valid_at: str | None = Field(
+        default=None, description="Time words from the episode, or null.",
+        json_schema_extra={"maxLength": 40},
+    )  # fmt: skip
+
+    def full(self) -> ExtractedFact:
+        return ExtractedFact(subject=self.subject, predicate=self.predicate, object=self.object,
+                             fact=self.fact, quote=self.quote, valid_at=self.valid_at)  # fmt: skip
+
+
+class CompactExtraction(BaseModel):
+    """The reply asked of small models (kg.ingest.profiles): facts only, at most a few.
+
+    The length caps go to the server's grammar only (validation accepts longer replies): a
+    135M model under a grammar otherwise loops inside a string until the token cap.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    facts: list[CompactFact] = Field(default_factory=list, json_schema_extra={"maxItems": 3})
+
+    def full(self) -> Extraction:
+        return Extraction(facts=[f.full() for f in self.facts])
