@@ -22,7 +22,8 @@ turn: kept, and kept-and-matching ("correct").
 
 Turns: the conversations sorted by id, the first three are dev, the other three held out
 (as in benchmarks/locomo_data.py); from each side, `--dev` / `--held-out` turns with
-observations, drawn with a fixed seed and kept in conversation order. Thresholds are chosen
+observations, drawn with a fixed seed, each side in conversation order, the two mixed
+evenly (a run cut by `--budget` keeps both in proportion; every system gets the same order). Thresholds are chosen
 on dev only and the held-out figures are reported:
 - the matcher's: the least overlap at which a dev fact matches the observations of a
   *different* turn of the same speaker (drawn with a fixed seed, as many as its own turn
@@ -107,7 +108,15 @@ def select(data: dict[str, Any], n_dev: int, n_held: int) -> list[Turn]:
             ]  # fmt: skip
         picked = set(random.Random(f"{SEED}-{split}").sample(range(len(pool)), min(n, len(pool))))
         turns += [t for i, t in enumerate(pool) if i in picked]
-    return turns
+    return interleave(turns)
+
+
+def interleave(turns: list[Turn]) -> list[Turn]:
+    """Dev and held-out turns mixed evenly, each in its own order: a run its budget cuts
+    still has both in proportion, and every system meets the turns in the same order."""
+    sides = [[t for t in turns if t.split == s] for s in ("dev", "held-out")]
+    key = {id(t): (i + 0.5) / len(side) for side in sides for i, t in enumerate(side)}
+    return sorted(turns, key=lambda t: (key[id(t)], t.split))
 
 
 def when(t: Turn) -> datetime:
@@ -252,7 +261,7 @@ async def run_graphiti(args: argparse.Namespace, url: str, turns: list[Turn], ou
     from kg.store.falkordb import FalkorDBStore
 
     counts = Counts()
-    order = [t for t in turns if t.split == "held-out"] + [t for t in turns if t.split == "dev"]
+    order = turns
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="graphiti-eq-", dir=args.home) as home:
         async with await KG.open(home=home, embedder=None) as kg:  # its FalkorDB, for Graphiti

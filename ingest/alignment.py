@@ -4,8 +4,9 @@ Small models do not copy: SmolLM2-135M's quotes were near the turn's words but r
 words themselves, and kg's exact-substring check dropped 113 of the 115 facts it proposed.
 So a quote is aligned to each line of the episode (a local alignment of words,
 Smith-Waterman style, where a word matches its inflections and a speaker's name matches that
-speaker's "I"/"my") and scored by the share of the quote's weight it matched (content words
-weigh 1, function words 0.25; function words alone are no evidence). A fact is cited by the
+speaker's "I"/"my" as a function word would) and scored by the share of the quote's weight it
+matched (content words weigh 1, function words 0.25; function words alone, or a name alone,
+are no evidence). A fact is cited by the
 episode's own words: the span its quote aligned to. A quote that aligns to nothing, or below
 the threshold, is no quote, and the fact is dropped as before.
 
@@ -71,8 +72,17 @@ class Span:
     end: int
 
 
-def _same(q: str, t: str, name: str | None) -> bool:
-    return q == t or stem(q) == stem(t) or (name is not None and q == name and t in FIRST_PERSON)
+def _match(q: str, t: str, name: str | None) -> float:
+    """1 for the same word (or inflection); a function word's weight for a speaker's name
+    against their "I" (it says who, not what); 0 otherwise."""
+    if q == t or stem(q) == stem(t):
+        return 1.0
+    return _STOP_WEIGHT if name is not None and q == name and t in FIRST_PERSON else 0.0
+
+
+def content_words(text: str) -> set[str]:
+    """The stemmed words of `text` that are not function words."""
+    return {stem(w) for w, _, _ in words(text) if w not in STOPWORDS}
 
 
 def _exact(quote: str, text: str) -> tuple[float, int, int] | None:
@@ -95,8 +105,8 @@ def _local(q: list[str], t: list[tuple[str, int, int]], name: str | None) -> tup
         w = weight(word)
         h, m, c, s = [0.0] * cols, [0.0] * cols, [0] * cols, list(range(cols))
         for j in range(1, cols):
-            same = _same(word, t[j - 1][0], name)
-            diag = prev_h[j - 1] + (w if same else -_MISMATCH * w)
+            same = _match(word, t[j - 1][0], name)
+            diag = prev_h[j - 1] + (w * same if same else -_MISMATCH * w)
             up = prev_h[j] - _GAP * w  # a quote word the text lacks
             left = h[j - 1] - _GAP * weight(t[j - 1][0])  # a text word the quote lacks
             top = max(0.0, diag, up, left)
@@ -105,8 +115,8 @@ def _local(q: list[str], t: list[tuple[str, int, int]], name: str | None) -> tup
                 continue
             if top == diag:
                 fresh = prev_h[j - 1] == 0.0
-                m[j] = (0.0 if fresh else prev_m[j - 1]) + (w if same else 0.0)
-                c[j] = (0 if fresh else prev_c[j - 1]) + (same and w == 1.0)
+                m[j] = (0.0 if fresh else prev_m[j - 1]) + w * same
+                c[j] = (0 if fresh else prev_c[j - 1]) + (same == 1.0 and w == 1.0)
                 s[j] = j - 1 if fresh else prev_s[j - 1]
             elif top == up:
                 m[j], c[j], s[j] = prev_m[j], prev_c[j], prev_s[j]
@@ -143,3 +153,16 @@ def align(quote: str, lines: list[tuple[str | None, str]]) -> list[Span]:
     """Each line's best span for the quote, best first."""
     spans = [Span(i, *align_line(quote, text, who)) for i, (who, text) in enumerate(lines)]
     return sorted(spans, key=lambda sp: -sp.score)
+
+
+_PRONOUNS = {"i": "{0}", "me": "{0}", "my": "{0}'s", "mine": "{0}'s", "myself": "{0}",
+             "i'm": "{0} is", "i've": "{0} has", "i'd": "{0} would", "i'll": "{0} will"}  # fmt: skip
+
+
+def third_person(span: str, speaker: str | None) -> str:
+    """The episode's own words about its speaker, "I" made the speaker's name."""
+    if not speaker:
+        return span.strip()
+    return _WORD.sub(
+        lambda m: _PRONOUNS.get(fold(m.group()), m.group()).format(speaker), span
+    ).strip()

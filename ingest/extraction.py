@@ -23,7 +23,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from kg.ingest.alignment import DEFAULT_THRESHOLD, align
+from kg.ingest.alignment import DEFAULT_THRESHOLD, align, content_words, third_person
 from kg.ingest.guard import RULES, Rule, fact_text, fold, instruction_reason
 from kg.ingest.llm import LLMCall, Message, StructuredLLM
 from kg.ingest.profiles import as_extraction, profile_for, small_messages
@@ -140,6 +140,11 @@ class Drops(BaseModel):
         default=0, description="A subject or object typed with one of kg's own labels."
     )
     malformed: int = 0
+    ungrounded: int = Field(
+        default=0,
+        description="From a small model's compact reply: a subject or object named nowhere "
+        "in the episode.",
+    )
 
     @property
     def total(self) -> int:
@@ -245,11 +250,17 @@ def vet(
     held = guards.passages(episode.content) if untrusted else []
     suspect = [_norm(q.text) for q in held]
     kept: list[StructuredFact] = []
+    episode_words = content_words(episode.content) if extraction._strict else set()
     for f in extraction.facts:
         speakers, said = lines.evidence(f.quote, guards.quote_threshold)
-        if not speakers:
-            drops.no_quote += 1
+        if not speakers or (extraction._strict and len(content_words(said)) < 2):
+            drops.no_quote += 1  # a small model's one-word quote is no evidence either
             continue
+        if extraction._strict:
+            if not all(_grounded(n, episode_words, speakers) for n in (f.subject, f.object)):
+                drops.ungrounded += 1
+                continue
+            f = _in_its_words(f, said, speakers, lines, episode_words, guards.quote_threshold)
         text = f"{f.subject} {f.object} {f.fact} {f.quote} {said}"
         if guards.secret(text):
             drops.secret += 1
@@ -290,6 +301,35 @@ def vet(
             continue
         kept.append(fact)
     return kept, drops, held
+
+
+def _grounded(name: str, episode_words: set[str], speakers: list[str | None]) -> bool:
+    """A name the episode gives: a speaker, "I", or one sharing a content word with it."""
+    if _norm(name) in FIRST_PERSON or any(s and _norm(s) == _norm(name) for s in speakers):
+        return True
+    return bool(content_words(name) & episode_words)
+
+
+def _in_its_words(
+    f: ExtractedFact,
+    said: str,
+    speakers: list[str | None],
+    lines: Lines,
+    episode_words: set[str],
+    threshold: float,
+) -> ExtractedFact:
+    """A small model's fact, kept to what the episode says: its sentence, unless that aligns
+    to the episode too, is the quoted span in the third person; time words the episode does
+    not use are dropped (small models copy the worked examples' "last May")."""
+    speaker = next((s for s in speakers if s), None)
+    sentence = f.fact if lines.evidence(f.fact, threshold)[0] else third_person(said, speaker)
+
+    def heard(when: str | None) -> str | None:
+        return when if when and content_words(when) <= episode_words else None
+
+    return f.model_copy(
+        update={"fact": sentence, "valid_at": heard(f.valid_at), "invalid_at": heard(f.invalid_at)}
+    )
 
 
 def _bad_name(name: str) -> bool:

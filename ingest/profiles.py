@@ -48,30 +48,18 @@ SMALL_RULES = (
     "valid_at: time words from the episode, or null.\n"
     "Greetings, questions and thanks state no facts. Reply with JSON only."
 )
-SMALL_PREDICATES = "UPPER_SNAKE_CASE, e.g. LIVES_IN, WORKS_AT, LIKES, HAS, DID, PLANS"
-SMALL_EXAMPLES = (
-    (
-        "Anna: I moved to Lisbon last May, and I teach math at a school there!",
-        _reply(
-            (
-                "I moved to Lisbon last May",
-                "Anna",
-                "LIVES_IN",
-                "Lisbon",
-                "Anna moved to Lisbon.",
-                "last May",
-            ),
-            (
-                "I teach math at a school",
-                "Anna",
-                "WORKS_AS",
-                "math teacher",
-                "Anna teaches math at a school.",
-                None,
-            ),
-        ),
-    ),
+SMALL_PREDICATES = "UPPER_SNAKE_CASE, e.g. LIKES, DID, HAS, PLANS, VISITED, LIVES_IN"
+SMALL_EXAMPLES = (  # the one with facts last: a base model repeats the last pattern it saw
     ("Ben: Hey Anna! How have you been?", _reply()),
+    (
+        "Anna: I just adopted a puppy named Max, and I'm learning to play the piano this year!",
+        _reply(
+            ("I just adopted a puppy named Max", "Anna", "ADOPTED", "puppy Max",
+             "Anna adopted a puppy named Max.", None),
+            ("I'm learning to play the piano this year", "Anna", "LEARNS", "piano",
+             "Anna is learning to play the piano.", "this year"),
+        ),  # fmt: skip
+    ),
 )
 DEFAULT = Profile("default", "")
 SMALL = Profile(

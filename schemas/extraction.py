@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 
 class ExtractedEntity(BaseModel):
@@ -35,6 +35,9 @@ class Extraction(BaseModel):
 
     entities: list[ExtractedEntity] = Field(default_factory=list)
     facts: list[ExtractedFact] = Field(default_factory=list)
+    # Asked of a small model (CompactExtraction): vetting also wants the quote to hold two
+    # content words and every name to be found in the episode (kg.ingest.extraction.vet).
+    _strict: bool = PrivateAttr(default=False)
 
 
 class EntityMatch(BaseModel):
@@ -75,12 +78,12 @@ class CompactFact(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     quote: str = Field(
-        description="Words copied from the episode.", json_schema_extra={"maxLength": 160}
+        description="Words copied from the episode.", json_schema_extra={"maxLength": 120}
     )
-    subject: str = Field(json_schema_extra={"maxLength": 60})
-    predicate: str = Field(description="UPPER_SNAKE_CASE.", json_schema_extra={"maxLength": 40})
-    object: str = Field(json_schema_extra={"maxLength": 80})
-    fact: str = Field(description="One short sentence.", json_schema_extra={"maxLength": 160})
+    subject: str = Field(json_schema_extra={"maxLength": 32})
+    predicate: str = Field(description="UPPER_SNAKE_CASE.", json_schema_extra={"maxLength": 32})
+    object: str = Field(json_schema_extra={"maxLength": 60})
+    fact: str = Field(description="One short sentence.", json_schema_extra={"maxLength": 120})
     valid_at: str | None = Field(
         default=None, description="Time words from the episode, or null.",
         json_schema_extra={"maxLength": 40},
@@ -100,7 +103,9 @@ class CompactExtraction(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    facts: list[CompactFact] = Field(default_factory=list, json_schema_extra={"maxItems": 3})
+    facts: list[CompactFact] = Field(default_factory=list, json_schema_extra={"maxItems": 2})
 
     def full(self) -> Extraction:
-        return Extraction(facts=[f.full() for f in self.facts])
+        extraction = Extraction(facts=[f.full() for f in self.facts])
+        extraction._strict = True
+        return extraction

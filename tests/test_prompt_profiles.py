@@ -83,7 +83,7 @@ async def test_a_small_model_gets_the_compact_grammar_and_examples_over_http(
     schema = sent["response_format"]["schema"]
     assert sent["response_format"]["type"] == "json_object"  # the grammar llama.cpp builds
     assert (
-        list(schema["properties"]) == ["facts"] and schema["properties"]["facts"]["maxItems"] == 3
+        list(schema["properties"]) == ["facts"] and schema["properties"]["facts"]["maxItems"] == 2
     )
     fact = schema["$defs"]["CompactFact"]
     assert next(iter(fact["properties"])) == "quote" and fact["properties"]["quote"]["maxLength"]

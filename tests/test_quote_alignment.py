@@ -48,8 +48,11 @@ def test_a_paraphrased_quote_is_kept_and_attributed_to_the_line_it_aligns_to() -
 
 def test_a_speakers_name_in_the_quote_aligns_to_their_i() -> None:
     score, start, end = align_line("Caroline went to a LGBTQ support group", TURN, "Caroline")
-    assert score == 1.0 and TURN[start:end] == "I went to a LGBTQ support group"
-    assert align_line("Melanie went to a LGBTQ support group", TURN, "Caroline")[0] < 0.9
+    assert score > 0.85 and TURN[start:end] == "I went to a LGBTQ support group"
+    other = align_line("Melanie went to a LGBTQ support group", TURN, "Caroline")[0]
+    assert other < score
+    # The name says who, not what: alone it is no evidence (SmolLM2 often quotes just it).
+    assert align_line("Caroline", TURN, "Caroline")[0] == 0.0
 
 
 def test_a_quote_that_aligns_to_nothing_is_still_dropped_and_counted() -> None:
