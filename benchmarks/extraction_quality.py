@@ -23,8 +23,8 @@ turn: kept, and kept-and-matching ("correct").
 Turns: the conversations sorted by id, the first three are dev, the other three held out
 (as in benchmarks/locomo_data.py); from each side, `--dev` / `--held-out` turns with
 observations, drawn with a fixed seed, each side in conversation order, the two mixed
-evenly (a run cut by `--budget` keeps both in proportion; every system gets the same order). Thresholds are chosen
-on dev only and the held-out figures are reported:
+evenly (a run cut by `--budget` keeps both in proportion; every system gets the same order).
+Thresholds are chosen on dev only and the held-out figures are reported:
 - the matcher's: the least overlap at which a dev fact matches the observations of a
   *different* turn of the same speaker (drawn with a fixed seed, as many as its own turn
   has) at most 5% of the time: the matcher's false-match rate against a null;

@@ -156,7 +156,8 @@ def align(quote: str, lines: list[tuple[str | None, str]]) -> list[Span]:
 
 
 _PRONOUNS = {"i": "{0}", "me": "{0}", "my": "{0}'s", "mine": "{0}'s", "myself": "{0}",
-             "i'm": "{0} is", "i've": "{0} has", "i'd": "{0} would", "i'll": "{0} will"}  # fmt: skip
+             "i'm": "{0} is", "i've": "{0} has", "i'd": "{0} would",
+             "i'll": "{0} will"}  # fmt: skip
 
 
 def third_person(span: str, speaker: str | None) -> str:

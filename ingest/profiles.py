@@ -54,11 +54,23 @@ SMALL_EXAMPLES = (  # the one with facts last: a base model repeats the last pat
     (
         "Anna: I just adopted a puppy named Max, and I'm learning to play the piano this year!",
         _reply(
-            ("I just adopted a puppy named Max", "Anna", "ADOPTED", "puppy Max",
-             "Anna adopted a puppy named Max.", None),
-            ("I'm learning to play the piano this year", "Anna", "LEARNS", "piano",
-             "Anna is learning to play the piano.", "this year"),
-        ),  # fmt: skip
+            (
+                "I just adopted a puppy named Max",
+                "Anna",
+                "ADOPTED",
+                "puppy Max",
+                "Anna adopted a puppy named Max.",
+                None,
+            ),
+            (
+                "I'm learning to play the piano this year",
+                "Anna",
+                "LEARNS",
+                "piano",
+                "Anna is learning to play the piano.",
+                "this year",
+            ),
+        ),
     ),
 )
 DEFAULT = Profile("default", "")
