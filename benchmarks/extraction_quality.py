@@ -355,7 +355,15 @@ def revet(row: dict[str, Any], turn: Turn, threshold: float) -> list[dict[str, A
     episode = Episode(source="message", group_id=turn.conv, content=turn.content,
                       reference_time=when(turn))  # fmt: skip
     kept, _, _ = vet(extraction, episode, DEFAULT_ONTOLOGY, Guards(quote_threshold=threshold))
-    return [{"subject": f.subject, "fact": f.fact} for f in kept]
+    return unique([{"subject": f.subject, "fact": f.fact} for f in kept])
+
+
+def unique(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A fact said twice in one turn is one fact (kg's resolution merges such twins)."""
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for f in facts:
+        seen.setdefault((fold(str(f.get("subject"))), fold(str(f.get("fact")))), f)
+    return list(seen.values())
 
 
 def own_rate(
@@ -474,7 +482,8 @@ def score(args: argparse.Namespace) -> None:
                 "kg, on the turns Graphiti finished": [
                     (revet(kg_rows[k], every[k], q_best), every[k]) for k in both],
                 "graphiti-core": [
-                    (g_rows[k]["kept"], every[k]) for k in g_rows if g_rows[k]["split"] == split],
+                    (unique(g_rows[k]["kept"]), every[k])
+                    for k in g_rows if g_rows[k]["split"] == split],
             }  # fmt: skip
             for name, side in sides.items():
                 if not side:

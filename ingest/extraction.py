@@ -319,10 +319,11 @@ def _in_its_words(
     threshold: float,
 ) -> ExtractedFact:
     """A small model's fact, kept to what the episode says: its sentence, unless that aligns
-    to the episode too, is the quoted span in the third person; time words the episode does
-    not use are dropped (small models copy the worked examples' "last May")."""
+    to the episode too, is the quoted span, either told in the third person ("I" made the
+    speaker's name); time words the episode does not use are dropped (small models copy the
+    worked examples' time words)."""
     speaker = next((s for s in speakers if s), None)
-    sentence = f.fact if lines.evidence(f.fact, threshold)[0] else third_person(said, speaker)
+    sentence = third_person(f.fact if lines.evidence(f.fact, threshold)[0] else said, speaker)
 
     def heard(when: str | None) -> str | None:
         return when if when and content_words(when) <= episode_words else None

@@ -113,3 +113,31 @@ async def test_a_paraphrased_quote_is_written_through_add_episode(
         assert r.summary.facts_added == 1 and r.summary.facts_dropped == {"no_quote": 1}
         [kept] = await kg.facts(subject="Caroline")
         assert kept.object == "LGBTQ support group" and kept.edge.episodes == [r.episode_uuid]
+
+
+def test_a_small_models_compact_reply_is_held_to_the_episodes_words() -> None:
+    from kg.schemas.extraction import CompactExtraction
+
+    chat = ("Caroline: I'm going to a transgender conference this month. I'm so excited!\n"
+            "Melanie: Have fun, Caroline!")  # fmt: skip
+    reply = CompactExtraction.model_validate({"facts": [
+        # SmolLM2's, verbatim: a true quote, a made-up sentence, the example's time words.
+        {"quote": "I'm going to a transgender conference this month", "subject": "Caroline",
+         "predicate": "ATTENDS", "object": "transgender conference",
+         "fact": "Caroline lives in the United States, and she is a lesbian.",
+         "valid_at": "last May"},
+        {"quote": "Caroline", "subject": "Caroline", "predicate": "LIKES", "object": "fun",
+         "fact": "Caroline likes fun.", "valid_at": None},  # a name alone: no evidence
+        {"quote": "a transgender conference", "subject": "Anna", "predicate": "LIVES_IN",
+         "object": "Lisbon", "fact": "Anna lives in Lisbon.", "valid_at": None},  # the example's
+    ]}).full()  # fmt: skip
+    episode = Episode(source="message", content=chat, reference_time=WHEN)
+    kept, drops, _ = vet(reply, episode, DEFAULT_ONTOLOGY)
+    assert [(f.subject, f.object, f.fact, f.valid_at) for f in kept] == [
+        ("Caroline", "transgender conference",
+         "Caroline is going to a transgender conference this month", None)]  # fmt: skip
+    assert (drops.no_quote, drops.ungrounded) == (1, 1)
+    # The same reply from a large model's schema is vetted as before: its sentence stands.
+    full = Extraction(facts=reply.facts)
+    kept, drops, _ = vet(full, episode, DEFAULT_ONTOLOGY)
+    assert kept[0].fact.startswith("Caroline lives in") and drops.ungrounded == 0
