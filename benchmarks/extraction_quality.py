@@ -450,27 +450,26 @@ def score(args: argparse.Namespace) -> None:
           f"largest gap between matching the fact's own turn and another turn of the same "
           f"speaker, the latter at most {NULL_RATE:.0%}; own / other by threshold: "
           + ", ".join(f"{th}: {o:.2f}/{n:.2f}" for th, (o, n) in rates.items()) + ")")  # fmt: skip
+    # 2. kg's quote threshold, on the dev turns of every model at once (one default for kg)
+    dev = [(r, every[(r["conv"], r["dia_id"])]) for r in rows
+           if r["system"] == "kg" and r["split"] == "dev"]  # fmt: skip
+    sweep = {q: score_set([(revet(r, t, q), t) for r, t in dev], obs, speakers, theta)
+             for q in GRID}  # fmt: skip
+    print(f"\n## kg's quote threshold on dev ({len(dev)} turns, {', '.join(models)})")
+    print("| quote threshold | kept | correct | precision | recall |\n|---|---|---|---|---|")
+    for q, s in sweep.items():
+        if q in (0.0, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0):
+            print(f"| {q} | {s['kept']} | {s['correct']} | {s['precision']:.2f} "
+                  f"| {s['recall']:.2f} |")  # fmt: skip
+    ok = [q for q, s in sweep.items() if s["kept"] and s["precision"] >= PRECISION_FLOOR]
+    q_best = args.quote if args.quote is not None else (
+        max(ok, key=lambda q: (sweep[q]["correct"], -q)) if ok else 1.0)  # fmt: skip
+    print(f"chosen on dev: {q_best} (the most correct facts at precision >= {PRECISION_FLOOR})")
     table = []
     for model in models:
         mine = [r for r in rows if r["model"] == model]
         kg_rows = {(r["conv"], r["dia_id"]): r for r in mine if r["system"] == "kg"}
         g_rows = {(r["conv"], r["dia_id"]): r for r in mine if r["system"] == "graphiti"}
-        # 2. kg's quote threshold, on dev
-        dev = [(r, every[k]) for k, r in kg_rows.items() if r["split"] == "dev"]
-        sweep = {q: score_set([(revet(r, t, q), t) for r, t in dev], obs, speakers, theta)
-                 for q in GRID}  # fmt: skip
-        print(f"\n## {model}: kg's quote threshold on dev ({len(dev)} turns)")
-        print("| quote threshold | kept | correct | precision | recall |\n|---|---|---|---|---|")
-        for q, s in sweep.items():
-            if q in (0.0, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0):
-                print(
-                    f"| {q} | {s['kept']} | {s['correct']} | {s['precision']:.2f} "
-                    f"| {s['recall']:.2f} |"
-                )
-        ok = [q for q, s in sweep.items() if s["kept"] and s["precision"] >= PRECISION_FLOOR]
-        q_best = args.quote if args.quote is not None else (
-            max(ok, key=lambda q: (sweep[q]["correct"], -q)) if ok else 1.0)  # fmt: skip
-        print(f"chosen on dev: {q_best}")
         for split in ("dev", "held-out"):
             in_split = [k for k in kg_rows if kg_rows[k]["split"] == split]
             both = [k for k in in_split if k in g_rows]
