@@ -142,8 +142,8 @@ class Drops(BaseModel):
     malformed: int = 0
     ungrounded: int = Field(
         default=0,
-        description="From a small model's compact reply: a subject or object named nowhere "
-        "in the episode.",
+        description="From a small model's compact reply: a subject or object that is neither "
+        "the quoted line's speaker nor named in the quoted words.",
     )
 
     @property
@@ -257,7 +257,8 @@ def vet(
             drops.no_quote += 1  # a small model's one-word quote is no evidence either
             continue
         if extraction._strict:
-            if not all(_grounded(n, episode_words, speakers) for n in (f.subject, f.object)):
+            evidence = content_words(said)
+            if not all(_grounded(n, evidence, speakers) for n in (f.subject, f.object)):
                 drops.ungrounded += 1
                 continue
             f = _in_its_words(f, said, speakers, lines, episode_words, guards.quote_threshold)
@@ -303,11 +304,12 @@ def vet(
     return kept, drops, held
 
 
-def _grounded(name: str, episode_words: set[str], speakers: list[str | None]) -> bool:
-    """A name the episode gives: a speaker, "I", or one sharing a content word with it."""
+def _grounded(name: str, evidence: set[str], speakers: list[str | None]) -> bool:
+    """A name the evidence gives: its speaker, "I", or one sharing a content word with the
+    quoted span (SmolLM2 named the other speaker as the subject of a line it quoted)."""
     if _norm(name) in FIRST_PERSON or any(s and _norm(s) == _norm(name) for s in speakers):
         return True
-    return bool(content_words(name) & episode_words)
+    return bool(content_words(name) & evidence)
 
 
 def _in_its_words(

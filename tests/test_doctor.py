@@ -25,8 +25,9 @@ def paraphrasing(messages: list[Message]) -> str:
     speaker, _, text = turn.partition(": ")
     if text.startswith("Hi"):
         return '{"facts": []}'
-    obj = re.findall(r"[A-Za-z0-9]+", text)[-1]
-    quote = " ".join(text.rstrip(".").split()[:8]) + " now"
+    quoted = " ".join(text.rstrip(".").split()[:8])
+    obj = re.findall(r"[A-Za-z0-9]+", quoted)[-1]
+    quote = quoted + " now"
     return json.dumps({"facts": [{"quote": quote, "subject": speaker, "predicate": "SAID",
                                   "object": obj, "fact": f"{speaker} said: {text}",
                                   "valid_at": None}]})  # fmt: skip
