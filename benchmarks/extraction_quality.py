@@ -197,9 +197,11 @@ async def run_kg(args: argparse.Namespace, url: str, turns: list[Turn], out: Pat
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kg-eq-", dir=args.home) as home:
         async with await KG.open(home=home, llm=llm, embedder=local_minilm()) as kg:
+            done: set[Turn] = set()
             for t in turns:
                 if time.perf_counter() - t_start > args.budget:
                     break
+                done.add(t)
                 episode = Episode(source="message", group_id=t.conv, content=t.content,
                                   reference_time=when(t),
                                   source_description=f"locomo {t.dia_id}")  # fmt: skip
@@ -245,9 +247,10 @@ async def run_kg(args: argparse.Namespace, url: str, turns: list[Turn], out: Pat
                 if args.progress:
                     print(f"kg {t.split} {t.conv} {t.dia_id}: {outcome}, {len(kept)} kept, "
                           f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)  # fmt: skip
-            versions = await kg.history(limit=100_000)
+            versions = [v for conv in {t.conv for t in done}
+                        for v in await kg.history(group_id=conv, limit=100_000)]  # fmt: skip
             ingested = set()
-            for conv in {t.conv for t in turns}:
+            for conv in {t.conv for t in turns if t in done}:  # a group not reached has no graph
                 rows = await kg.store.raw_query(
                     conv, "MATCH (e:Episodic {status: 'ingested'}) RETURN e.uuid AS u"
                 )

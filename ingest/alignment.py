@@ -21,7 +21,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-DEFAULT_THRESHOLD = 0.6
+DEFAULT_THRESHOLD = 0.45  # chosen on LoCoMo dev turns, docs/local-models.md
 MAX_QUOTE_WORDS = 80  # longer quotes (a looping model) count only when exact
 _CHUNK_WORDS = 200  # longer lines are aligned sentence by sentence
 _WORD = re.compile(r"\w+(?:['\u2019]\w+)?", re.U)
