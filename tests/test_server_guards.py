@@ -10,6 +10,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -29,7 +30,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         "--allowed-host", "kg.example",
         "--header-timeout", str(HEADER_S), "--body-timeout", str(BODY_S),
         "--client-connections", str(PER_CLIENT),
-        "--key-rate", "5", "--key-burst", "5", "--key-concurrency", "2",
+        "--key-rate", "5", "--key-burst", "5", "--key-concurrency", "2", "--key-queue", "1",
     )  # fmt: skip
     try:
         yield s
@@ -178,22 +179,37 @@ def test_one_client_holds_a_bounded_number_of_connections(served: Served) -> Non
 # -- per-key limits ------------------------------------------------------------------------
 
 
-def test_one_key_over_its_rate_gets_429_and_others_do_not(served: Served) -> None:
+def test_one_key_over_its_rate_is_slowed_then_refused_and_others_are_not(served: Served) -> None:
+    """Rate 5/s, burst 5: sent one after another, requests past the burst are held back until
+    the bucket pays for them, not refused; sent all at once, past what the key may run and
+    queue, they are refused with Retry-After; another key is answered at once meanwhile."""
     with httpx.Client(base_url=served.url, timeout=30) as c:
-        answers = [c.get("/v1/whoami", headers=auth(served, "b")) for _ in range(8)]
-        codes = [r.status_code for r in answers]
-        assert codes[:5] == [200] * 5 and 429 in codes[5:], codes
-        refused = next(r for r in answers if r.status_code == 429)
-        assert int(refused.headers["Retry-After"]) >= 1
-        assert "5 requests a second" in refused.json()["detail"]
-        assert c.get("/v1/whoami", headers=auth(served, "d")).status_code == 200  # another key
-        time.sleep(1.2)  # the bucket refills
-        assert c.get("/v1/whoami", headers=auth(served, "b")).status_code == 200
+        start = time.monotonic()
+        paced = [c.get("/v1/whoami", headers=auth(served, "d")).status_code for _ in range(8)]
+        assert paced == [200] * 8
+        assert time.monotonic() - start >= (8 - 5) / 5 - 0.1  # slowed to the rate, not refused
+
+        def whoami(_: int) -> tuple[int, str, float]:
+            sent = time.monotonic()
+            r = c.get("/v1/whoami", headers=auth(served, "b"))
+            return r.status_code, r.headers.get("Retry-After", ""), time.monotonic() - sent
+
+        with ThreadPoolExecutor(24) as pool:
+            flood = pool.map(whoami, range(24))
+            other = time.monotonic()
+            assert c.get("/v1/whoami", headers=auth(served, "e")).status_code == 200
+            other = time.monotonic() - other
+            answers = list(flood)
+        codes = [code for code, _, _ in answers]
+        assert codes.count(200) >= 3 and 429 in codes, codes
+        assert all(int(after) >= 1 for code, after, _ in answers if code == 429)
+        assert other < 1.0, "another key waited for this one"
 
 
-def test_one_key_in_flight_is_capped(served: Served) -> None:
-    """Two requests of key c hold their slots (their bodies still arriving): a third is
-    refused at once, another key's is answered."""
+def test_one_key_runs_a_bounded_number_of_requests(served: Served) -> None:
+    """Two requests of key c hold its two slots (their bodies still arriving): a third
+    waits its turn (the queue holds one), a fourth is refused at once; another key is
+    answered meanwhile, and the waiting one once a slot is free."""
     time.sleep(1.2)  # c's bucket full again after the trickle test
     key = served.key("c", "read")
     head = (f"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
@@ -202,10 +218,15 @@ def test_one_key_in_flight_is_capped(served: Served) -> None:
     for s in slow:
         s.sendall(head.encode())
     time.sleep(0.2)
-    with httpx.Client(base_url=served.url, timeout=30) as c:
-        third = c.get("/v1/whoami", headers=auth(served, "c"))
-        assert third.status_code == 429 and "in flight" in third.json()["detail"], third.text
+    with httpx.Client(base_url=served.url, timeout=30) as c, ThreadPoolExecutor(1) as pool:
+        start = time.monotonic()
+        third = pool.submit(c.get, "/v1/whoami", headers=auth(served, "c"))
+        time.sleep(0.2)
+        fourth = c.get("/v1/whoami", headers=auth(served, "c"))
+        assert fourth.status_code == 429 and "waiting" in fourth.json()["detail"], fourth.text
         assert c.get("/v1/whoami", headers=auth(served, "d")).status_code == 200
+        assert third.result().status_code == 200
+        assert time.monotonic() - start >= BODY_S - 0.5  # it waited for a slot
     for s in slow:
         s.close()
 

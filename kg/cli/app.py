@@ -977,14 +977,32 @@ def serve(
         ),
     ] = None,
     key_concurrency: Annotated[
-        int, typer.Option(min=0, help="Requests one key may have in flight (0: no limit).")
-    ] = 8,
+        int,
+        typer.Option(
+            min=0, help="Requests of one key running at once; more wait their turn (0: no limit)."
+        ),
+    ] = 4,
+    key_search_concurrency: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Of those, searches, contexts and MCP calls (0: no limit of their own)."
+        ),
+    ] = 1,
+    key_queue: Annotated[
+        int, typer.Option(min=0, help="Requests of one key that may wait their turn.")
+    ] = 32,
     key_rate: Annotated[
         float, typer.Option(min=0, help="Requests a second one key may send (0: no limit).")
     ] = 20.0,
     key_burst: Annotated[
         int, typer.Option(min=1, help="Requests one key may send at once, above --key-rate.")
     ] = 40,
+    key_search_cost: Annotated[
+        float,
+        typer.Option(
+            min=1, help="Requests a search, a context or an MCP call counts as, for --key-rate."
+        ),
+    ] = 5.0,
     header_timeout: Annotated[
         float, typer.Option(min=0.1, help="Seconds for a request's headers to arrive.")
     ] = 10.0,
@@ -1003,9 +1021,9 @@ def serve(
     """Serve the HTTP API (/v1, described at /openapi.json) and MCP (/mcp) over one store.
 
     Every request carries an API key (`kg keys create`): the key decides the group, the
-    role and the channel. Each key's requests are limited (--key-concurrency, --key-rate:
-    429 beyond); requests whose Host is not the server's are refused, and so are
-    cross-site writes. SIGTERM or Ctrl-C stops accepting requests, finishes the writes in
+    role and the channel. Each key's requests are limited (--key-concurrency, --key-queue,
+    --key-rate: 429 beyond); requests whose Host is not the server's are refused, and so
+    are cross-site writes. SIGTERM or Ctrl-C stops accepting requests, finishes the writes in
     flight, then closes the store; open requests and the background worker (episodes sent
     with wait=false) get --graceful-timeout, after which an extraction still running is
     handed back to the queue.
@@ -1039,7 +1057,14 @@ def serve(
         metrics_token=metrics_token or None,
         host=host,
         allowed_hosts=hosts,
-        key_limits=KeyLimits(concurrency=key_concurrency, rate=key_rate, burst=key_burst),
+        key_limits=KeyLimits(
+            concurrency=key_concurrency,
+            search_concurrency=key_search_concurrency,
+            queue=key_queue,
+            rate=key_rate,
+            burst=key_burst,
+            search_cost=key_search_cost,
+        ),
         flush_seconds=metrics_flush,
         graceful_seconds=graceful_timeout,
     )

@@ -50,7 +50,7 @@ from kg.server.bodies import BodyLimits
 from kg.server.hosts import HostGuard, allowed_hosts
 from kg.server.inspector import mount_inspector
 from kg.server.keys import Principal
-from kg.server.limits import KeyLimits, PerKey
+from kg.server.limits import KeyLimits, Limiter, PerKey, SpentKeys
 from kg.server.mcp import PRINCIPAL, build_mcp, mcp_http_app
 from kg.server.metrics import ServerMetrics, problem_kind
 from kg.server.models import (
@@ -564,10 +564,13 @@ def create_app(
     app.router.routes.append(Route("/mcp", McpAuth(mcp_asgi), methods=["GET", "POST", "DELETE"]))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     # Outermost last: the access log and metrics see every answer, then the Host / Origin
-    # guard, the key (looked up once), its limits, and the body's size and time limits.
+    # guard, a key whose allowance is spent (no lookup), the key (looked up once), its
+    # limits, and the body's size and time limits.
     app.add_middleware(BodyLimits, max_body=opts.max_body, body_seconds=opts.body_seconds)
-    app.add_middleware(PerKey, limits=opts.key_limits)
+    limiter = Limiter(opts.key_limits)
+    app.add_middleware(PerKey, limiter=limiter)
     app.add_middleware(Authenticate, memory=memory)
+    app.add_middleware(SpentKeys, limiter=limiter)
     app.add_middleware(HostGuard, policy=hosts)
     app.add_middleware(Observe, metrics=metrics, routes=app.router.routes, memory=memory)
     app.add_middleware(AccessLog, routes=app.router.routes)
