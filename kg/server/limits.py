@@ -113,7 +113,8 @@ class Limiter:
         return max(0.0, delay)
 
     def _slots(self, use: _Usage, path: str) -> list[asyncio.Semaphore]:
-        return [s for s in (use.running, use.searching if path in SEARCHES else None) if s]
+        # The search slot first: a search waiting for it holds no slot another request needs.
+        return [s for s in (use.searching if path in SEARCHES else None, use.running) if s]
 
     @contextlib.asynccontextmanager
     async def turn(self, use: _Usage, path: str, delay: float) -> AsyncIterator[None]:
