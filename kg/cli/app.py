@@ -409,6 +409,64 @@ def worker(
     render.worker(out, _run(_with_kg(settings, work, llm=llm)))
 
 
+@app.command()
+def doctor(
+    llm: Annotated[
+        str,
+        typer.Option(
+            "--llm",
+            envvar="KG_LLM_BASE_URL",
+            help="The OpenAI-compatible endpoint to test (e.g. http://127.0.0.1:8080/v1).",
+        ),
+    ],
+    llm_model: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KG_LLM_MODEL", help="Model name (default: the first the server lists)."
+        ),
+    ] = None,
+    llm_api_key: LlmApiKeyOpt = None,
+    turns: Annotated[int, typer.Option(min=1, max=5, help="Test turns to send.")] = 5,
+    max_tokens: Annotated[int, typer.Option(min=16, help="Reply cap a call.")] = 384,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds a call may take.")] = 300.0,
+    profile: Annotated[
+        str | None, typer.Option(help="Prompt profile: default or small (default: by model name).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Test an LLM endpoint for extraction: valid replies, facts kept, seconds a call.
+
+    Sends a few made-up conversation turns through kg's own extraction and vetting (the
+    model's prompt profile, the reply format the server accepts) and says whether the output
+    is usable. Writes nothing. Exits 1 when it is not usable.
+    """
+    import openai
+
+    from kg.ingest.doctor import diagnose
+    from kg.ingest.llm import LLMError, OpenAILLM, served_models
+
+    async def work() -> Any:
+        model = llm_model
+        if model is None:
+            names = await served_models(llm, llm_api_key)
+            if not names:
+                raise LLMError(f"{llm}: the server lists no model; give --llm-model")
+            model = names[0]
+        client = OpenAILLM(model, base_url=llm, api_key=llm_api_key, max_concurrency=1,
+                           max_retries=1, timeout=timeout, max_tokens=max_tokens,
+                           prompt_profile=profile)  # fmt: skip
+        with render.progress(err, turns, "testing") as advance:
+            return await diagnose(client, turns=turns, on_turn=lambda i: advance(i + 1, turns))
+
+    try:
+        report = asyncio.run(work())
+    except (ValueError, LLMError, openai.OpenAIError) as exc:
+        raise _fail(f"doctor {llm}: {exc}") from None
+    render.doctor(out, report, as_json=as_json)
+    if not report.usable:
+        raise typer.Exit(code=1)
+
+
 # -- reads ----------------------------------------------------------------------------------
 
 
