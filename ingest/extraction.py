@@ -2,7 +2,9 @@
 
 The model proposes entities and facts, each with a verbatim supporting quote and the time
 words it heard. Everything after the call is kg's own, and none of it trusts the model:
-- a fact whose quote is not in the episode is dropped (a hallucination, counted);
+- a fact whose quote aligns to no span of the episode is dropped (a hallucination, counted):
+  small models paraphrase, so the quote is aligned word by word (`kg.ingest.alignment`),
+  and the episode's own words, not the model's, are what the fact is checked against;
 - "I" / "me" in a message is the speaker of the quoted line;
 - a fact quoted only from the assistant's own turns is dropped: its guesses are not facts;
 - secrets and payment data never become facts (a configurable deny list);
@@ -21,8 +23,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from kg.ingest.alignment import DEFAULT_THRESHOLD, align, content_words, third_person
 from kg.ingest.guard import RULES, Rule, fact_text, fold, instruction_reason
 from kg.ingest.llm import LLMCall, Message, StructuredLLM
+from kg.ingest.profiles import as_extraction, profile_for, small_messages
 from kg.ingest.relative_time import resolve_time
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact
 from kg.schemas.extraction import ExtractedFact, Extraction
@@ -70,6 +74,10 @@ class Guards:
     )
     assistant_speakers: frozenset[str] = ASSISTANT_SPEAKERS
     check_cards: bool = True
+    quote_threshold: float = field(
+        default=DEFAULT_THRESHOLD,
+        metadata={"doc": "Least alignment score (0 to 1) of a quote to the episode; 1 = exact."},
+    )
 
     def secret(self, text: str) -> bool:
         if any(re.search(p, text, re.I) for p in self.deny):
@@ -132,6 +140,11 @@ class Drops(BaseModel):
         default=0, description="A subject or object typed with one of kg's own labels."
     )
     malformed: int = 0
+    ungrounded: int = Field(
+        default=0,
+        description="From a small model's compact reply: a subject or object that is neither "
+        "the quoted line's speaker nor named in the quoted words.",
+    )
 
     @property
     def total(self) -> int:
@@ -162,9 +175,15 @@ class Lines:
                 rows.append((None, line.strip()))
         return cls(rows)
 
-    def speakers_of(self, quote: str) -> list[str | None]:
-        q = _norm(quote)
-        return [speaker for speaker, text in self.rows if q and q in _norm(text)]
+    def evidence(self, quote: str, threshold: float) -> tuple[list[str | None], str]:
+        """The speakers of the lines the quote aligns to best, and the span it aligned to
+        (the episode's own words); no speakers when it aligns to nothing above `threshold`."""
+        spans = align(quote, self.rows)
+        if not spans or spans[0].score < max(threshold, 1e-9):
+            return [], ""
+        top = spans[0]
+        best = [sp for sp in spans if sp.score == top.score]
+        return [self.rows[sp.line][0] for sp in best], self.rows[top.line][1][top.start : top.end]
 
 
 def build_messages(
@@ -206,9 +225,14 @@ async def extract(
     ontology: Ontology,
     context: Sequence[EpisodicNode] = (),
 ) -> tuple[Extraction, list[LLMCall]]:
-    return await llm.structured(
-        build_messages(episode, ontology, context), Extraction, purpose="extract"
-    )
+    """One call, asked the way the model's prompt profile says (kg.ingest.profiles)."""
+    profile = profile_for(llm.model, llm.prompt_profile)
+    if profile.schema is Extraction:
+        messages = build_messages(episode, ontology, context if profile.context else ())
+    else:
+        messages = small_messages(episode.content, profile, ontology)
+    reply, calls = await llm.structured(messages, profile.schema, purpose="extract")
+    return as_extraction(reply), calls
 
 
 def vet(
@@ -226,12 +250,19 @@ def vet(
     held = guards.passages(episode.content) if untrusted else []
     suspect = [_norm(q.text) for q in held]
     kept: list[StructuredFact] = []
+    episode_words = content_words(episode.content) if extraction._strict else set()
     for f in extraction.facts:
-        speakers = lines.speakers_of(f.quote)
-        if not speakers:
-            drops.no_quote += 1
+        speakers, said = lines.evidence(f.quote, guards.quote_threshold)
+        if not speakers or (extraction._strict and len(content_words(said)) < 2):
+            drops.no_quote += 1  # a small model's one-word quote is no evidence either
             continue
-        text = f"{f.subject} {f.object} {f.fact} {f.quote}"
+        if extraction._strict:
+            evidence = content_words(said)
+            if not all(_grounded(n, evidence, speakers) for n in (f.subject, f.object)):
+                drops.ungrounded += 1
+                continue
+            f = _in_its_words(f, said, speakers, lines, episode_words, guards.quote_threshold)
+        text = f"{f.subject} {f.object} {f.fact} {f.quote} {said}"
         if guards.secret(text):
             drops.secret += 1
             continue
@@ -248,13 +279,13 @@ def vet(
             if predicate is not None else None
         )  # fmt: skip
         if untrusted:
-            quote = _norm(f.quote)
+            quote = _norm(said)
             reason = guards.instruction_reason(f"{f.fact}. {f.quote}") or next(
                 (q.reason for q, s in zip(held, suspect, strict=True) if quote in s), None
             )
             if reason is not None:
-                said = fact_text(fact) if fact is not None else f"{f.fact} ({f.quote})"
-                held.append(Quarantined(kind="fact", reason=reason, text=said, fact=fact))
+                shown = fact_text(fact) if fact is not None else f"{f.fact} ({f.quote})"
+                held.append(Quarantined(kind="fact", reason=reason, text=shown, fact=fact))
                 continue
         if predicate is None:
             drops.unknown_predicate += 1
@@ -271,6 +302,37 @@ def vet(
             continue
         kept.append(fact)
     return kept, drops, held
+
+
+def _grounded(name: str, evidence: set[str], speakers: list[str | None]) -> bool:
+    """A name the evidence gives: its speaker, "I", or one sharing a content word with the
+    quoted span (SmolLM2 named the other speaker as the subject of a line it quoted)."""
+    if _norm(name) in FIRST_PERSON or any(s and _norm(s) == _norm(name) for s in speakers):
+        return True
+    return bool(content_words(name) & evidence)
+
+
+def _in_its_words(
+    f: ExtractedFact,
+    said: str,
+    speakers: list[str | None],
+    lines: Lines,
+    episode_words: set[str],
+    threshold: float,
+) -> ExtractedFact:
+    """A small model's fact, kept to what the episode says: its sentence, unless that aligns
+    to the episode too, is the quoted span, either told in the third person ("I" made the
+    speaker's name); time words the episode does not use are dropped (small models copy the
+    worked examples' time words)."""
+    speaker = next((s for s in speakers if s), None)
+    sentence = third_person(f.fact if lines.evidence(f.fact, threshold)[0] else said, speaker)
+
+    def heard(when: str | None) -> str | None:
+        return when if when and content_words(when) <= episode_words else None
+
+    return f.model_copy(
+        update={"fact": sentence, "valid_at": heard(f.valid_at), "invalid_at": heard(f.invalid_at)}
+    )
 
 
 def _bad_name(name: str) -> bool:

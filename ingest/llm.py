@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ValidationError
 
+from kg.ingest.profiles import profile_for
 from kg.schemas.validation import validation_message
 
 log = logging.getLogger("kg.llm")
@@ -164,6 +165,8 @@ class StructuredLLM(abc.ABC):
     # Requests this client lets run at once: background ingestion pipelines up to this many
     # extractions (kg.queue).
     max_concurrency: int = 4
+    # How extraction asks this model (kg.ingest.profiles); None: chosen by the model's name.
+    prompt_profile: str | None = None
 
     @abc.abstractmethod
     async def _complete(
@@ -282,7 +285,9 @@ class OpenAILLM(StructuredLLM):
     beside it, else plain `json_object` with the schema in the prompt, else the schema in the
     prompt alone. The first request walks down that list (without transport retries, so a
     refusal costs one round trip) and the mode the server accepted is kept for every later
-    request to the same base URL and model; `json_mode=` pins one and skips the walk. However
+    request to the same base URL and model; `json_mode=` pins one and skips the walk.
+    `prompt_profile` names how extraction asks this model (kg.ingest.profiles; default: by
+    the model's name, so a 135M model gets the compact prompt). However
     weak the format, the reply is still validated and vetted by kg before anything is stored.
 
     Retries with backoff on 429 and 5xx (honouring Retry-After) are the `openai` client's own;
@@ -304,9 +309,13 @@ class OpenAILLM(StructuredLLM):
         http_client: Any = None,
         json_mode: JsonMode | None = None,
         max_tokens: int | None = None,
+        prompt_profile: str | None = None,
     ) -> None:
         import openai
 
+        if prompt_profile is not None:
+            profile_for(model, prompt_profile)  # an unknown name fails here, not mid-ingest
+        self.prompt_profile = prompt_profile
         if json_mode is not None and json_mode not in JSON_MODES:
             raise ValueError(f"json_mode must be one of {', '.join(JSON_MODES)}, got {json_mode!r}")
         if base_url is not None:
@@ -424,6 +433,25 @@ class OpenAILLM(StructuredLLM):
         )
 
 
+async def served_models(base_url: str, api_key: str | None = None) -> list[str]:
+    """The model names an OpenAI-compatible endpoint lists (`GET /models`), for choosing
+    the prompt profile by the name the server itself gives."""
+    import openai
+
+    _check_base_url(base_url)
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "not-needed",
+                                max_retries=1, timeout=30.0)  # fmt: skip
+    try:
+        page = await client.models.list()
+    except openai.APIStatusError as exc:
+        raise LLMError(f"{base_url}: listing models failed ({exc.status_code})") from exc
+    except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+        raise LLMUnavailableError(f"{base_url}: {exc}") from exc
+    finally:
+        await client.close()
+    return [m.id for m in page.data]
+
+
 Reply = str | Callable[[list[Message]], str]
 
 
@@ -434,9 +462,17 @@ class ScriptedLLM(StructuredLLM):
     """
 
     def __init__(
-        self, replies: Sequence[Reply], model: str = "scripted", *, max_concurrency: int = 4
+        self,
+        replies: Sequence[Reply],
+        model: str = "scripted",
+        *,
+        max_concurrency: int = 4,
+        prompt_profile: str | None = None,
     ) -> None:
+        if prompt_profile is not None:
+            profile_for(model, prompt_profile)
         self.model = model
+        self.prompt_profile = prompt_profile
         self.max_concurrency = max_concurrency
         self._replies = list(replies)
         self.requests: list[list[Message]] = []

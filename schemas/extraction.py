@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 
 class ExtractedEntity(BaseModel):
@@ -35,6 +35,9 @@ class Extraction(BaseModel):
 
     entities: list[ExtractedEntity] = Field(default_factory=list)
     facts: list[ExtractedFact] = Field(default_factory=list)
+    # Asked of a small model (CompactExtraction): vetting also wants the quote to hold two
+    # content words and every name to be found in the episode (kg.ingest.extraction.vet).
+    _strict: bool = PrivateAttr(default=False)
 
 
 class EntityMatch(BaseModel):
@@ -66,3 +69,43 @@ class Resolution(BaseModel):
 
     entities: list[EntityMatch] = Field(default_factory=list)
     facts: list[FactMatch] = Field(default_factory=list)
+
+
+class CompactFact(BaseModel):
+    """One fact in the small-model reply: the quote first, so the words are copied before
+    the model says what they mean; no entity list, no end time."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    quote: str = Field(
+        description="Words copied from the episode.", json_schema_extra={"maxLength": 120}
+    )
+    subject: str = Field(json_schema_extra={"maxLength": 32})
+    predicate: str = Field(description="UPPER_SNAKE_CASE.", json_schema_extra={"maxLength": 32})
+    object: str = Field(json_schema_extra={"maxLength": 60})
+    fact: str = Field(description="One short sentence.", json_schema_extra={"maxLength": 120})
+    valid_at: str | None = Field(
+        default=None, description="Time words from the episode, or null.",
+        json_schema_extra={"maxLength": 40},
+    )  # fmt: skip
+
+    def full(self) -> ExtractedFact:
+        return ExtractedFact(subject=self.subject, predicate=self.predicate, object=self.object,
+                             fact=self.fact, quote=self.quote, valid_at=self.valid_at)  # fmt: skip
+
+
+class CompactExtraction(BaseModel):
+    """The reply asked of small models (kg.ingest.profiles): facts only, at most a few.
+
+    The length caps go to the server's grammar only (validation accepts longer replies): a
+    135M model under a grammar otherwise loops inside a string until the token cap.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    facts: list[CompactFact] = Field(default_factory=list, json_schema_extra={"maxItems": 2})
+
+    def full(self) -> Extraction:
+        extraction = Extraction(facts=[f.full() for f in self.facts])
+        extraction._strict = True
+        return extraction

