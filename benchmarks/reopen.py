@@ -16,6 +16,17 @@ at a time: planning reads, one atomic write each) up to each size in turn; at ea
 rewrite, no fold on close or after a replay) and reopens it: the whole history is replayed.
 `--big-episode N` writes one episode of N facts into a fresh store and reopens it, cleanly and
 after a crash. The ratio to watch: reopen time against data size, and against history.
+
+`--vectors N [N ...]` measures stores of N facts *with* 384-d embeddings (what the default
+hybrid recipe needs), which FalkorDB must index again at every load: each store is bulk-written
+in kg's schema (search_latency.py's loader: real all-MiniLM-L6-v2 embeddings of the distinct
+template sentences, each fact's with a little noise; 5,000+ people), folded into its RDB base
+and kept under `--home` (reused when it is there: a million facts with vectors take about 20
+minutes of both cores to write). Per size and mode, `--repeats` times: the reopen (`KG.open`),
+then until a facts lookup by subject answers (as-of), until a full-text search of the facts
+answers, and until every index is built (the full hybrid search); after a clean close, and
+after a SIGKILLed server (no close, no fold). `--before` runs the same with the server settings
+kg had before (indexes built inside the load) for comparison, in the same run.
 """
 
 from __future__ import annotations
@@ -224,6 +235,119 @@ async def big_episode(args: argparse.Namespace) -> None:
               f"{mb(after_incr)}); redis.log {log_lines(home)} lines", flush=True)  # fmt: skip
 
 
+async def vector_store(home: Path, size: int) -> None:
+    """A store of `size` facts with embeddings under `home`, written unless it is there."""
+    from search_latency import PEOPLE, Bulk
+
+    from kg.ingest.embeddings import local_minilm
+
+    if (home / "falkordb" / "appendonlydir").exists():
+        return
+    embedder = local_minilm()
+    rng = random.Random(7)
+    people = PEOPLE + [f"Person {i}" for i in range(5000)]
+    from search_latency import template
+
+    sentences = list(dict.fromkeys(template(rng, people)[3] for _ in range(9000)))[:3000]
+    vectors = dict(zip(sentences, await embedder.embed(sentences), strict=True))
+    async with await KG.open(home=home, embedder=embedder) as kg:
+        group = "default"
+        await kg.store.ensure_schema(group)
+        bulk = Bulk(kg, group, embedder.dim)
+        await bulk.write_bases(vectors)
+        t0 = time.perf_counter()
+        await bulk.fill(0, size, people, vectors, random.Random(size))
+        await kg.store.raw_query(group, "MATCH (b:BenchBase) DELETE b", write=True)
+        await indexes_ready(kg, group)
+        print(f"  wrote {size:,} facts with vectors in {time.perf_counter() - t0:.0f} s",
+              flush=True)  # fmt: skip
+    base, incr = aof_parts(home)
+    print(f"  AOF after close: {mb(base)} + {mb(incr)}", flush=True)
+
+
+async def until(check: Any) -> float:
+    """Seconds until `check()` returns without raising StoreError (an index still building)."""
+    from kg.errors import StoreError
+
+    t0 = time.perf_counter()
+    while True:
+        try:
+            await check()
+            return time.perf_counter() - t0
+        except StoreError:
+            await asyncio.sleep(0.05)
+
+
+async def vector_reopen(home: Path, kill: bool) -> tuple[float, float, float, float]:
+    """(reopen, as-of answered, full-text answered, every index built), in seconds from the
+    start of `KG.open`; with `kill`, the server is SIGKILLed first (after one more write)."""
+    from kg.schemas.search import Scope, SearchView
+    from kg.store.falkordb import store as falkordb_store
+
+    if kill:
+        kg = await KG.open(home=home)
+        await kg.add_episode(**episode(10**6, 1, 100, random.Random(1)))
+        await crash(kg)
+    saved = falkordb_store.INDEX_WAIT_SECONDS
+    falkordb_store.INDEX_WAIT_SECONDS = 0.5  # ask again, rather than wait inside the store
+    try:
+        t0 = time.perf_counter()
+        kg = await KG.open(home=home)
+        opened = time.perf_counter() - t0
+        asof = opened + await until(lambda: kg.facts(subject="Minji Kim"))
+        assert isinstance(kg.store, FalkorDBStore)
+        store = kg.store
+        now = START + timedelta(days=10**4)
+        view = SearchView(valid_at=now, known_at=now)
+        text = time.perf_counter() - t0
+        text += await until(lambda: store.search_text("default", Scope.facts, "lives Seoul",
+                                                      view, 10))  # fmt: skip
+        built = time.perf_counter() - t0 + await indexes_ready(kg)
+    finally:
+        falkordb_store.INDEX_WAIT_SECONDS = saved
+    await kg.close()
+    return opened, asof, text, built
+
+
+async def vectors(args: argparse.Namespace) -> None:
+    print("\n## Stores with 384-d embeddings\n")
+    print(f"Seconds from the start of KG.open; median of {args.repeats} (range).\n")
+    print("| facts | settings | reopen | | as-of answers | full-text answers | "
+          "every index built | AOF base + log |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    root = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="kg-reopen-vec-"))
+    saved = EmbeddedServer.args
+    for size in sorted(args.vectors):
+        home = root / f"vectors-{size}"
+        await vector_store(home, size)
+        settings = ["after", "before"] if args.before else ["after"]
+        for name in settings:
+            if name == "before":  # the server as kg started it before: indexes built in the load
+
+                def old(self: EmbeddedServer) -> list[str]:
+                    args = saved(self)
+                    return [
+                        *args[: args.index("DELAY_INDEXING")],
+                        *args[args.index("DELAY_INDEXING") + 2 :],
+                    ]
+
+                EmbeddedServer.args = old  # type: ignore[method-assign]
+            try:
+                for kill in (False, True):
+                    runs = [await vector_reopen(home, kill) for _ in range(args.repeats)]
+                    base, incr = aof_parts(home)
+                    cells = []
+                    for i in range(4):
+                        xs = [r[i] for r in runs]
+                        cells.append(f"{statistics.median(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})")
+                    how = "after a kill" if kill else "clean"
+                    print(f"| {size:,} | {name} | {cells[0]} | {how} | {cells[1]} | {cells[2]} "
+                          f"| {cells[3]} | {mb(base)} + {mb(incr)} |", flush=True)  # fmt: skip
+            finally:
+                EmbeddedServer.args = saved  # type: ignore[method-assign]
+    print(f"\nload average {os.getloadavg()}; stores kept under {root}", flush=True)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
@@ -232,7 +356,18 @@ async def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--baseline", type=int, default=0, help="facts for the old-settings run")
     ap.add_argument("--big-episode", type=int, default=0, help="facts in the one-episode run")
+    ap.add_argument("--vectors", type=int, nargs="*", default=[],
+                    help="facts in stores with embeddings (no --sizes run then)")  # fmt: skip
+    ap.add_argument("--home", default=None, help="where to keep (and reuse) the vector stores")
+    ap.add_argument(
+        "--before",
+        action="store_true",
+        help="also reopen with the old server settings (indexes built in the load)",
+    )
     args = ap.parse_args()
+    if args.vectors:
+        await vectors(args)
+        return
     if args.baseline:
         await baseline(args)
     if args.big_episode:

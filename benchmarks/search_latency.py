@@ -1,29 +1,39 @@
 """Latency of the default search (facts_hybrid) by corpus size, code against code in one run.
 
-    python benchmarks/search_latency.py [--sizes 10000 100000 1000000] [--queries 200]
-        [--rounds 2] [--before CHECKOUT] [--backend falkordb|neo4j] [--uri URI] [--keep]
+    python benchmarks/search_latency.py [DATA_DIR] [--sizes 10000 100000 1000000]
+        [--queries 200] [--rounds 2] [--corpus real|templates] [--before CHECKOUT]
+        [--backend falkordb|neo4j] [--uri URI] [--keep]
 
 Each size is a group of its own, bulk-written straight into the store in kg's own schema
 (entities, fact versions with every bi-temporal field, embeddings), because pushing a million
-facts through `add_episode` would measure ingest, not search. Facts come from templates over a
-few thousand people, places, employers and hobbies, so full-text terms have a realistic spread
-of frequencies (a third of the facts say "lives in"). Their embeddings are the real
-all-MiniLM-L6-v2 embeddings of the distinct template sentences (up to `--distinct` of them),
-each written with a little noise (added server-side) so no two vectors are identical; a fifth
-of the facts are closed versions (invalid_at set), which the default view must filter out.
-Queries are real sentences embedded by the same model. The fact vector index is dropped while a
-group loads and rebuilt after it (the usual bulk-load order).
+facts through `add_episode` would measure ingest, not search. The corpus (`--corpus real`, the
+default) is real text with few repeats: LoCoMo's dialogue turns and observation facts from
+DATA_DIR (default ../shared/data), then sentences from the docstrings of the packages
+installed beside kg (cached in `--cache`); each sentence once, so rankings have few ties and
+recall can be counted by id. (`--corpus templates` is the earlier corpus: template sentences
+over a few thousand people, places and hobbies, which tie by the thousand.) Embeddings are the
+real all-MiniLM-L6-v2 embeddings of the first `--distinct` sentences; the others borrow one of
+those with a little noise (added server-side), so no two vectors are identical. A fifth of the
+facts are closed versions (invalid_at set), which the default view must filter out. The fact
+vector index is dropped while a group loads and rebuilt after it.
+
+Queries are LoCoMo's questions, in two sets: 30 *repeated* ones, asked once to warm up and then
+cycled (what the benchmark measured before: kg's term statistics are cached for them), and
+*unseen* ones, each asked once and never before. For the unseen ones the run also measures a
+floor on the same data: the query's embedding, a bare full-text query and a bare vector query
+(top 10, no view filter, no rescoring), one after the other.
 
 The searches run in child processes, one per checkout and round, on the same store:
 this checkout ("after") and, with `--before`, another checkout of kg (a `git worktree` of the
 base branch, run with this interpreter and that checkout first on sys.path). The order
 alternates by round, so neither always runs on a warmer machine. Each child loads MiniLM,
-runs every query once (warm-up: caches, df statistics), then `--queries` timed searches, and
-reports p50 / p95 of the whole search, of each branch (from the search's own report) and of a
-bare round trip (PING; Neo4j `RETURN 1`), and the load average. It also returns each query's
-final top 10 and the full-text branch's top 50 (uuid and score), which the parent compares
-across checkouts: recall at equal k of the after branch against the before branch (ids, and
-scores as a multiset, which is what ties leave well defined).
+warms up on the repeated set, then runs `--queries` timed repeated searches and `--queries`
+unseen ones, and reports p50 / p95 of the whole search, of each branch (from the search's own
+report), of the query embedding, of the floor and of a bare round trip (PING; Neo4j
+`RETURN 1`), and the load average. It also returns the final top 10 and the full-text
+branch's top 50 (uuid and score) of the repeated queries and of the first 50 unseen ones: the
+parent compares them with exact BM25 over every match (by id, and up to ties) and across
+checkouts.
 
 FalkorDB runs as the embedded store's own server binary and module, on a loopback port of a
 throwaway directory (no persistence: reads are what is measured) so the children can reach it;
@@ -61,6 +71,7 @@ from kg.ingest.embeddings import local_minilm
 from kg.ingest.names import name_key
 from kg.retrieval.query import keyword_query
 from kg.schemas.search import Scope, SearchView
+from kg.store.cypher.analyzer import query_terms
 from kg.store.cypher.dialect import Dialect
 from kg.store.falkordb import FalkorDBStore
 from kg.store.falkordb.ddl import falkordb_vector_indexes
@@ -90,8 +101,10 @@ QUERIES = ["Where does Minji live now?", "Who works at Naver?", "Which hobbies d
            "works at Stark Industries", "Who enjoys birdwatching in Bergen?",
            "Eitan Chen knows whom?", "sci-fi novels fans", "Lives in Austin, works at Hooli",
            "Who likes rock climbing and lives in Cusco?"]  # fmt: skip
+REPEATED = 30  # queries cycled after a warm-up (the old benchmark's only set)
 TOP_K = 10  # the default search's limit
 POOL_K = 50  # a branch's window (SearchConfig.window)
+RECALL_QUERIES = 50  # unseen queries whose BM25 top 50 is checked against exact BM25
 
 
 NOTEBOOK_RECIPE = "facts_hybrid_bfs_rrf"  # notebooks/retrieval.ipynb plots its branches
@@ -122,6 +135,68 @@ def pct(values: list[float], q: int) -> float:
     if not values:
         return float("nan")
     return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
+
+
+def _docs_sentences(cache: Path, want: int) -> list[str]:
+    """Sentences from the docstrings of the packages installed beside kg (torch, numpy,
+    pydantic, ...), in a fixed order, cached in `cache`: real English text, few repeats."""
+    if cache.exists():
+        lines = cache.read_text().splitlines()
+        if len(lines) >= want:
+            return lines
+    import re
+    import sysconfig
+
+    doc = re.compile(r'"""(.*?)"""', re.S)
+    split = re.compile(r"(?<=[.!?])\s+")
+    seen: dict[str, None] = {}
+    for f in sorted(Path(sysconfig.get_paths()["purelib"]).rglob("*.py")):
+        for d in doc.findall(f.read_text(errors="ignore")):
+            for sent in split.split(" ".join(d.split())):
+                words = sent.split()
+                if (
+                    6 <= len(words) <= 40
+                    and sent[0].isalpha()
+                    and not any(c in sent for c in "{}<>=|`\\:")
+                ):
+                    seen[sent] = None
+        if len(seen) >= want:
+            break
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("\n".join(seen))
+    return list(seen)
+
+
+def real_corpus(data_dir: Path, size: int, cache: Path) -> list[tuple[str, str]]:
+    """(speaker or package, sentence) for `size` facts: LoCoMo's turns and observation facts
+    first, then docstring sentences of installed packages; each text once (no mass ties)."""
+    from locomo_data import load, turn_text
+
+    data = load(data_dir)
+    out: dict[str, str] = {}
+    for ep in data["episodes"]:
+        out.setdefault(turn_text(ep), ep["speaker"])
+    for fact in data["observation_facts"]:
+        out.setdefault(fact["fact"], fact["speaker"])
+    if len(out) < size:
+        for sent in _docs_sentences(cache, size - len(out) + 1000):
+            out.setdefault(sent, "Docs")
+            if len(out) >= size:
+                break
+    if len(out) < size:
+        raise SystemExit(f"only {len(out):,} distinct sentences to hand; use --corpus templates "
+                         "for more facts")  # fmt: skip
+    return [(who, text) for text, who in list(out.items())[:size]]
+
+
+def real_queries(data_dir: Path) -> list[str]:
+    """LoCoMo's questions, in a fixed shuffled order: the first REPEATED are the repeated set,
+    the rest are asked once each, never before (the unseen set)."""
+    from locomo_data import load
+
+    qs = list(dict.fromkeys(q["question"] for q in load(data_dir)["queries"]))
+    random.Random(3).shuffle(qs)
+    return qs
 
 
 def template(rng: random.Random, people: list[str]) -> tuple[str, str, str, str]:
@@ -189,10 +264,12 @@ class Bulk:
         return str((await self.store.client.connection.info("memory"))["used_memory_human"])
 
     async def fill(self, start: int, stop: int, people: list[str],
-                   vectors: dict[str, list[float]], rng: random.Random) -> None:  # fmt: skip
+                   vectors: dict[str, list[float]], rng: random.Random,
+                   corpus: list[tuple[str, str]] | None = None) -> None:  # fmt: skip
         """Write facts [start, stop) in batches, each as one version of kg's schema. A fact's
         embedding is its sentence's (or, past `--distinct`, a random sentence's) plus noise,
-        made server-side so the load is not bound by sending vectors as query text."""
+        made server-side so the load is not bound by sending vectors as query text. With a
+        `corpus`, fact i says its sentence, its speaker (or "Docs") the subject."""
         enc = self.dialect.encode_time
         t0 = datetime(2015, 1, 1, tzinfo=UTC)
         texts = list(vectors)
@@ -202,6 +279,9 @@ class Bulk:
             rows = []
             for i in range(lo, min(stop, lo + batch)):
                 s, p, o, text = template(rng, people)
+                if corpus is not None:
+                    s, text = corpus[i]
+                    p = "SAID" if s != "Docs" else "DOCUMENTS"
                 base = text if text in vectors else rng.choice(texts)
                 valid = t0 + timedelta(days=rng.randrange(3000))
                 u = str(uuid.UUID(int=rng.getrandbits(128)))
@@ -226,8 +306,11 @@ class Bulk:
             )
 
 
+CORPUS = "real"  # set from --corpus: "real" sentences or the old "templates"
+
+
 def group_of(size: int) -> str:
-    return f"latency-{size}"
+    return f"latency-{size}" if CORPUS == "templates" else f"latency-real-{size}"
 
 
 # -- the store the run searches -----------------------------------------------------------
@@ -287,12 +370,19 @@ async def store_uri(args: argparse.Namespace) -> AsyncIterator[str]:
             shutil.rmtree(home, ignore_errors=True)
 
 
-async def fill_groups(uri: str, sizes: list[int], distinct: int) -> None:
+async def fill_groups(uri: str, sizes: list[int], distinct: int, data_dir: Path | None = None,
+                      cache: Path | None = None) -> None:  # fmt: skip
     """Each size's group, loaded unless it already holds that many facts."""
     rng = random.Random(7)
     people = PEOPLE + [f"Person {i}" for i in range(5000)]
     embedder = local_minilm()
-    sentences = list(dict.fromkeys(template(rng, people)[3] for _ in range(distinct * 3)))
+    corpus = None
+    if CORPUS == "real":
+        assert data_dir is not None and cache is not None
+        corpus = real_corpus(data_dir, max(sizes), cache)
+        sentences = [text for _, text in corpus[:distinct]]
+    else:
+        sentences = list(dict.fromkeys(template(rng, people)[3] for _ in range(distinct * 3)))
     vectors: dict[str, list[float]] = {}
     async with await KG.open(uri, embedder=embedder) as kg:
         for size in sorted(sizes):
@@ -313,7 +403,7 @@ async def fill_groups(uri: str, sizes: list[int], distinct: int) -> None:
             await bulk.q("CREATE (:Episodic {uuid: 'bench', group_id: $g})", {"g": group})
             await bulk.drop_fact_index()
             t0 = time.perf_counter()
-            await bulk.fill(0, size, people, vectors, random.Random(size))
+            await bulk.fill(0, size, people, vectors, random.Random(size), corpus)
             load = time.perf_counter() - t0
             t0 = time.perf_counter()
             await bulk.build_fact_index()
@@ -333,16 +423,55 @@ async def erase_groups(uri: str, sizes: list[int]) -> None:
 # -- one child: one checkout's code, one size ---------------------------------------------
 
 
-async def child(uri: str, group: str, n_queries: int) -> dict[str, Any]:
-    """Time the default search; return latencies, the load, and the hits to compare."""
+def query_sets(data_dir: Path | None) -> tuple[list[str], list[str]]:
+    """(repeated, unseen): the queries cycled after a warm-up, and those asked once each."""
+    if CORPUS == "templates":
+        return QUERIES, [f"Who knows Person {i}?" for i in range(5000)]
+    qs = real_queries(data_dir or Path("../shared/data"))
+    return qs[:REPEATED], qs[REPEATED:]
+
+
+async def floor(kg: KG, group: str, embedder: Any, query: str) -> dict[str, float]:
+    """What any hybrid search must pay, on the same data: the query's embedding, a bare
+    full-text query and a bare vector query (top 10, no view filter, no rescoring)."""
+    store: Any = kg.store
+    dialect = store.dialect
+    out = {}
+    getattr(embedder, "_recent", {}).pop(query, None)  # the model's time, not a remembered vector
+    t0 = time.perf_counter()
+    [vec] = await embedder.embed([query])
+    out["embed"] = (time.perf_counter() - t0) * 1000
+    terms = query_terms(keyword_query(query))
+    t0 = time.perf_counter()
+    if terms:
+        await store.raw_query(group, f"{dialect.fulltext_call(Scope.facts)} RETURN e.uuid AS u, "
+                              "score ORDER BY score DESC LIMIT 10",
+                              {"q": dialect.text_query(terms)})  # fmt: skip
+    out["bare full-text"] = (time.perf_counter() - t0) * 1000
+    t0 = time.perf_counter()
+    await store.raw_query(group, f"{dialect.vector_call(Scope.facts)} RETURN e.uuid AS u, score",
+                          {"k": TOP_K, "v": vec})  # fmt: skip
+    out["bare vector"] = (time.perf_counter() - t0) * 1000
+    out["floor"] = out["embed"] + out["bare full-text"] + out["bare vector"]
+    return out
+
+
+async def child(uri: str, group: str, n_queries: int, data_dir: Path | None) -> dict[str, Any]:
+    """Time the default search on repeated queries (warmed, cycled) and on unseen ones (each
+    asked once, never before), the floor under the unseen ones, and return the hits to
+    compare: each repeated query's top 10 and BM25 top 50, and the first unseen ones' BM25
+    top 50 (taken after their timed search)."""
     embedder = local_minilm()
-    out: dict[str, Any] = {"search": [], "bm25": [], "cosine": [], "PING": []}
+    repeated, every_unseen = query_sets(data_dir)
+    unseen = every_unseen[:n_queries]
+    out: dict[str, Any] = {"search": [], "bm25": [], "cosine": [], "PING": [],
+                           "unseen search": [], "unseen bm25": [], "unseen cosine": []}  # fmt: skip
     top: dict[str, list[tuple[str, float]]] = {}
     pool: dict[str, list[tuple[str, float]]] = {}
     async with await KG.open(uri, embedder=embedder) as kg:
         now = datetime.now(UTC)
         view = SearchView(valid_at=now, known_at=now)
-        for q in QUERIES:  # warm-up, and the results compared across checkouts
+        for q in repeated:  # warm-up, and the results compared across checkouts
             r = await kg.search(q, group_id=group)
             top[q] = [(h.fact.edge.uuid, h.score) for h in r.facts]
             hits = await kg.store.search_text(group, Scope.facts, keyword_query(q), view, POOL_K)
@@ -350,22 +479,36 @@ async def child(uri: str, group: str, n_queries: int) -> dict[str, Any]:
         load0 = os.getloadavg()[0]
         for i in range(n_queries):
             t0 = time.perf_counter()
-            r = await kg.search(QUERIES[i % len(QUERIES)], group_id=group)
+            r = await kg.search(repeated[i % len(repeated)], group_id=group)
             out["search"].append((time.perf_counter() - t0) * 1000)
             for b in r.branches:
                 out.setdefault(b.method, []).append(b.latency_ms)
             t0 = time.perf_counter()
             await ping(kg)
             out["PING"].append((time.perf_counter() - t0) * 1000)
+        for q in unseen:
+            t0 = time.perf_counter()
+            r = await kg.search(q, group_id=group)
+            out["unseen search"].append((time.perf_counter() - t0) * 1000)
+            for b in r.branches:
+                out.setdefault(f"unseen {b.method}", []).append(b.latency_ms)
+            top[q] = [(h.fact.edge.uuid, h.score) for h in r.facts]
+        for q in unseen:
+            for k, ms in (await floor(kg, group, embedder, q)).items():
+                out.setdefault(k, []).append(ms)
+        for q in every_unseen[:RECALL_QUERIES]:
+            hits = await kg.store.search_text(group, Scope.facts, keyword_query(q), view, POOL_K)
+            pool[q] = [(h.uuid, h.score) for h in hits]
     out["load"] = [load0, os.getloadavg()[0]]
     out["top"], out["pool"] = top, pool
     return out
 
 
-def run_child(checkout: Path, uri: str, group: str, n_queries: int) -> dict[str, Any]:
+def run_child(checkout: Path, uri: str, group: str, args: argparse.Namespace) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}  # ahead of the installed kg
     done = subprocess.run(
-        [sys.executable, __file__, "--child", group, "--uri", uri, "--queries", str(n_queries)],
+        [sys.executable, __file__, str(args.data), "--child", group, "--uri", uri, "--queries",
+         str(args.queries), "--corpus", args.corpus],
         env=env, check=True, stdout=subprocess.PIPE,
     )  # fmt: skip
     return dict(json.loads(done.stdout.decode().strip().splitlines()[-1]))
@@ -381,6 +524,8 @@ def recall(after: dict[str, Any], before: dict[str, Any], key: str, k: int) -> t
     both lists, its members count as found up to the group's size."""
     ids, tied = [], []
     for q, b in before[key].items():
+        if q not in after[key]:
+            continue
         a, b = after[key][q][:k], b[:k]
         if not b:
             continue
@@ -402,29 +547,34 @@ async def main(args: argparse.Namespace) -> None:
     if args.before:
         checkouts = {"before": Path(args.before), **checkouts}
     async with store_uri(args) as uri:
-        await fill_groups(uri, args.sizes, args.distinct)
+        await fill_groups(uri, args.sizes, args.distinct, args.data, args.cache)
         runs: dict[tuple[int, str], list[dict[str, Any]]] = {}
         for rnd in range(args.rounds):
             for size in sorted(args.sizes):
                 names = list(checkouts) if rnd % 2 == 0 else list(reversed(checkouts))
                 for name in names:
                     m = await asyncio.to_thread(run_child, checkouts[name], uri, group_of(size),
-                                                args.queries)  # fmt: skip
+                                                args)  # fmt: skip
                     runs.setdefault((size, name), []).append(m)
                     print(f"round {rnd + 1} {size:>9,} {name:>6}: search p50/p95 "
-                          f"{pct(m['search'], 50):.1f}/{pct(m['search'], 95):.1f} ms, bm25 "
+                          f"{pct(m['search'], 50):.1f}/{pct(m['search'], 95):.1f} ms, unseen "
+                          f"{pct(m['unseen search'], 50):.1f}/{pct(m['unseen search'], 95):.1f}, "
+                          f"floor {pct(m['floor'], 50):.1f}/{pct(m['floor'], 95):.1f}, bm25 "
                           f"{pct(m['bm25'], 50):.1f}/{pct(m['bm25'], 95):.1f}, cosine "
                           f"{pct(m['cosine'], 50):.1f}/{pct(m['cosine'], 95):.1f}, PING "
                           f"{pct(m['PING'], 50):.2f}; load {m['load'][0]:.1f}-"
                           f"{m['load'][1]:.1f}", flush=True)  # fmt: skip
-        exact = {size: await exact_bm25(uri, group_of(size)) for size in args.sizes
+        repeated, unseen = query_sets(args.data)
+        asked = repeated + unseen[:RECALL_QUERIES]
+        exact = {size: await exact_bm25(uri, group_of(size), asked) for size in args.sizes
                  if size <= args.exact_up_to}  # fmt: skip
         if args.uri and not args.keep:  # a throwaway server goes with its directory
             await erase_groups(uri, args.sizes)
     report(args, checkouts, runs, exact)
 
 
-async def exact_bm25(uri: str, group: str) -> dict[str, list[tuple[str, float]]]:
+async def exact_bm25(uri: str, group: str,
+                     queries: list[str]) -> dict[str, list[tuple[str, float]]]:  # fmt: skip
     """The reference for the full-text branch: BM25 over every match (no pool cut, no
     pruning), top POOL_K per query, as this checkout scores it. FalkorDB only (Neo4j's
     Lucene ranks by itself)."""
@@ -437,7 +587,7 @@ async def exact_bm25(uri: str, group: str) -> dict[str, list[tuple[str, float]]]
         async with await KG.open(uri) as kg:
             now = datetime.now(UTC)
             view = SearchView(valid_at=now, known_at=now)
-            for q in QUERIES:
+            for q in queries:
                 if not isinstance(kg.store, FalkorDBStore):
                     return {}
                 out[q] = await kg.store.rank_text(group, Scope.facts, keyword_query(q), view,
@@ -455,23 +605,33 @@ def report(args: argparse.Namespace, checkouts: dict[str, Path],
     def cell(ms: list[dict[str, Any]], key: str) -> str:
         return ", ".join(f"{pct(m[key], 50):.1f} / {pct(m[key], 95):.1f}" for m in ms)
 
-    print("\n| facts | code | search p50 / p95 ms (per round) | BM25 branch | cosine branch | "
-          "PING | load |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+    print("\n| facts | code | queries | search p50 / p95 ms (per round) | BM25 branch | "
+          "cosine branch | query embedding | floor: embedding + bare full-text + bare vector "
+          "| PING | load |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for size in sorted(args.sizes):
         for name in checkouts:
             ms = runs[(size, name)]
             loads = [x for m in ms for x in m["load"]]
-            print(f"| {size:,} | {name} | {cell(ms, 'search')} | {cell(ms, 'bm25')} | "
-                  f"{cell(ms, 'cosine')} | {cell(ms, 'PING')} | "
-                  f"{min(loads):.1f}-{max(loads):.1f} |")  # fmt: skip
+            load = f"{min(loads):.1f}-{max(loads):.1f}"
+            print(f"| {size:,} | {name} | repeated | {cell(ms, 'search')} | {cell(ms, 'bm25')} | "
+                  f"{cell(ms, 'cosine')} | | | {cell(ms, 'PING')} | {load} |")  # fmt: skip
+            print(f"| {size:,} | {name} | unseen | {cell(ms, 'unseen search')} | "
+                  f"{cell(ms, 'unseen bm25')} | {cell(ms, 'unseen cosine')} | "
+                  f"{cell(ms, 'embed')} | {cell(ms, 'floor')} | | {load} |")  # fmt: skip
     small, large = min(args.sizes), max(args.sizes)
     for name in checkouts:
-        p95 = {s: statistics.median(pct(m["search"], 95) for m in runs[(s, name)])
-               for s in (small, large)}  # fmt: skip
-        print(f"{name}: search p95 at {large:,} / p95 at {small:,} = "
-              f"{p95[large]:.1f} / {p95[small]:.1f} = {p95[large] / p95[small]:.2f}x "
-              "(median over rounds)")  # fmt: skip
+        for key in ("search", "unseen search", "floor"):
+            p95 = {s: statistics.median(pct(m[key], 95) for m in runs[(s, name)])
+                   for s in (small, large)}  # fmt: skip
+            print(f"{name}: {key} p95 at {large:,} / p95 at {small:,} = "
+                  f"{p95[large]:.1f} / {p95[small]:.1f} = {p95[large] / p95[small]:.2f}x "
+                  "(median over rounds)")  # fmt: skip
+        for size in sorted(args.sizes):
+            ms = runs[(size, name)]
+            share = statistics.median(pct(m["embed"], 50) / pct(m["unseen search"], 50) for m in ms)
+            print(f"{name}: {size:,}: the query embedding is {share:.0%} of an unseen search "
+                  "(p50 / p50, median over rounds)")  # fmt: skip
     if "before" in checkouts:
         print("\nrecall of after against before, at equal k, by id / up to ties, mean over "
               f"{len(QUERIES)} queries:")  # fmt: skip
@@ -483,7 +643,8 @@ def report(args: argparse.Namespace, checkouts: dict[str, Path],
                   f"default search top {TOP_K} {tid:.3f} / {tsc:.3f}")  # fmt: skip
     if any(exact.get(size) for size in args.sizes):
         print(f"\nrecall of the BM25 branch's top {POOL_K} against exact BM25 over every match "
-              "(no pool cut, no pruning), by id / up to ties:")  # fmt: skip
+              f"(no pool cut, no pruning), by id / up to ties, over the {REPEATED} repeated and "
+              f"the first {RECALL_QUERIES} unseen queries:")  # fmt: skip
         for size in sorted(args.sizes):
             if size not in exact:
                 continue
@@ -497,6 +658,26 @@ def report(args: argparse.Namespace, checkouts: dict[str, Path],
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
+    ap.add_argument(
+        "data",
+        nargs="?",
+        type=Path,
+        default=HERE.parent / "../shared/data",
+        help="the evaluation data (LoCoMo: the real corpus's turns and questions)",
+    )
+    ap.add_argument(
+        "--corpus",
+        choices=("real", "templates"),
+        default="real",
+        help="real: LoCoMo turns, then docstring sentences of installed packages, "
+        "with LoCoMo questions as queries; templates: the earlier corpus",
+    )
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(os.environ.get("KG_BENCH_CACHE", "/work/cache")) / "kg-latency-sentences.txt",
+        help="where the docs sentences are kept",
+    )
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--queries", type=int, default=200, help="timed searches per child")
     ap.add_argument("--rounds", type=int, default=2, help="children per size and checkout")
@@ -516,13 +697,14 @@ def parser() -> argparse.ArgumentParser:
 
 if __name__ == "__main__":
     a = parser().parse_args()
+    CORPUS = a.corpus
     if a.before:
         a.before = str(Path(a.before).absolute())
     if a.child:
-        print(json.dumps(asyncio.run(child(a.uri, a.child, a.queries))))
+        print(json.dumps(asyncio.run(child(a.uri, a.child, a.queries, a.data))))
     elif a.fill_only:
         if not a.uri:  # without one, KG.open would fill the embedded store under KG_HOME
             raise SystemExit("--fill-only needs --uri: the server to load and keep the groups on")
-        asyncio.run(fill_groups(a.uri, a.sizes, a.distinct))
+        asyncio.run(fill_groups(a.uri, a.sizes, a.distinct, a.data, a.cache))
     else:
         asyncio.run(main(a))

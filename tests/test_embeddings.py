@@ -56,9 +56,35 @@ async def test_a_query_encodes_on_one_torch_thread_and_a_batch_on_torch_s_own(
         return real(texts, **kw)
 
     monkeypatch.setattr(st, "encode", spy)
-    await minilm.embed(["Where does Minji live?"])
+    await minilm.embed(["Where does Minji live these days?"])
     await minilm.embed([f"sentence {i}" for i in range(32)])
     assert seen == [1, 2] and torch.get_num_threads() == 2
+
+
+async def test_a_query_asked_again_costs_no_model_time(
+    minilm: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search embeds its query before anything else (about a third of a search at 100,000
+    facts); an agent asks the same question again and again. Batches are not remembered."""
+    st = minilm._st  # type: ignore[attr-defined]
+    calls: list[list[str]] = []
+    real = st.encode
+
+    def spy(texts: list[str], **kw: object) -> object:
+        calls.append(list(texts))
+        return real(texts, **kw)
+
+    monkeypatch.setattr(st, "encode", spy)
+    [first] = await minilm.embed(["Who did Caroline meet at the support group?"])
+    first[0] = 99.0  # the caller's copy: what is remembered stays as the model gave it
+    [again] = await minilm.embed(["Who did Caroline meet at the support group?"])
+    [other] = await minilm.embed(["Who did Melanie meet at the support group?"])
+    batch = ["Who did Caroline meet at the support group?", "a second text"]
+    await minilm.embed(batch)
+    assert calls == [["Who did Caroline meet at the support group?"],
+                     ["Who did Melanie meet at the support group?"], batch]  # fmt: skip
+    assert again[0] != 99.0 and math.isclose(cos(again, again), 1.0, abs_tol=1e-5)
+    assert cos(again, other) < 0.999
 
 
 @pytest.fixture

@@ -223,3 +223,71 @@ def test_the_cli_shows_loading_every_few_seconds() -> None:
         "loading the store: 6 s so far",
         "loading the store: 80.0% after 11 s, about 3 s to go",
     ]
+
+
+async def vector_heavy_store(home: Path, vectors: int = 10_000, dim: int = 1024) -> None:
+    """A store whose graph holds a vector index over `vectors` random vectors: building that
+    index is what a load costs beyond decoding (FalkorDB used to build it while loading, in
+    one stretch that answered nothing; here, 10,000 1024-d vectors: 10-40 s). The index is
+    created after the vectors, and the store closed without waiting for it: its definition,
+    not its contents, is what the files keep."""
+    store = await FalkorDBStore.embedded(home)
+    try:
+        await store.raw_query(
+            "heavy",
+            f"UNWIND range(1, {vectors}) AS i CREATE (:Doc {{i: i, "
+            f"v: vecf32([x IN range(1, {dim}) | rand() - 0.5])}})",
+            write=True,
+        )
+        await store.raw_query(
+            "heavy",
+            f"CREATE VECTOR INDEX FOR (d:Doc) ON (d.v) OPTIONS {{dimension: {dim}, "
+            "similarityFunction: 'cosine'}",
+            write=True,
+        )
+        await store.compact()  # the base holds the graph and its index definition
+    finally:
+        await store.close()
+
+
+def server_pid(home: Path) -> int | None:
+    try:
+        return int((home / "falkordb" / "redis.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+async def test_a_kg_killed_while_its_store_loads_leaves_no_server(home: Path) -> None:
+    """kg dies (SIGKILL) while its server loads: the server, told to stop by the kernel
+    (PR_SET_PDEATHSIG), must stop, not go on loading as an orphan that ignores SIGTERM."""
+    import sys
+    import time
+
+    await vector_heavy_store(home)
+    (home / "falkordb" / "redis.pid").unlink(missing_ok=True)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import asyncio, sys; from kg import KG; "
+        "asyncio.run(KG.open(home=sys.argv[1]))", str(home),
+    )  # fmt: skip
+    try:
+        while (pid := server_pid(home)) is None:
+            assert child.returncode is None, "kg exited before its server started"
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.5)  # loading (decoding, and before this change indexing)
+    finally:
+        child.kill()
+        await child.wait()
+    # Before: the orphan went on building the index for as long as it took (10-40 s here,
+    # minutes at 100,000 facts with vectors). A stop lands at the next loading batch.
+    deadline = time.monotonic() + 8.0
+    while True:
+        if gone(pid) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    alive = not gone(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "the server outlived its kg"
+    async with await KG.open(home=home) as kg:  # and the store opens again, whole
+        [row] = await kg.store.raw_query("heavy", "MATCH (d:Doc) RETURN count(d) AS c")
+        assert row["c"] == 10_000

@@ -352,29 +352,40 @@ async def test_first_search_waits_for_indexes_still_building(
     async with await KG.open(home=home) as kg:
         store = kg.store
         assert isinstance(store, falkordb.FalkorDBStore)
-        real_statuses = store.index_statuses
+        real_states = store._index_states
         polls = []
 
-        async def building(group_id: str) -> list[str]:
+        async def building(group_id: str) -> list[tuple[str, str]]:
             polls.append(group_id)
+            # The facts' index never finishes here: an episode search does not read it.
+            states = [("RELATES_TO", "[Indexing] 0/1: UNDER CONSTRUCTION")]
             if len(polls) <= 3:
-                return ["[Indexing] 0/1: UNDER CONSTRUCTION"]
-            return await real_statuses(group_id)
+                return [*states, ("Episodic", "[Indexing] 0/1: UNDER CONSTRUCTION")]
+            return [*states, *[s for s in await real_states(group_id) if s[0] != "RELATES_TO"]]
 
-        monkeypatch.setattr(store, "index_statuses", building)
+        monkeypatch.setattr(store, "_index_states", building)
+        monkeypatch.setattr(falkordb, "INDEX_WAIT_SECONDS", 5)
         r = await kg.search("lighthouse", recipe="episodes_bm25")
         assert len(polls) == 4  # waited through three 'building' answers
         assert [h.episode.content for h in r.episodes] == ["the lighthouse keeper retired"]
         await kg.search("lighthouse", recipe="episodes_bm25")
         assert len(polls) == 4  # once per group and process
+        with pytest.raises(StoreError, match=r"still building after 5s \(RELATES_TO 0/1 indexed\)"):
+            await kg.store.search_text(
+                "default",
+                Scope.facts,
+                "lighthouse",
+                SearchView(valid_at=t(2025), known_at=t(2025)),
+                5,
+            )
 
     async with await KG.open(home=home) as kg:
         store = kg.store
 
-        async def stuck(group_id: str) -> list[str]:
-            return ["[Indexing] 0/1: UNDER CONSTRUCTION"]
+        async def stuck(group_id: str) -> list[tuple[str, str]]:
+            return [("Episodic", "[Indexing] 0/1: UNDER CONSTRUCTION")]
 
-        monkeypatch.setattr(store, "index_statuses", stuck)
+        monkeypatch.setattr(store, "_index_states", stuck)
         monkeypatch.setattr(falkordb, "INDEX_WAIT_SECONDS", 0.2)
         with pytest.raises(StoreError, match="search indexes still building"):
             await kg.search("lighthouse", recipe="episodes_bm25")

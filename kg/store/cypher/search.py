@@ -112,8 +112,8 @@ def view_filter(scope: Scope, view: SearchView) -> str:
 
 class CypherSearch(CypherBase):
     @abc.abstractmethod
-    async def _search_ready(self, group_id: str) -> None:
-        """Wait until the group's search indexes are populated."""
+    async def _search_ready(self, group_id: str, scope: Scope | None = None) -> None:
+        """Wait until the group's search indexes (those of `scope`, or all) are populated."""
 
     def _view_params(self, group_id: str, view: SearchView) -> dict[str, Any]:
         params = {
@@ -169,7 +169,7 @@ class CypherSearch(CypherBase):
         pairs = query_tokens(query_terms(query))
         if not pairs:
             return []
-        await self._search_ready(group_id)
+        await self._search_ready(group_id, scope)
         n, df = await self._term_stats(group_id, scope, [t for t, _ in pairs])
         # MaxScore (Turtle and Flood, 1995): a document matching none of the rare terms
         # scores below the sum of the common terms' upper bounds. When the rare terms' own
@@ -207,7 +207,7 @@ class CypherSearch(CypherBase):
         pairs = query_tokens(query_terms(query))
         if not pairs:
             return []
-        await self._search_ready(group_id)
+        await self._search_ready(group_id, scope)
         v = _VAR[scope]
         if rows:
             returns, columns = self._returns(scope), f"{self._columns(scope)}, score"
@@ -352,7 +352,7 @@ class CypherSearch(CypherBase):
     ) -> list[tuple[float, Any]]:  # fmt: skip
         """(similarity, row) of the `limit` nearest items in view, best first; the row is the
         item's whole row when `full`, else its uuid."""
-        await self._search_ready(group_id)
+        await self._search_ready(group_id, scope)
         ok = f", ({view_filter(scope, view)}) AS ok"
         if full:
             cols = _row_map(scope, self._columns(scope).removeprefix(" RETURN "))

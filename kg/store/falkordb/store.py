@@ -27,6 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from kg.errors import KGError, LeaseLostError, StoreError, StoreUnavailableError, WriteConflictError
 from kg.schemas.keys import KEYS_NAMESPACE
 from kg.schemas.plan import GroupVersion, WritePlan
+from kg.schemas.search import Scope
 from kg.schemas.store import (
     STAGING_PREFIX,
     PendingErasure,
@@ -49,6 +50,9 @@ INDEX_WAIT_SECONDS = 120
 # Erasures in progress: a plain hash beside the graphs (':' is not allowed in a group id, and
 # GRAPH.LIST lists graphs only), so dropping a group's graph cannot take its record with it.
 PENDING_ERASURES_KEY = "kg:pending-erasures"
+# The label whose index a search of each scope reads.
+_INDEXED_LABEL = {Scope.facts: "RELATES_TO", Scope.entities: "Entity",
+                  Scope.episodes: "Episodic", Scope.communities: "Community"}  # fmt: skip
 _STAGING_RE = re.compile(rf"^{re.escape(STAGING_PREFIX)}[A-Za-z0-9_-]{{1,64}}:[0-9a-f]{{8,32}}\Z")
 
 
@@ -203,7 +207,7 @@ class FalkorDBStore(CypherStore):
         self.server = server
         self.embedding_dim = embedding_dim
         self._ready: set[str] = set()
-        self._indexed: set[str] = set()
+        self._indexed: set[tuple[str, str | None]] = set()
         self._folding: asyncio.Future[None] | None = None
         self._hushed: set[str] = set()  # groups whose query log is blocked (external server)
 
@@ -487,28 +491,41 @@ class FalkorDBStore(CypherStore):
 
     async def index_statuses(self, group_id: str) -> list[str]:
         """Each index's status in the group's graph ('OPERATIONAL' once built)."""
-        rows = await self._read(group_id, "CALL db.indexes() YIELD status RETURN status", {})
-        return [str(r["status"]) for r in rows]
+        return [status for _, status in await self._index_states(group_id)]
 
-    async def _search_ready(self, group_id: str) -> None:
-        """After a restart FalkorDB rebuilds full-text and vector indexes in the background
-        while answering queries from the partial index; a search then would silently miss
-        documents. So the first search of a group waits until every index is OPERATIONAL."""
-        if group_id in self._indexed:
+    async def _index_states(self, group_id: str) -> list[tuple[str, str]]:
+        """(label, status) of each index of the group's graph; a label being built shows
+        its progress ('[Indexing] 4568/100000: UNDER CONSTRUCTION')."""
+        rows = await self._read(
+            group_id, "CALL db.indexes() YIELD label, status RETURN label, status", {}
+        )
+        return [(str(r["label"]), str(r["status"])) for r in rows]
+
+    async def _search_ready(self, group_id: str, scope: Scope | None = None) -> None:
+        """FalkorDB builds full-text and vector indexes in the background (after a load, and
+        after an index is created), and meanwhile answers from the partial index: a search
+        then would silently miss documents. So the first search of a scope waits until its
+        label's index is OPERATIONAL (an index holds a label's range, full-text and vector
+        fields together); the other labels' need not be."""
+        label = _INDEXED_LABEL[scope] if scope is not None else None
+        if (group_id, label) in self._indexed or (group_id, None) in self._indexed:
             return
+        building: list[str] = []
         try:
             async with asyncio.timeout(INDEX_WAIT_SECONDS):
                 while True:
-                    statuses = await self.index_statuses(group_id)
-                    if all(s == "OPERATIONAL" for s in statuses):
+                    building = [f"{lb} {st.split(':')[0].removeprefix('[Indexing] ')}"
+                                for lb, st in await self._index_states(group_id)
+                                if st != "OPERATIONAL" and label in (None, lb)]  # fmt: skip
+                    if not building:
                         break
                     await asyncio.sleep(0.05)
         except TimeoutError:
             raise StoreError(
                 f"group {group_id!r}: search indexes still building after "
-                f"{INDEX_WAIT_SECONDS}s; try again shortly"
+                f"{INDEX_WAIT_SECONDS}s ({', '.join(building)} indexed); try again shortly"
             ) from None
-        self._indexed.add(group_id)
+        self._indexed.add((group_id, label))
 
     async def drop_group(self, group_id: str) -> None:
         with translated(f"to delete group {group_id!r}"):
@@ -520,7 +537,7 @@ class FalkorDBStore(CypherStore):
                         f"FalkorDB refused to delete group {group_id!r}: {_line(exc)}"
                     ) from exc
         self._ready.discard(group_id)
-        self._indexed.discard(group_id)
+        self._indexed = {(g, lb) for g, lb in self._indexed if g != group_id}
         self._hushed.discard(group_id)  # deleting the graph deleted its stream's key too
 
     async def compact(self) -> None:

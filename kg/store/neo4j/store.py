@@ -24,6 +24,7 @@ from kg.errors import (
     WriteConflictError,
 )
 from kg.schemas.plan import GroupVersion
+from kg.schemas.search import Scope
 from kg.schemas.store import PendingErasure, Record, is_staging, staging_name
 from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
@@ -254,7 +255,7 @@ class Neo4jStore(CypherStore):
             return StoreError(f"Neo4j cannot be sent this text (nothing written): {exc.reason}")
         return exc
 
-    async def _search_ready(self, group_id: str) -> None:
+    async def _search_ready(self, group_id: str, scope: Scope | None = None) -> None:
         """Neo4j populates new indexes in the background; wait once per store."""
         if self._indexes_online:
             return
