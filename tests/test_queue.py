@@ -151,7 +151,7 @@ async def test_extraction_keeps_going_while_a_write_waits(
 
     monkeypatch.setattr(kg.pipeline, "complete", held_first)
     llm.max_in_flight = 0
-    stats = await Worker(kg, concurrency=2).drain()
+    stats = await Worker(kg.pipeline, concurrency=2).drain()  # driven by the pipeline alone
     assert extracted_while_held[0] >= 12
     assert llm.max_in_flight <= 2
     assert stats.completed == len(convo) and stats.failed == 0
