@@ -179,6 +179,9 @@ class Neo4jStore(CypherStore):
                 {**guard.params, "group_id": group_id},
             )
             checks.append((lease, lambda row: _lease_held(guard, row)))
+        elif fence is not None and fence.queue:  # the same lock order: KGQueue, KGGroup
+            lock = Statement(QUEUE_LOCK + " RETURN true AS ok", {"group_id": group_id})
+            checks.append((lock, lambda row: None))
         if fence is not None:
             checks.append((fence_statement(group_id, fence),
                            lambda row: self._checked(group_id, fence, row)))  # fmt: skip
