@@ -32,6 +32,7 @@ from kg.retrieval import (
     SearchResults,
     SentenceTransformerCrossEncoder,
 )
+from kg.retrieval.request import SearchRequest
 from kg.rollback import ReplayReport, RollbackReport
 from kg.schemas import (
     DEFAULT_ONTOLOGY,
@@ -106,6 +107,7 @@ __all__ = [
     "ScopeConfig",
     "ScriptedLLM",
     "SearchConfig",
+    "SearchRequest",
     "SearchResults",
     "SentenceTransformerCrossEncoder",
     "SentenceTransformerEmbedder",

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from kg.schemas.validation import validation_message
+from kg.schemas.validation import check_group_id, validation_message
 
 __all__ = [
     "DataDirLockedError",
@@ -19,6 +19,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "WriteConflictError",
+    "check_group",
     "json_object",
     "validation_message",
 ]
@@ -90,3 +91,11 @@ def json_object(line: str, where: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def check_group(group_id: str) -> str:
+    """A group id, or an InputError naming what is wrong with it."""
+    try:
+        return check_group_id(group_id)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None

@@ -41,20 +41,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from kg.errors import InputError, KGError, LeaseLostError, LLMRequiredError, StoreUnavailableError
-from kg.facade import KG, EpisodeResult
-from kg.ingest.llm import LLMCall, LLMError, LLMOutputError, LLMUnavailableError
+from kg.ingest.llm import LLMError, LLMOutputError, LLMUnavailableError
 from kg.ingest.resolution import Answer, ask_ahead
-from kg.schemas.episode import EpisodeSource
+from kg.pipeline import EpisodeResult, Pipeline
+from kg.planners import Extracted
 from kg.schemas.extraction import Extraction
 from kg.schemas.graph import EpisodicNode
 
 log = logging.getLogger("kg.queue")
-Extracted = tuple[Extraction, list[LLMCall]]
 
 
 class WorkerStats(BaseModel):
@@ -135,11 +134,19 @@ class _Group:
     closed: bool = False  # handing back: claim nothing more
 
 
+class Drives(Protocol):
+    """What drives a pipeline, e.g. a `kg.KG`: a worker drives the same one."""
+
+    @property
+    def pipeline(self) -> Pipeline: ...
+
+
 class Worker:
-    """Claims queued episodes and writes them; see the module docstring.
+    """Claims queued episodes and writes them through the pipeline (`kg.pipeline`); see the
+    module docstring.
 
     ```
-    worker = Worker(kg)                          # kg opened with an LLM (text episodes)
+    worker = Worker(kg)                 # kg opened with an LLM (text episodes), or its pipeline
     task = asyncio.create_task(worker.run())     # e.g. inside a server
     ...
     await worker.stop(); await task              # unfinished episodes are handed back
@@ -149,7 +156,7 @@ class Worker:
 
     def __init__(
         self,
-        kg: KG,
+        source: Pipeline | Drives,
         *,
         groups: Sequence[str] | None = None,
         concurrency: int | None = None,
@@ -183,14 +190,16 @@ class Worker:
             on_result: Called with each episode written (its summary: facts kept, dropped
                 by rule, LLM calls and tokens), e.g. to publish it.
         """
+        pipeline = source if isinstance(source, Pipeline) else source.pipeline
         if lease_seconds <= 0 or poll_seconds <= 0:
             raise InputError("lease_seconds and poll_seconds must be positive")
         if not 1 <= max_attempts <= 100 or abandon_after < 1:
             raise InputError("max_attempts must be in 1..100 and abandon_after at least 1")
-        self.kg = kg
-        self.store = kg.store
+        self.pipeline = pipeline
+        self.store = pipeline.store
         self.groups = list(groups) if groups is not None else None
-        limit = concurrency or (kg.llm.max_concurrency if kg.llm is not None else 4)
+        llm = pipeline.llm
+        limit = concurrency or (llm.max_concurrency if llm is not None else 4)
         if not 1 <= limit <= 256:
             raise InputError(f"concurrency must be in 1..256, got {limit}")
         self.concurrency = limit
@@ -244,7 +253,7 @@ class Worker:
 
     async def run(self) -> WorkerStats:
         """Work until `stop()`: poll for groups with queued episodes, drain them."""
-        self.kg.enqueue_listeners.append(self.wake)
+        self.pipeline.enqueue_listeners.append(self.wake)
         try:
             while not self._stopping:
                 await self._start_drains()
@@ -253,7 +262,7 @@ class Worker:
                     async with asyncio.timeout(self.poll_seconds):
                         await self._wake.wait()
         finally:
-            self.kg.enqueue_listeners.remove(self.wake)
+            self.pipeline.enqueue_listeners.remove(self.wake)
             await self._join_drains()
         return self.stats
 
@@ -360,13 +369,13 @@ class Worker:
             log.warning("worker %s: claim in %r failed: %s", self.owner, group_id, exc)
 
     async def _claim(self, group_id: str, state: _Group, want: int) -> None:
-        now = self.kg.clock.now()
+        now = self.pipeline.clock.now()
         ready, busy = await self.store.ready(group_id, self.owner, now, want + len(state.held))
         if busy:
             return
         ready = [n for n in ready if n.uuid not in state.held]
-        if self.kg.llm is None:  # text episodes wait for a worker that has an LLM
-            ready = [n for n in ready if n.source is EpisodeSource.facts]
+        if self.pipeline.llm is None:  # text episodes wait for a worker that has an LLM
+            ready = [n for n in ready if not self.pipeline.extracts(n)]
         ready = await self._abandon_dead(group_id, ready, now)
         if self.session_timeout is not None:
             ready = await self._ended_sessions(group_id, ready, now)
@@ -376,7 +385,7 @@ class Worker:
         self.stats.claimed += len(claimed)
         for node in claimed:
             item = _Item(node)
-            if node.source is not EpisodeSource.facts and staged_extraction(node) is None:
+            if self.pipeline.extracts(node) and staged_extraction(node) is None:
                 item.task = asyncio.create_task(self._extract(group_id, state, item))
                 item.task.add_done_callback(partial(self._task_ended, group_id, state))
             state.held[node.uuid] = item
@@ -412,12 +421,12 @@ class Worker:
         turn; only the calls take one of the worker's `concurrency` slots."""
         if item.lost or self._stopping:
             return None
-        context = await self.kg._extraction_context(item.node)
+        context = await self.pipeline.extraction_context(item.node)
         async with self._llm_slots:
             if item.lost or self._stopping:
                 return None
             try:
-                extracted = await self.kg._extract_queued(item.node, context)
+                extracted = await self.pipeline.extract(item.node, context)
             except Exception as exc:  # an invalid reply and its retry were spent all the same
                 self.stats.llm_calls += len(getattr(exc, "calls", []))
                 raise
@@ -427,14 +436,14 @@ class Worker:
         with contextlib.suppress(KGError):  # kept for a takeover; the write does not need it
             await self.store.stage(group_id, item.node.uuid, self.owner, stage_json(extracted))
         try:
-            q = await self.kg._resolution_question(item.node, extracted)
+            q = await self.pipeline.resolution_question(item.node, extracted)
         except KGError as exc:  # only a head start: the write asks in turn
             log.info("worker %s: no resolution ahead for %s: %s", self.owner, item.node.uuid, exc)
             q = None
-        if q is not None and self.kg.llm is not None:
+        if q is not None and self.pipeline.llm is not None:
             async with self._llm_slots:
                 if not (item.lost or self._stopping):
-                    item.answered = await ask_ahead(self.kg.llm, q)
+                    item.answered = await ask_ahead(self.pipeline.llm, q)
                     self.stats.llm_calls += len(item.answered.calls)
         return extracted
 
@@ -447,9 +456,9 @@ class Worker:
                 extracted = None if item.task.cancelled() else item.task.result()
             if item.lost:
                 raise LeaseLostError(f"episode {node.uuid}: lease lost")
-            if extracted is None and node.source is not EpisodeSource.facts:
+            if extracted is None and self.pipeline.extracts(node):
                 raise LLMRequiredError("no extraction (the worker is stopping)")
-            result = await self.kg._complete(node, self.owner, extracted, item.answered)
+            result = await self.pipeline.complete(node, self.owner, extracted, item.answered)
             self.stats.completed += 1
             if extracted is not None:  # the calls resolution made in turn, counted once
                 ahead = len(item.answered.calls) if item.answered is not None else 0
@@ -471,7 +480,7 @@ class Worker:
         reason = failure_reason(exc)
         final = node.attempts >= self.max_attempts or reason in PERMANENT
         delay = min(self.max_backoff_seconds, self.backoff_seconds * 2 ** (node.attempts - 1))
-        later = self.kg.clock.now() + timedelta(seconds=random.uniform(delay / 2, delay))
+        later = self.pipeline.clock.now() + timedelta(seconds=random.uniform(delay / 2, delay))
         if not isinstance(exc, LLMError | KGError):
             log.exception("worker %s: episode %s failed", self.owner, node.uuid, exc_info=exc)
         try:
@@ -522,7 +531,7 @@ class Worker:
                 continue
             try:
                 kept = await self.store.renew(
-                    group_id, self.owner, uuids, self.kg.clock.now() + self.lease
+                    group_id, self.owner, uuids, self.pipeline.clock.now() + self.lease
                 )
             except KGError as exc:
                 log.warning("worker %s: lease renewal failed: %s", self.owner, exc)

@@ -7,6 +7,7 @@ many-example properties of the timeline logic run against the in-memory store (`
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -177,3 +178,18 @@ async def neo4j_kg(neo4j_server: Neo4jServer) -> AsyncIterator[KG]:
         yield graph
     finally:
         await graph.close()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the linters of tests/test_lint.py, if the run includes them, beside the tests."""
+    lints = [i for i in session.items if i.nodeid.startswith("tests/test_lint.py::")]
+    if lints:
+        lint = sys.modules["tests.test_lint"]
+        lint.start(i.callspec.params["name"] for i in lints if hasattr(i, "callspec"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A run that never waited for its linters (it was stopped) ends them."""
+    lint = sys.modules.get("tests.test_lint")
+    if lint is not None:
+        lint.stop()

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-import kg.facade as facade
+import kg.communities as communities
+import kg.planners as planners
 from kg import KG, Episode, ExtractionError, InputError, LLMRequiredError
 from tests.conftest import add, objects, t
 
@@ -65,7 +66,7 @@ async def test_add_episodes_runs_groups_in_parallel(
     kg: KG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     running, most = 0, 0
-    add_batch = kg._add_batch  # a group's consecutive structured episodes go together
+    add_batch = kg.pipeline.add_batch  # a group's consecutive structured episodes go together
 
     async def counting(episodes: list[Episode], *rest: Any) -> Any:
         nonlocal running, most
@@ -77,7 +78,7 @@ async def test_add_episodes_runs_groups_in_parallel(
         finally:
             running -= 1
 
-    monkeypatch.setattr(kg, "_add_batch", counting)
+    monkeypatch.setattr(kg.pipeline, "add_batch", counting)
     episodes = [
         ep(2020 + i, f"P{g}", "KNOWS", f"Q{i}", group_id=f"g{g}")
         for g in range(3)
@@ -94,14 +95,14 @@ async def test_add_episodes_runs_groups_in_parallel(
 async def test_add_episodes_counts_failed_extractions_and_goes_on(
     kg: KG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    add_one = kg._add
+    add_one = kg.pipeline.add
 
     async def flaky(episode: Episode, *, extract: bool, then: Any = None) -> Any:
         if episode.group_id == "bad":
             raise ExtractionError("extraction failed, episode recorded as failed: no JSON")
         return await add_one(episode, extract=extract, then=then)
 
-    monkeypatch.setattr(kg, "_add", flaky)
+    monkeypatch.setattr(kg.pipeline, "add", flaky)
     text = {"source": "message", "content": "A knows B", "reference_time": t(2020)}
     r = await kg.add_episodes([{**text, "group_id": "bad"}, text], extract=False)
     assert r.added == 1 and r.failed == [
@@ -115,7 +116,7 @@ async def test_a_programming_error_while_planning_is_not_an_input_error(
     async def broken(*args: Any, **kwargs: Any) -> Any:
         return int("not a number")  # a bug: ValueError, but not the caller's fault
 
-    monkeypatch.setattr(facade, "plan_structured_episode", broken)
+    monkeypatch.setattr(planners, "plan_structured_episode", broken)
     with pytest.raises(ValueError, match="invalid literal") as raised:
         await add(kg, t(2020), ("A", "KNOWS", "B"))
     assert not isinstance(raised.value, InputError)
@@ -131,9 +132,9 @@ async def test_communities_refuse_to_cluster_part_of_the_facts(
 ) -> None:
     for i in range(3):
         await add(kg, t(2020), ("A", "KNOWS", f"B{i}"))
-    monkeypatch.setattr(facade, "COMMUNITY_MAX_FACTS", 3)
+    monkeypatch.setattr(communities, "COMMUNITY_MAX_FACTS", 3)
     with pytest.raises(InputError, match="3 or more facts true now"):
         await kg.build_communities()
     assert await kg.communities() == []
-    monkeypatch.setattr(facade, "COMMUNITY_MAX_FACTS", 4)
+    monkeypatch.setattr(communities, "COMMUNITY_MAX_FACTS", 4)
     assert (await kg.build_communities()).communities == 1

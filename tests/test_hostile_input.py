@@ -362,7 +362,7 @@ async def _write_hostile(tmp: Path) -> dict[str, str]:
                                           facts=legacy, group_id="default", name="",
                                           content="", source_description="legacy",
                                           channel=Channel.user, trust=None)  # fmt: skip
-        await kg._add(episode, extract=False)
+        await kg.pipeline.add(episode, extract=False)
         return ids
 
 

@@ -137,7 +137,7 @@ async def test_extraction_keeps_going_while_a_write_waits(
     convo = conversation(30, seed=5)
     for ep in convo:
         await kg.add_episode(**ep, group_id="g", wait=False)
-    complete = kg._complete
+    complete = kg.pipeline.complete
     extracted_while_held: list[int] = []
 
     async def held_first(*args: Any, **kwargs: Any) -> Any:
@@ -149,9 +149,9 @@ async def test_extraction_keeps_going_while_a_write_waits(
             extracted_while_held.append(sum(llm.calls.values()))
         return await complete(*args, **kwargs)
 
-    monkeypatch.setattr(kg, "_complete", held_first)
+    monkeypatch.setattr(kg.pipeline, "complete", held_first)
     llm.max_in_flight = 0
-    stats = await Worker(kg, concurrency=2).drain()
+    stats = await Worker(kg.pipeline, concurrency=2).drain()  # driven by the pipeline alone
     assert extracted_while_held[0] >= 12
     assert llm.max_in_flight <= 2
     assert stats.completed == len(convo) and stats.failed == 0
@@ -181,15 +181,15 @@ async def test_a_resolution_reply_got_ahead_is_used_only_for_the_same_question(
         now = kg.clock.now()
         lease = now + timedelta(seconds=60)
         [node] = await kg.store.claim(group, "me", [r.episode_uuid], now, lease)
-        extracted = await kg._extract_queued(node)
-        q = await kg._resolution_question(node, extracted)
+        extracted = await kg.pipeline.extract(node)
+        q = await kg.pipeline.resolution_question(node, extracted)
         assert q is not None and "F1" in q.messages[-1]["content"]
         answered = Answer(q.key, Resolution(facts=[FactMatch(fact="F1", contradicts=["X1"])]), [])
         if between:  # another live fact between the two entities: the question changes
             await kg.add_episode(source="message", content="Minji: I like Busan.",
                                  reference_time=t(2023, 2, 1), group_id=group)  # fmt: skip
         purposes.clear()
-        done = await kg._complete(node, "me", extracted, answered)
+        done = await kg.pipeline.complete(node, "me", extracted, answered)
         lives = await kg.facts(group_id=group, predicate="LIVES_IN", valid_at=t(2023, 6, 1))
         if between:  # asked again in turn (the scripted model merges nothing): still lives there
             assert purposes == ["resolve"] and [f.object for f in lives] == ["Busan"]
@@ -210,7 +210,7 @@ async def test_a_dead_workers_episode_is_taken_over_and_its_late_write_refused(
     first = ready[0]
     [claimed] = await kg.store.claim("default", "dead", [first.uuid], now,
                                      now + timedelta(seconds=0.5))  # fmt: skip
-    extracted = await kg._extract_queued(claimed)  # the dead worker got its extraction...
+    extracted = await kg.pipeline.extract(claimed)  # the dead worker got its extraction...
     assert await kg.store.stage("default", first.uuid, "dead", stage_json(extracted))
     calls = dict(llm.calls)
     # ...and died. While its lease lives, nobody else may work on the group.
@@ -220,7 +220,7 @@ async def test_a_dead_workers_episode_is_taken_over_and_its_late_write_refused(
     assert stats.completed == 3
     assert llm.calls[first.content] == calls[first.content] == 1  # the staged one, not again
     with pytest.raises(LeaseLostError):  # the dead worker wakes up: nothing written
-        await kg._complete(claimed, "dead", extracted)
+        await kg.pipeline.complete(claimed, "dead", extracted)
     nodes = await episodes_of(kg, "default")
     assert {n.status for n in nodes} == {EpisodeStatus.ingested}
     taken = next(n for n in nodes if n.uuid == first.uuid)
@@ -450,13 +450,13 @@ async def test_the_leased_write_checks_its_lease_and_the_version_in_one_unit(
         return await real_apply(plan)
 
     kg.store.apply = overtaken  # type: ignore[method-assign]
-    done = await kg._complete(node, "w", await kg._extract_queued(node))
+    done = await kg.pipeline.complete(node, "w", await kg.pipeline.extract(node))
     assert done.attempts == 2 and len(plans) == 2 and plans[0].base != plans[1].base
     assert all(p.lease_owner == "w" for p in plans)
 
     now = kg.clock.now()
     [node] = await kg.store.claim("default", "w", [second.uuid], now, until)
-    extracted = await kg._extract_queued(node)
+    extracted = await kg.pipeline.extract(node)
     plans.clear()
 
     async def taken_over(plan: WritePlan) -> GroupVersion:
@@ -469,7 +469,7 @@ async def test_the_leased_write_checks_its_lease_and_the_version_in_one_unit(
 
     kg.store.apply = taken_over  # type: ignore[method-assign]
     with pytest.raises(LeaseLostError):
-        await kg._complete(node, "w", extracted)
+        await kg.pipeline.complete(node, "w", extracted)
     assert len(plans) == 1  # refused for the lease, not re-planned as a conflict
     nodes = {n.uuid: n for n in await episodes_of(kg, "default")}
     assert nodes[first.uuid].status is EpisodeStatus.ingested

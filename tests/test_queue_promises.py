@@ -75,11 +75,11 @@ async def test_a_leased_episode_rolled_back_is_never_written(qkg: tuple[KG, Rule
     now = kg.clock.now()
     [claimed] = await kg.store.claim("default", "w", [queued.episode_uuid], now,
                                      now + timedelta(seconds=60))  # fmt: skip
-    extracted = await kg._extract_queued(claimed)
+    extracted = await kg.pipeline.extract(claimed)
     report = await kg.rollback(queued.episode_uuid, apply=True)
     assert report.cancelled == [queued.episode_uuid]
     with pytest.raises(LeaseLostError):
-        await kg._complete(claimed, "w", extracted)
+        await kg.pipeline.complete(claimed, "w", extracted)
     assert await lives(kg, "Minji") == []
     assert (await node(kg, queued.episode_uuid)).status is EpisodeStatus.rolled_back
 
@@ -93,7 +93,7 @@ async def test_a_rollback_racing_the_workers_write_wins(qkg: tuple[KG, RuleLLM])
     now = kg.clock.now()
     [claimed] = await kg.store.claim("default", "w", [queued.episode_uuid], now,
                                      now + timedelta(seconds=60))  # fmt: skip
-    extracted = await kg._extract_queued(claimed)
+    extracted = await kg.pipeline.extract(claimed)
     real_apply = kg.store.apply
     plans: list[WritePlan] = []
 
@@ -109,7 +109,7 @@ async def test_a_rollback_racing_the_workers_write_wins(qkg: tuple[KG, RuleLLM])
 
     kg.store.apply = rolled_back_meanwhile  # type: ignore[method-assign]
     with pytest.raises(LeaseLostError):
-        await kg._complete(claimed, "w", extracted)
+        await kg.pipeline.complete(claimed, "w", extracted)
     assert len(plans) == 1  # refused for its lease, not re-planned
     assert await lives(kg, "Minji") == []
     assert (await node(kg, queued.episode_uuid)).status is EpisodeStatus.rolled_back
@@ -148,7 +148,7 @@ async def test_erasing_a_subject_named_only_in_the_queue(qkg: tuple[KG, RuleLLM]
     now = kg.clock.now()
     [claimed] = await kg.store.claim("default", "w", [leased.episode_uuid], now,
                                      now + timedelta(seconds=60))  # fmt: skip
-    extracted = await kg._extract_queued(claimed)
+    extracted = await kg.pipeline.extract(claimed)
 
     preview = await kg.erase_entity("yan ghost", dry_run=True)
     assert preview.dry_run and preview.queue_records_deleted == 3
@@ -159,7 +159,7 @@ async def test_erasing_a_subject_named_only_in_the_queue(qkg: tuple[KG, RuleLLM]
     gone = [failed.episode_uuid, queued.episode_uuid, leased.episode_uuid]
     assert await kg.store.episodes("default", gone) == []
     with pytest.raises(LeaseLostError):  # the worker that held one wakes up: nothing written
-        await kg._complete(claimed, "w", extracted)
+        await kg.pipeline.complete(claimed, "w", extracted)
     await Worker(kg).drain()
     assert await kg.facts(subject="Yan Ghost") == [] and await lives(kg, "Minji") == ["Seoul"]
     assert (await node(kg, other.episode_uuid)).status is EpisodeStatus.ingested

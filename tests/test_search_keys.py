@@ -13,10 +13,10 @@ import pytest
 from pydantic import BaseModel
 
 from kg import KG
-from kg.facade import RAW_EXTRACTOR
 from kg.ingest.embeddings import Embedder, local_minilm
 from kg.ingest.llm import Message, StructuredLLM
 from kg.ingest.structured import episodic_node, new_uuid
+from kg.planners import RAW_EXTRACTOR
 from kg.queue import Worker
 from kg.schemas.episode import Episode
 from kg.schemas.search import Scope

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kg import KG
-from kg import facade as facade_module
+from kg import pipeline as pipeline_module
 from kg import versioned as versioned_module
 from kg.errors import InputError, StoreError, WriteConflictError
 from kg.ingest.llm import ScriptedLLM
@@ -177,7 +177,7 @@ async def test_add_episodes_writes_a_batch_of_structured_episodes_as_one_write(
     before it write, and written as one atomic unit; on FalkorDB the next batch's planning
     read rides in that write. Late facts, closures, restatements and duplicates (inside a
     batch) give the graph one-by-one ingest gives."""
-    monkeypatch.setattr(facade_module, "BULK_BATCH", 10)
+    monkeypatch.setattr(pipeline_module, "BULK_BATCH", 10)
     episodes = mixed_episodes(40, seed=5)
     episodes += episodes[5:8]  # duplicates
     calls = count_round_trips(kg, monkeypatch)

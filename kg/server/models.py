@@ -4,10 +4,13 @@ tools: one validation, one set of messages. None takes a group id: the key decid
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
+from kg.retrieval import SearchConfig
+from kg.retrieval import request as search
 from kg.schemas.episode import Channel, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.graph import EpisodicNode, Fact
 from kg.schemas.keys import Role
@@ -90,14 +93,15 @@ class HistoryQuery(Strict):
     limit: int = Field(default=1000, ge=1, le=10_000)
 
 
-class SearchRequest(Strict):
+class SearchRequest(search.SearchRequest):
+    """`kg.retrieval.request.SearchRequest` as the server takes it: the key decides the
+    group, a query is at most MAX_QUERY characters, and a search is a named recipe (a
+    `SearchConfig` and BFS `seeds` are the library's: refused here, as unknown fields)."""
+
     query: Text = Field(min_length=1, max_length=MAX_QUERY)
     recipe: str | None = Field(default=None, max_length=100, description="A named recipe.")
-    limit: int | None = Field(default=None, ge=1, le=1000)
-    valid_at: Time | None = None
-    known_at: Time | None = None
-    include_history: bool = Field(default=False, description="Also closed facts, marked.")
-    include_contested: bool = False
+    config: SkipJsonSchema[SearchConfig | None] = None
+    seeds: SkipJsonSchema[list[Text]] = Field(default_factory=list)
     center: Name | None = Field(default=None, description="Entity name to rank around.")
     min_score: float | None = Field(default=None, allow_inf_nan=False, ge=-1e9, le=1e9)
     abstain_below: float | None = Field(
@@ -105,15 +109,16 @@ class SearchRequest(Strict):
         allow_inf_nan=False,
         ge=-1.0,
         le=1.0,
-        description="Leave a scope empty when its best cosine similarity to the query is below "
-        "this (about 0.49 for MiniLM): a question about something never said. Needs an "
-        "embedder and the cosine method; `abstained` names the scopes left empty.",
+        description=search.SearchRequest.model_fields["abstain_below"].description,
     )
-    asked_at: Time | None = Field(
-        default=None,
-        description="When the question is asked: time words in the query ('last March', "
-        "'in 2022') are read against it. Default: valid_at, else now.",
-    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _library_only(cls, data: Any) -> Any:
+        for name in ("config", "seeds"):
+            if isinstance(data, dict) and name in data:
+                raise ValueError(f"{name}: extra inputs are not permitted")
+        return data
 
 
 class ContextRequest(SearchRequest):

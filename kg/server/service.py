@@ -247,10 +247,10 @@ class Scoped:
         return await self.kg.history(group_id=self.group, **q.model_dump())
 
     async def search(self, req: SearchRequest) -> SearchResults:
-        return await self.kg.search(group_id=self.group, **req.model_dump())
+        return await self.kg.search(req, group_id=self.group)
 
     async def context(self, req: ContextRequest) -> str:
-        return await self.kg.context(group_id=self.group, **req.model_dump())
+        return await self.kg.context(req, max_tokens=req.max_tokens, group_id=self.group)
 
     async def why(self, fact_id: str) -> Explanation:
         return await self.kg.why(fact_id, group_id=self.group)

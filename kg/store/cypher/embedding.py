@@ -1,5 +1,6 @@
 """Which model embedded a group: one small `EmbeddingModel` node a group, written with the
-group's first embedded write (see `KG._vectors`) and read by `KG.open(embedder="auto")`."""
+group's first embedded write (see `kg.vectors.Vectors.vectors`) and read by
+`KG.open(embedder="auto")`."""
 
 from __future__ import annotations
 

@@ -1,0 +1,127 @@
+"""One search, asked once: the request `KG.search`, `KG.context`, HTTP and MCP all validate.
+
+The group is not part of it: the caller names it (`KG.search(..., group_id=...)`), or a
+server's key decides it. Entity names (`center`, `seeds`) are looked up when the search runs.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from kg.retrieval.config import DEFAULT_RECIPE, RECIPES, SearchConfig
+from kg.schemas.validation import Text, no_number_times, to_utc
+
+SCOPES = ("facts", "entities", "episodes", "communities")
+
+
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("naive datetime; give it a timezone")
+    return to_utc(value)
+
+
+# A time in UTC: aware (a naive one is refused by name), never a number, years 1-9999 in UTC.
+When = Annotated[datetime, BeforeValidator(no_number_times), AfterValidator(_aware)]
+
+
+class SearchRequest(BaseModel):
+    """What to search for and in which view. Default view: facts true now and still believed.
+
+    `recipe` (see `kg.retrieval.RECIPES`) or `config`, not both; `limit` caps every scope
+    the config searches; `center` and `seeds` are entity names (node distance, BFS)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: Text = Field(description="What to look for, in plain words.")
+    recipe: str | None = Field(default=None, description="A named recipe.")
+    config: SearchConfig | None = None
+    limit: int | None = None
+    valid_at: When | None = Field(default=None, description="Valid time; default now.")
+    known_at: When | None = Field(
+        default=None, description="Transaction time: as kg knew it then; default now."
+    )
+    include_history: bool = Field(default=False, description="Also closed facts, marked.")
+    include_contested: bool = False
+    center: Text | None = Field(default=None, description="Entity name to rank around.")
+    seeds: list[Text] = Field(default_factory=list, description="Entity names to start BFS at.")
+    min_score: float | None = None
+    abstain_below: float | None = Field(
+        default=None,
+        description="Leave a scope empty when its best cosine similarity to the query is below "
+        "this (about 0.49 for MiniLM): a question about something never said. Needs an "
+        "embedder and the cosine method; `abstained` names the scopes left empty.",
+    )
+    asked_at: When | None = Field(
+        default=None,
+        description="When the question is asked: time words in the query ('last March', "
+        "'in 2022') are read against it. Default: valid_at, else now.",
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _some_query(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("search needs a non-empty query")
+        return value
+
+    @field_validator("recipe")
+    @classmethod
+    def _known_recipe(cls, value: str | None) -> str | None:
+        if value is not None and value not in RECIPES:
+            raise ValueError(f"unknown recipe {value!r}; known: {', '.join(sorted(RECIPES))}")
+        return value
+
+    @field_validator("limit")
+    @classmethod
+    def _limit(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= 1000:
+            raise ValueError(f"limit must be in 1..1000, got {value}")
+        return value
+
+    @field_validator("min_score")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"min_score must be a finite number, got {value!r}")
+        return value
+
+    @field_validator("abstain_below")
+    @classmethod
+    def _cosine(cls, value: float | None) -> float | None:
+        if value is not None and not -1.0 <= value <= 1.0:
+            raise ValueError(f"abstain_below is a cosine similarity, in -1..1: {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _recipe_or_config(self) -> Self:
+        if self.recipe is not None and self.config is not None:
+            raise ValueError("give a recipe or a config, not both")
+        return self
+
+    def search_config(self) -> SearchConfig:
+        """The config the search runs: the recipe's (or the one given), with the request's
+        limit, min_score and abstain_below."""
+        config = self.config or RECIPES[self.recipe or DEFAULT_RECIPE]
+        update: dict[str, Any] = {}
+        if self.min_score is not None:
+            update["min_score"] = self.min_score
+        if self.abstain_below is not None:
+            update["abstain_below"] = self.abstain_below
+        if self.limit is not None:
+            for scope in SCOPES:
+                sc = getattr(config, scope)
+                if sc is not None:
+                    update[scope] = sc.model_copy(update={"limit": self.limit})
+        return config.model_copy(update=update) if update else config
