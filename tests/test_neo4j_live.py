@@ -112,3 +112,37 @@ async def test_wrong_credentials_are_a_clear_error(neo4j_server: Neo4jServer) ->
         await KG.open(uri)
     message = str(err.value)
     assert "refused the credentials" in message and "not-the-password" not in message
+
+
+def _operators(plan: Any) -> list[tuple[str, str]]:
+    """(operator, details) of a query plan and everything under it."""
+    out = [(plan.get("operatorType", ""), str(plan.get("args", {}).get("Details", "")))]
+    for child in plan.get("children", []):
+        out += _operators(child)
+    return out
+
+
+async def test_a_timeline_is_read_from_its_subject_not_every_edge_of_its_predicate(
+    neo4j_backend: Backend, home: Path
+) -> None:
+    """The planning read finds a timeline's versions through its subject's (group, name key)
+    index and the subject's own edges. Seeking the (group, predicate) relationship index
+    instead reads every edge of the group with that predicate, on every episode: an ingest
+    that slows down as the group grows."""
+    from kg.ingest.structured import planning_names
+    from kg.schemas import DEFAULT_ONTOLOGY, Episode
+
+    facts = [(f"Person {i}", "LIVES_IN", f"City {i % 7}") for i in range(60)]
+    episode = Episode(source="facts", reference_time=t(2100),
+                      facts=[{"subject": "Person 3", "predicate": "LIVES_IN",
+                              "object": "City 5"}])  # fmt: skip
+    async with await open_test_kg(neo4j_backend, home) as graph:
+        for i in range(0, 60, 10):
+            await add(graph, t(2000 + i), *facts[i : i + 10])
+        store = graph.store
+        assert isinstance(store, Neo4jStore)
+        read = store.planning_read("default", planning_names(episode, DEFAULT_ONTOLOGY))
+        _, summary, _ = await store._driver.execute_query("PROFILE " + read.query, read.params)
+    seeks = [(op, d) for op, d in _operators(summary.profile) if "Seek" in op]
+    assert not [op for op, _ in seeks if "Relationship" in op], seeks
+    assert any("Entity(group_id, name_key)" in d and "k.subject" in d for _, d in seeks), seeks

@@ -39,7 +39,8 @@ _TURN_ORDER = "ORDER BY ep.valid_at, coalesce(ep.queued_at, ep.created_at)"
 # thing read, tagged by `kind`, so one round trip replaces four (or none, when it rides in
 # the write before it: FalkorDB's `apply_many`; its parameters are named apart). A
 # timeline's versions come from its subject's name (no edge is returned twice: one
-# predicate is single- or multi-valued).
+# predicate is single- or multi-valued), found by the subject's (group, name key) index: without
+# `s.group_id`, Neo4j's planner seeks every edge of the group with that predicate instead.
 _PLANNING_READS = (
     "UNWIND $pr_hashes AS h MATCH (ep:Episodic {content_hash: h}) WHERE ep.group_id = $group_id "
     "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target "
@@ -47,7 +48,8 @@ _PLANNING_READS = (
     "RETURN 'entity' AS kind, properties(n) AS p, null AS source, null AS target "
     "UNION ALL UNWIND $pr_timelines AS k "
     "MATCH (s:Entity {name_key: k.subject})-[e:RELATES_TO]->(o:Entity) "
-    "WHERE e.group_id = $group_id AND e.name = k.predicate AND e.expired_at IS NULL "
+    "WHERE s.group_id = $group_id AND e.group_id = $group_id AND e.name = k.predicate "
+    "AND e.expired_at IS NULL "
     "AND (k.object IS NULL OR o.name_key = k.object) AND (e.invalid_at IS NULL OR "
     f"{unindexed('e.invalid_at')} > k.since OR {unindexed('e.valid_at')} > k.since) "
     "RETURN 'edge' AS kind, properties(e) AS p, s.uuid AS source, o.uuid AS target "
