@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlparse, urlunparse
@@ -27,6 +28,7 @@ from kg.errors import (
     WriteConflictError,
 )
 from kg.schemas.plan import GroupVersion, WritePlan
+from kg.schemas.search import Scope, SearchView
 from kg.schemas.store import (
     PendingErasure,
     PlanningNames,
@@ -38,6 +40,7 @@ from kg.schemas.store import (
 from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
 from kg.store.cypher.store import CypherStore
+from kg.store.neo4j.cosine import EXACT_COSINE_MAX, SIZE_TTL_SECONDS, exact_query, size_query
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.store.neo4j.dialect import Neo4jDialect
 
@@ -70,6 +73,7 @@ class Neo4jStore(CypherStore):
         self.embedding_dim = embedding_dim
         self._schema_ready = False
         self._indexes_online = False
+        self._sizes: dict[tuple[str, Scope], tuple[int, float]] = {}  # (items, when counted)
 
     @classmethod
     async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> Neo4jStore:
@@ -319,6 +323,33 @@ class Neo4jStore(CypherStore):
         if isinstance(exc, UnicodeEncodeError):  # a lone surrogate: not encodable as UTF-8
             return StoreError(f"Neo4j cannot be sent this text (nothing written): {exc.reason}")
         return exc
+
+    async def _vector_rows(
+        self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int,
+        *, full: bool,
+    ) -> list[tuple[float, Any]]:  # fmt: skip
+        """A small group's items by exact cosine, a large one's through the shared vector
+        index (see kg.store.neo4j.cosine)."""
+        if not await self._small(group_id, scope):
+            return await super()._vector_rows(group_id, scope, vector, view, limit, full=full)
+        await self._search_ready(group_id)
+        cypher = exact_query(scope, view, self._vector_row(scope, full=full))
+        params = {**self._view_params(group_id, view), "v": vector, "k": limit}
+        rows = await self._read(group_id, cypher, params)
+        return [(self.dialect.similarity(float(r["score"])), r["row"]) for r in rows if r["ok"]]
+
+    async def _small(self, group_id: str, scope: Scope) -> bool:
+        """Whether the group holds at most EXACT_COSINE_MAX items of `scope` (counted once a
+        minute at most: a group grows by writes, and either answer is right, only slower)."""
+        now = time.monotonic()
+        known = self._sizes.get((group_id, scope))
+        if known is None or now - known[1] > SIZE_TTL_SECONDS:
+            rows = await self._read(
+                group_id, size_query(scope), {"group_id": group_id, "cap": EXACT_COSINE_MAX + 1}
+            )
+            known = (int(rows[0]["n"]) if rows else 0, now)
+            self._sizes[(group_id, scope)] = known
+        return known[0] <= EXACT_COSINE_MAX
 
     async def _search_ready(self, group_id: str) -> None:
         """Neo4j populates new indexes in the background; wait once per store."""
