@@ -27,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pydantic import ValidationError
+
 from kg.ingest.extraction import Guards
 from kg.schemas.episode import StructuredFact
 
@@ -69,11 +71,16 @@ def split_of(entry_id: str) -> str:
     return "dev" if hashlib.sha256(entry_id.encode()).digest()[0] % 2 == 0 else "heldout"
 
 
-def text_of(entry: dict[str, object], transform: Callable[[str], str]) -> str:
+def text_of(entry: dict[str, object], transform: Callable[[str], str]) -> str | None:
+    """What the guard reads; None for a fact kg refuses before any guard (a name with an
+    invisible format character is refused at the door: it is never stored either way)."""
     if "fact" in entry:
         raw = entry["fact"]
         assert isinstance(raw, dict)
-        fact = StructuredFact(**{k: transform(v) for k, v in raw.items()})
+        try:
+            fact = StructuredFact(**{k: transform(v) for k, v in raw.items()})
+        except ValidationError:
+            return None
         try:
             from kg.ingest.guard import fact_text
         except ImportError:  # the guard before issue 12 had no fact guard; its text, for a baseline
@@ -106,9 +113,14 @@ def main() -> None:
         print(f"{'obfuscation':<18}{'catch rate':>12}{'false positives':>18}")
         caught_all = fp_all = inj_all = ben_all = 0
         for name, transform in TRANSFORMS.items():
-            caught = fp = 0
+            caught = fp = refused_inj = refused_ben = 0
             for e in entries:
-                hit = flagged(text_of(e, transform))
+                text = text_of(e, transform)
+                if text is None:  # refused by validation: left out of both rates
+                    refused_inj += e["label"] == "injection"
+                    refused_ben += e["label"] != "injection"
+                    continue
+                hit = flagged(text)
                 if e["label"] == "injection":
                     caught += hit
                     if not hit and args.misses and split == "dev":
@@ -117,14 +129,15 @@ def main() -> None:
                     fp += hit
                     if hit and args.misses and split == "dev":
                         print(f"  FP    [{name}] {e['id']}")
-            ben = len(entries) - inj
-            print(
-                f"{name:<18}{caught / inj:>11.1%} {fp / ben:>17.1%}   ({caught}/{inj}, {fp}/{ben})"
-            )
+            n_inj, ben = inj - refused_inj, len(entries) - inj - refused_ben
+            refused = refused_inj + refused_ben
+            note = f"; {refused} facts refused by validation, left out" if refused else ""
+            print(f"{name:<18}{caught / n_inj:>11.1%} {fp / ben:>17.1%}   "
+                  f"({caught}/{n_inj}, {fp}/{ben}{note})")  # fmt: skip
             caught_all, fp_all, inj_all, ben_all = (
                 caught_all + caught,
                 fp_all + fp,
-                inj_all + inj,
+                inj_all + n_inj,
                 ben_all + ben,
             )
         print(f"{'all':<18}{caught_all / inj_all:>11.1%} {fp_all / ben_all:>17.1%}   "

@@ -96,6 +96,9 @@ async def main(args: argparse.Namespace) -> None:
                     recalls.setdefault(size, []).append(recall_at_10(got["index"], got["exact"]))
                 for name, ts in times.items():
                     figures.setdefault((size, name), []).append((pct(ts, 50), pct(ts, 95)))
+                print(f"{size:>9,}: index p50 {pct(times['index'], 50):.1f} ms, exact p50 "
+                      f"{pct(times['exact'], 50):.1f} ms; load {os.getloadavg()[0]:.1f}",
+                      flush=True)  # fmt: skip
         print("\n| group facts | index p50 / p95 ms | exact p50 / p95 ms | index recall@10 |")
         print("|---|---|---|---|")
         for size in args.sizes:

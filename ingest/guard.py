@@ -10,9 +10,11 @@ quarantined instead of stored as a memory. The decision is two steps, both expla
    inside Latin words (homoglyphs), digits inside words ("1gn0re"), letter-spaced text,
    case and whitespace.
 2. Named `RULES`, each a set of patterns that must all match one sentence (or the text, or a
-   line): an override of earlier instructions, a standing order about how to answer, a fake
-   role marker, an address to the assistant, a request for secrecy, an exfiltration, a tool
-   hijack, in English, Korean, Spanish, French, German, Chinese and Japanese. A sentence in
+   line): an override of earlier instructions, a standing order about how to answer, a ban on
+   a topic in every answer, one fixed answer to every question, a reset of what came before
+   followed by new steps, a fake role marker, an address to the assistant, a request for
+   secrecy, an exfiltration, a tool hijack, in English, Korean, Spanish, French, German,
+   Chinese and Japanese. A sentence in
    the imperative or the second person needs a verb of control *and* something that aims it
    at the assistant (always / from now on, the user, your answers, a URL to send data to);
    "Always preheat the oven" and "you can ignore this warning" have neither.
@@ -170,6 +172,45 @@ CONVERSATION = (r"\b(?:conversation|chat(?: history| log)?|chat ?history|history
                 r"(?:data|information|details)|api keys?|credentials|passwords?|tokens?"
                 r"|name and address|everything (?:above|so far|you know)"
                 r"|user'?s? \w+)\b")  # fmt: skip
+
+# A ban on saying something, at the start of a sentence (after "please", "and", ...).
+PROHIBITION_START = (
+    r"(?:^|[:;,\"'(\-*>] ?)(?:(?:please|also|and|now|but|so|important|remember|note)[,:!]? )*"
+    r"(?:you (?:must|may|should|shall|can|will|are to) (?:not|never)|you (?:mustn't|shouldn't"
+    r"|can't|won't)|you are not (?:allowed|permitted|supposed) to|never|do not|don't"
+    r"|under no circumstances(?: (?:should|may|must|are|will|can) you)?|it is (?:forbidden"
+    r"|prohibited|not allowed) to|avoid|refrain from)(?: ever)?"
+)
+BANNED_SAYING = (
+    r" (?:mention(?:ing)?|discuss(?:ing)?|talk(?:ing)? about|bring(?:ing)? up|recommend(?:ing)?"
+    r"|nam(?:e|ing)|acknowledg(?:e|ing)|refer(?:ring)? to|promot(?:e|ing)|endors(?:e|ing)"
+    r"|suggest(?:ing)?|admit(?:ting)?|confirm(?:ing)?)\b"
+)
+# What makes a ban bind every answer when it is said: "in any reply", "at all costs".
+PROHIBITION_AIM = (
+    r"(?: (?:in|to) (?:any|your|every|all|a) (?:answers?|repl(?:y|ies)|responses?|messages?"
+    r"|outputs?|conversations?|chats?|summar(?:y|ies))| at all costs| ever| again"
+    r"| under any circumstances| whatsoever)?"
+)
+# Dropping what came before, without naming it instructions ("forget what came earlier").
+CONTEXT_RESET = (
+    r"\b(?:forget|disregard|ignore|scrap|drop|never ?mind|put aside|set aside|discard|wipe"
+    r"|throw out|erase)\b(?: [\w'-]+){0,2}? (?:what(?:ever)? (?:came|was said|was written"
+    r"|you (?:read|saw|were told|have read)|preceded|precedes)(?: \w+)?|everything|all of"
+    r" (?:the above|that|this|it)|all (?:the )?above|the (?:earlier|previous|prior|preceding"
+    r"|above) (?:part|text|content|stuff|messages?|conversation|context|sections?))"
+    r"(?: (?:above|before|earlier|previously|so far|until now|this(?: line| point| message)?"
+    r"|of this conversation))*"
+    r"|\b(?:what(?:ever)?|everything|anything) (?:came|was said|you read) (?:earlier|before"
+    r"|above|previously) (?:no longer|doesn't|does not|is no longer) (?:applies|apply"
+    r"|matters?|counts?|valid)"
+)
+# ...and follow what comes next.
+REDIRECT = (
+    r"\b(?:(?:follow|obey|do|execute|carry out|complete|perform)\b(?: \w+){0,2}? (?:these"
+    r"|the following|this|my|the|new)?\s*(?:steps?|instructions?|orders?|commands?|tasks?"
+    r"|following|below)|here is what to do|do this instead)\b"
+)
 
 RULES: tuple[Rule, ...] = (
     _rule(
@@ -392,6 +433,47 @@ RULES: tuple[Rule, ...] = (
             r"(?:the user|them|anyone)\b",
             r"\btransfer (?:\$|€|£|usd|eur)?[\d,.]+ .*\b(?:account|iban|wallet)\b",
         ),
+    ),
+    _rule(
+        "prohibition",
+        "bans a topic from every answer: a 'you must not mention' with no one else in view",
+        # The whole sentence is the ban: no audience, place or time narrows it ("don't
+        # mention it to Jae", "at dinner"), and what is banned is not the reader's own
+        # ("never mention your PIN"), nor the idiom "don't mention it".
+        PROHIBITION_START + BANNED_SAYING + r"(?! (?:your|it|that|this|them)\b)"
+        r"(?: (?!(?:to|with|at|around|before|after|until|during|when|if|unless|because|on"
+        r"|for)\b)[\w'-]+){1,5}" + PROHIBITION_AIM + r"[.!]?$",
+    ),
+    _rule(
+        "blanket_answer",
+        "orders one fixed answer to every question, whatever it asks",
+        _p(
+            r"\b(?:answer|reply|respond|say|tell)\b[^.!?]{0,40}\b(?:every|all|any|each)"
+            r"(?: \w+)? (?:questions?|quer(?:y|ies)|requests?|prompts?|messages?|inputs?)\b",
+            r"\bto (?:anything|everything|whatever)(?: (?:you are|you're|that is|is|anyone"
+            r"|someone|the user|users|people|they))? (?:asked|ask(?:s|ed)?)\b",
+            r"\b(?:no matter what|whatever|regardless of what)(?: \w+){0,3} (?:ask(?:s|ed)?"
+            r"|the question|questions?)\b",
+            r"\b(?:every|each|any|all|your|the) (?:answers?|repl(?:y|ies)|responses?)(?: \w+)? "
+            r"(?:should|must|shall|will|has to|have to|is|are) (?:always )?(?:be|say|read)\b",
+            r"\bregardless of (?:content|context|the (?:content|question|request|prompt|input))",
+            r"\btreat (?:every|all|any|each) (?:requests?|questions?|quer(?:y|ies))\b",
+        ),
+        _p(  # ...with one answer, given in the order
+            r"\bwith (?:a |the word |the phrase |just )?(?:yes|no|ok|okay)\b",
+            r"['\"][^'\"]{1,40}['\"]",
+            r"\b(?:say|reply|respond|answer|always|be)\b(?: \w+){0,2} (?:yes|no|ok|okay"
+            r"|approved|granted|denied|\d+)\b",
+            r"\b(?:say|claim|insist|state)(?: that)? (?:the |it |this |our )?\w+(?: \w+)? "
+            r"(?:is|are|was|were) \w+",
+            r"\bthe word \w+",
+        ),
+    ),
+    _rule(
+        "context_reset",
+        "tells the reader to drop what came before and follow what comes next",
+        rf"(?:{CONTEXT_RESET})[^\n]{{0,80}}?{REDIRECT}",
+        scope="text",
     ),
     # -- other languages (folded: lower case, no accents on Latin letters) --
     _rule(

@@ -76,7 +76,7 @@ from kg.retrieval import (
 from kg.retrieval import render_context as _render_context
 from kg.retrieval import search as _search
 from kg.retrieval.context import approx_tokens
-from kg.rollback import ReplayReport, RollbackReport, plan_replay, plan_rollback
+from kg.rollback import UNWRITTEN, ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.schemas.embedder import Embedder, EmbeddingModel
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.extraction import Extraction
@@ -1036,11 +1036,15 @@ class KG:
         group_id: str = "default",
         apply: bool = False,
     ) -> RollbackReport:
-        """Undo every ingested episode from one source (e.g. a web page), optionally since T."""
+        """Undo every episode from one source (e.g. a web page), optionally since T: the
+        ingested ones, and those still queued, leased or failed (cancelled)."""
         self._check_group(group_id)
         source_description = _text("source_description", source_description)
         since = _when("since", since)
-        episodes = await self.store.find_episodes(group_id, source_description, since)
+        found = await self.store.find_episodes(
+            group_id, source_description, since, include_rolled_back=True
+        )
+        episodes = [e for e in found if e.status is EpisodeStatus.ingested or e.status in UNWRITTEN]
         if not episodes:
             return RollbackReport(group_id=group_id, episodes=[])
         return await self.rollback([e.uuid for e in episodes], group_id=group_id, apply=apply)
@@ -1095,9 +1099,23 @@ class KG:
                 ))  # fmt: skip
         return sorted(events, key=lambda ev: ev.created_at, reverse=True)[:limit]
 
-    async def erase_entity(self, name: str, *, group_id: str = "default") -> ErasureReceipt:
-        """Physically delete a subject: its episodes, facts, entity, and their traces on disk.
-        Run again after a crash, it finishes what the crash interrupted."""
+    async def erase_entity(
+        self,
+        name: str,
+        *,
+        group_id: str = "default",
+        dry_run: bool = False,
+        keep_others: bool = False,
+    ) -> ErasureReceipt:
+        """Physically delete a subject: its episodes (queued ones too), facts, entity, and
+        their traces on disk. Run again after a crash, it finishes what the crash interrupted.
+
+        Args:
+            dry_run: Erase nothing; the receipt says what would go, including the facts about
+                other subjects that go with the subject's episodes (`other_facts_removed`).
+            keep_others: Keep those facts, re-asserted from a redacted copy of each episode
+                (the subject's name cut out; the copy's name says what it copies).
+        """
         self._check_group(group_id)
         name = _text("entity name", name)
         async with self._writer(group_id):
@@ -1113,9 +1131,11 @@ class KG:
                     self.clock.now(),
                     embed=partial(self._embed_rewrite, group_id),
                     base=base,
+                    dry_run=dry_run,
+                    keep_others=keep_others,
                 ),
             )
-            if receipt.communities_deleted:
+            if receipt.communities_deleted and not receipt.dry_run:
                 await self._build_communities(group_id)
             return receipt
 

@@ -8,6 +8,12 @@ another episode also closed them), reinforcements lose it. The outcome is the gr
 that ingesting everything but the episode would have produced, at every valid and
 transaction time. Versions that come out identical keep their uuids. The episode itself stays,
 marked rolled back (so re-adding it is still a no-op), and an audit event records the rollback.
+
+An episode still in the background queue (queued, leased by a worker, or failed) has written
+nothing yet: rolling it back cancels it. It is marked rolled back in the same atomic write,
+its lease cleared, so no worker claims it again and the write of a worker that holds it is
+refused by its lease guard (kg.store.cypher.queue): it is never extracted into the graph,
+whichever of the two comes first.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import json
 import uuid as uuidlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -33,6 +39,8 @@ from kg.schemas.store import ReplayStore, TimelineKey, Timelines
 from kg.search_keys import rekeys
 
 M = TypeVar("M", bound=BaseModel)
+# Episodes the background queue has not written yet: rolling one back cancels it.
+UNWRITTEN = (EpisodeStatus.queued, EpisodeStatus.processing, EpisodeStatus.failed)
 
 
 class FactChange(BaseModel):
@@ -50,6 +58,10 @@ class RollbackReport(BaseModel):
     group_id: str
     episodes: list[str] = Field(description="Episodes this rollback undoes.")
     already_rolled_back: list[str] = Field(default_factory=list)
+    cancelled: list[str] = Field(
+        default_factory=list, description="Queued, leased or failed episodes this rollback "
+        "cancels: marked rolled back before any of their facts were written.",
+    )  # fmt: skip
     removed: list[FactChange] = Field(
         default_factory=list, description="Believed now before, gone after."
     )
@@ -64,7 +76,7 @@ class RollbackReport(BaseModel):
 
     @property
     def noop(self) -> bool:
-        return not self.episodes
+        return not self.episodes and not self.cancelled
 
 
 def _signature(v: FactEdge) -> tuple[Any, ...]:
@@ -260,24 +272,26 @@ async def plan_rollback(
     now: datetime,
     *,
     kind: str = "rollback",
+    extra: Sequence[EpisodicNode] = (),
 ) -> tuple[RewritePlan, RollbackReport]:
+    """`extra`: episodes not stored yet that the replay counts among the others (an
+    erasure's redacted copies, written by the same rewrite)."""
     found = {ep.uuid: ep for ep in await store.episodes(group_id, episode_uuids)}
     missing = [u for u in episode_uuids if u not in found]
     if missing:
         raise NotFoundError(f"no episode {missing[0]!r} in group {group_id!r}")
-    targets = [
-        found[u] for u in dict.fromkeys(episode_uuids)
-        if found[u].status == EpisodeStatus.ingested
-    ]  # fmt: skip
+    asked = list(dict.fromkeys(episode_uuids))
+    targets = [found[u] for u in asked if found[u].status == EpisodeStatus.ingested]
     report = RollbackReport(
         group_id=group_id,
         episodes=[e.uuid for e in targets],
-        already_rolled_back=[u for u in dict.fromkeys(episode_uuids)
-                             if found[u].status == EpisodeStatus.rolled_back],
+        already_rolled_back=[u for u in asked if found[u].status == EpisodeStatus.rolled_back],
+        cancelled=[u for u in asked if found[u].status in UNWRITTEN] if kind == "rollback" else [],
     )  # fmt: skip
-    if not targets:
+    if report.noop:
         return RewritePlan(group_id=group_id), report
     undone = {e.uuid for e in targets}
+    marked = sorted(undone | set(report.cancelled)) if kind == "rollback" else []
 
     target_replay, entities = await _resolve(store, group_id, targets, ontology)
     keys: set[TimelineKey] = {f.key for ep in target_replay for f in ep.facts}
@@ -288,7 +302,7 @@ async def plan_rollback(
     others = [
         ep for ep in await store.episodes(group_id, sorted(supporters - undone))
         if ep.status == EpisodeStatus.ingested
-    ]  # fmt: skip
+    ] + list(extra)  # fmt: skip
     others_replay, more_entities = await _resolve(store, group_id, others, ontology)
     entities.update(more_entities)
     r = _rebuild(group_id, old, others_replay, keys, entities)
@@ -306,20 +320,20 @@ async def plan_rollback(
         new_edges=r.create,
         drop_mentions_from=sorted(undone),
         orphan_candidates=mentioned,
-        rolled_back=sorted(undone) if kind == "rollback" else [],
+        rolled_back=marked,
         audit=AuditEvent(
             uuid=str(uuidlib.uuid4()),
             group_id=group_id,
             kind=kind,
             created_at=now,
-            episodes=sorted(undone) if kind == "rollback" else [],
+            episodes=marked,
             detail=json.dumps({
                 "episodes": len(undone), "versions_deleted": len(r.delete),
                 "versions_created": len(r.create), "facts_removed": len(report.removed),
-                "facts_restored": len(report.restored),
+                "facts_restored": len(report.restored), "cancelled": len(report.cancelled),
             }),
         ),
     )  # fmt: skip
     if kind == "rollback":  # an erasure deletes the episodes, and rekeys their neighbours
-        plan.rekey = await rekeys(store, group_id, undone, rolled_back=undone)
+        plan.rekey = await rekeys(store, group_id, marked, rolled_back=marked)
     return plan, report

@@ -122,6 +122,13 @@ class RewritePlan(BaseModel):
         default_factory=list, description="Episodes whose search key the rewrite changes: "
         "the ones rolled back, and the turns after removed ones in their session.",
     )  # fmt: skip
+    new_episodes: list[EpisodicNode] = Field(
+        default_factory=list, description="Erasure, keeping other subjects' facts: redacted "
+        "copies of deleted episodes, which the new versions cite.",
+    )  # fmt: skip
+    new_mentions: dict[str, list[str]] = Field(
+        default_factory=dict, description="New episode uuid -> the entity uuids it names."
+    )
     audit: AuditEvent | None = None
 
 

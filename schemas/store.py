@@ -149,6 +149,12 @@ class PendingErasure(BaseModel):
     fact_versions_deleted: int = 0
     other_facts_recomputed: int = 0
     communities_deleted: int = 0
+    queue_records_deleted: int = 0
+    redacted_copies: int = 0
+    episode_uuids: list[str] = Field(
+        default_factory=list, description="The episodes to delete, until they are: what "
+        "finishing the erasure without its subject's name can still find.",
+    )  # fmt: skip
 
 
 class RecordKind(StrEnum):

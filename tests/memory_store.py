@@ -342,6 +342,9 @@ class MemoryStore:
         g.mentions = {(ep, n) for ep, n in g.mentions if ep not in dropped}
         for u in plan.delete_episodes:
             self._delete_episode(g, u)
+        for ep in plan.new_episodes:
+            g.episodes[ep.uuid] = _copy(ep)
+        g.mentions |= {(u, n) for u, ns in plan.new_mentions.items() for n in ns}
         assert not plan.delete_communities and not plan.scrub_summaries, "not implemented"
         for u in plan.delete_entities:
             self._delete_entity(g, u)

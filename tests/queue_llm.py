@@ -26,7 +26,9 @@ PEOPLE = ("Minji", "Jun", "Ara", "Bo")
 CITIES = ("Seoul", "Busan", "Daegu", "Incheon", "Jeju")
 ORGS = ("Naver", "Kakao", "Samsung", "Coupang")
 HOBBIES = ("jazz", "hiking", "chess", "baking")
-_LINE = re.compile(r"^(\w+): I (live in|work at|like|moved to) (\w+)(?: (\d+) weeks ago)?\.$")
+_LINE = re.compile(
+    r"^(\w+(?: \w+)?): I (live in|work at|like|moved to) (\w+)(?: (\d+) weeks ago)?\.$"
+)
 _PRED = {"live in": "LIVES_IN", "moved to": "LIVES_IN", "work at": "WORKS_AT", "like": "LIKES"}
 
 

@@ -68,3 +68,23 @@ async def nearest_facts(
 def files_containing(root: Path, needle: str, *, decompress: bool = True) -> list[str]:
     """Files under `root` holding `needle` (tests.disk: bytes and LZF-decompressed strings)."""
     return disk.files_containing(root, needle, decompress=decompress)
+
+
+# FalkorDB's query-log task moves finished queries into each graph's stream at most this long
+# after they ran (0.25 to 3 s; kg.store.falkordb.query_log).
+QUERY_LOG_FLUSH_SECONDS = 3.5
+
+
+async def query_logs(conn: Any) -> str:
+    """What a FalkorDB server keeps of the queries it ran, lower-cased: every query-log stream
+    (`telemetry{graph}`), every graph's GRAPH.SLOWLOG, and redis's SLOWLOG."""
+    parts: list[str] = []
+    async for key in conn.scan_iter(match="telemetry{*}"):
+        if await conn.type(key) == "stream":
+            parts += [json.dumps(e, ensure_ascii=False) for e in await conn.xrange(key)]
+    for graph in await conn.execute_command("GRAPH.LIST"):
+        parts.append(json.dumps(await conn.execute_command("GRAPH.SLOWLOG", graph), default=str,
+                                ensure_ascii=False))  # fmt: skip
+    parts.append(json.dumps(await conn.execute_command("SLOWLOG", "GET", "-1"), default=str,
+                            ensure_ascii=False))  # fmt: skip
+    return "\n".join(parts).lower()

@@ -417,6 +417,9 @@ def test_erase_needs_confirmation_and_a_target(where: list[str], jsonl: Path) ->
     assert code == 1 and "nothing erased" in err
     code, _, err = kg(where, "erase")
     assert code == 1 and "--entity NAME or --whole-group" in err
+    code, out, _ = kg(where, "erase", "--entity", "Minji", "--dry-run")  # asks nothing
+    assert code == 0 and "would erase entity 'Minji': 2 episodes" in out
+    assert "dry run: nothing erased" in out
     code, out, _ = kg(where, "erase", "--entity", "Minji", "--yes")
     assert code == 0 and "erased entity 'Minji': 2 episodes" in out
     _, out, _ = kg(where, "stats", "--json")

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,15 @@ from kg.store.falkordb import FalkorDBStore
 from kg.store.neo4j import Neo4jStore
 from tests.conftest import Backend, add, objects, open_test_kg, t
 from tests.disk import written_to_file
-from tests.store_probe import files_containing, fulltext_hits, graph_dump
+from tests.falkordb_server import falkordb_server
+from tests.queue_llm import RuleLLM
+from tests.store_probe import (
+    QUERY_LOG_FLUSH_SECONDS,
+    files_containing,
+    fulltext_hits,
+    graph_dump,
+    query_logs,
+)
 from tests.test_neo4j_offline import FakeDriver, parse
 
 SECRET = "Zebulon Quisling"
@@ -64,6 +73,8 @@ async def test_erasing_a_subject_leaves_no_trace(kg: KG, backend: Backend, home:
     reply = await kg.search("Tell me more", recipe="episodes_bm25")
     assert [h.episode.search_key for h in reply.episodes] == ["Bo: Tell me more!"]
     await files_after_erasure(backend, files, receipt.files_compacted, receipt.residue)
+    if isinstance(kg.store, FalkorDBStore):  # nor in what the server keeps of its queries
+        assert "quisling" not in await query_logs(kg.store.client.connection)
 
     # Other subjects keep what other episodes support, and lose only what the erased ones did.
     assert objects(await kg.facts(subject="Bob", predicate="LIVES_IN")) == ["Daegu"]
@@ -315,3 +326,139 @@ async def test_a_killed_servers_temp_rewrite_file_is_removed_at_start(home: Path
         await kg.erase_entity(SECRET)
     assert [p for p in dead if p.exists()] == []
     assert files_containing(home, "Quisling") == []
+
+
+async def _named_then_erased(kg: KG) -> None:
+    """Issue 23's sequence at the facade (the HTTP server adds nothing FalkorDB logs): the
+    subject written, corrected, the correction rolled back, searched, then erased. Each step
+    waits out FalkorDB's query-log task, as a longer session does: a server that logs queries
+    has then moved them into its stream, where an erasure used to leave them."""
+    await add(kg, t(2020), (SECRET, "LIVES_IN", "Seoul"), (SECRET, "KNOWS", "Bob"))
+    correction = await add(kg, t(2021), (SECRET, "LIVES_IN", "Busan"))
+    await kg.add_episode(source="text", content=f"{SECRET} phoned about the lease.",
+                         reference_time=t(2022), extract=False)  # fmt: skip
+    await kg.rollback(correction.episode_uuid, apply=True)
+    assert (await kg.search(SECRET)).facts
+    await asyncio.sleep(QUERY_LOG_FLUSH_SECONDS)
+    await kg.erase_entity(SECRET)
+    await asyncio.sleep(QUERY_LOG_FLUSH_SECONDS)  # the erasure's own queries name it too
+    await kg.store.compact()  # what the next fold would write from memory
+
+
+async def test_the_embedded_server_keeps_no_query_log_an_erasure_misses(
+    falkor_kg: KG, home: Path
+) -> None:
+    conn = falkor_kg.store.client.connection  # type: ignore[attr-defined]
+    await _named_then_erased(falkor_kg)
+    assert "quisling" not in await query_logs(conn)
+    assert files_containing(home, "Quisling") == []
+
+
+async def test_erasure_reaches_an_external_falkordbs_query_log(tmp_path: Path) -> None:
+    """A server kg does not start keeps its operator's settings (query log on, FalkorDB's
+    default): kg blocks its groups' streams and empties the slow logs; its files are
+    compacted as the embedded server's are."""
+    data = tmp_path / "external"
+    with falkordb_server(data) as uri:
+        async with await KG.open(uri) as kg:
+            conn = kg.store.client.connection  # type: ignore[attr-defined]
+            assert await conn.execute_command("GRAPH.CONFIG", "GET", "CMD_INFO") == [
+                "CMD_INFO", True
+            ]  # fmt: skip
+            await _named_then_erased(kg)
+            assert "quisling" not in await query_logs(conn)
+            assert await conn.type("telemetry{default}") == "string"
+        assert files_containing(data, "Quisling") == []
+
+
+async def test_erasure_reaches_hyphenated_and_joined_spellings(
+    kg: KG, backend: Backend, home: Path
+) -> None:
+    """'Minji-Kim' and 'MinjiKim' name Minji Kim, in text and as entities of their own."""
+    await add(kg, t(2020), ("Minji Kim", "LIVES_IN", "Seoul"))
+    await add(kg, t(2021), ("Minji-Kim", "WORKS_AT", "Naver"), ("MinjiKim", "LIKES", "jazz"))
+    for i, spelling in enumerate(("Minji-Kim", "MinjiKim", "minji_kim", "Minji \u2013 Kim")):
+        await kg.add_episode(source="text", content=f"Note {i}: {spelling} called about the lease.",
+                             reference_time=t(2022, 1, i + 1), extract=False)  # fmt: skip
+    kept = ["Minjik Kimchi ordered lunch.", "Kim Minji is someone else's name order.",
+            "MinjiKimchi is a dish."]  # fmt: skip
+    for i, text in enumerate(kept):
+        await kg.add_episode(source="text", content=text, reference_time=t(2023, 1, i + 1),
+                             extract=False)  # fmt: skip
+    receipt = await kg.erase_entity("Minji Kim")
+    assert receipt.episodes_deleted == 2 + 4 and receipt.entities_deleted >= 3
+    dump = await graph_dump(kg)
+    for needle in ("minji kim", "minji-kim", "minjikim\"", "minji_kim", "minji \u2013 kim", "lease",
+                   "naver", "jazz"):  # fmt: skip
+        assert needle not in dump, needle
+    assert all(text.lower() in dump for text in kept)  # other names: kept
+    await flushed(kg)
+    if backend.name == "falkordb":
+        for needle in ("Minji-Kim", "MinjiKim called", "minji_kim"):
+            assert files_containing(home, needle) == [], needle
+
+
+async def _shared_episode(kg: KG) -> str:
+    """Jun Park and Minji's pet in one episode (issue 23 item 10), and one only about Minji."""
+    shared = await add(kg, t(2020), ("Jun Park", "KNOWS", "Minji"), ("Minji", "HAS_PET", "Mochi"),
+                       {"subject": "Minji", "predicate": "LIKES", "object": "tennis",
+                        "fact": "Minji plays tennis with Jun Park"},
+                       source_description="chat with Jun Park")  # fmt: skip
+    await add(kg, t(2021), ("Minji", "LIVES_IN", "Seoul"))
+    return shared.episode_uuid
+
+
+def _others(changes: list[Any]) -> list[str]:
+    return sorted(f"{c.subject} {c.predicate} {c.object}" for c in changes)
+
+
+async def test_an_erasure_dry_run_lists_other_subjects_facts_that_go(kg: KG) -> None:
+    await _shared_episode(kg)
+    before = await graph_dump(kg)
+    preview = await kg.erase_entity("Jun Park", dry_run=True)
+    assert preview.dry_run and not preview.files_compacted and preview.episodes_deleted == 1
+    assert _others(preview.other_facts_removed) == ["Minji HAS_PET Mochi", "Minji LIKES tennis"]
+    assert await graph_dump(kg) == before  # nothing erased
+    receipt = await kg.erase_entity("Jun Park")  # the real one lists them too
+    assert _others(receipt.other_facts_removed) == _others(preview.other_facts_removed)
+    assert not receipt.dry_run and receipt.other_facts_kept == []
+    assert await kg.facts(subject="Minji", predicate="HAS_PET") == []
+    assert objects(await kg.facts(subject="Minji", predicate="LIVES_IN")) == ["Seoul"]
+
+
+async def test_an_erasure_can_keep_other_subjects_facts_from_a_redacted_copy(kg: KG) -> None:
+    shared = await _shared_episode(kg)
+    preview = await kg.erase_entity("Jun Park", dry_run=True, keep_others=True)
+    assert _others(preview.other_facts_kept) == ["Minji HAS_PET Mochi", "Minji LIKES tennis"]
+    assert preview.other_facts_removed == [] and preview.redacted_copies == 1
+    receipt = await kg.erase_entity("Jun Park", keep_others=True)
+    assert _others(receipt.other_facts_kept) == _others(preview.other_facts_kept)
+    assert receipt.redacted_copies == 1 and receipt.episodes_deleted == 1
+    [pet] = await kg.facts(subject="Minji", predicate="HAS_PET")
+    [tennis] = await kg.facts(subject="Minji", predicate="LIKES")
+    assert pet.object == "Mochi" and tennis.edge.fact == "Minji plays tennis with [erased]"
+    assert pet.edge.valid_at == t(2020)  # re-asserted as it was said
+    [copy] = (await kg.why(pet.edge.uuid)).episodes
+    assert copy.uuid != shared and copy.name.startswith(f"redacted copy of episode {shared}")
+    assert "jun" not in copy.content.lower() and copy.source_description == "chat with [erased]"
+    assert "jun park" not in await graph_dump(kg)
+    assert await kg.facts(subject="Jun Park") == [] and await kg.facts(object="Jun Park") == []
+    assert [e.uuid for e in await kg.store.episodes_mentioning("default", pet.edge.source_node_uuid)
+            if e.uuid == copy.uuid] == [copy.uuid]  # fmt: skip
+
+
+async def test_a_redacted_message_loses_the_subjects_lines(backend: Backend, home: Path) -> None:
+    """An extracted message: the copy keeps the other speaker's line and the fact from it;
+    the subject's own line goes whole (its name cut, "I live in Quito" would still be his)."""
+    async with await open_test_kg(backend, home, llm=RuleLLM()) as kg:
+        await kg.add_episode(source="message", reference_time=t(2024, 1, 1),
+                             content="Jun Park: I live in Quito.\nMinji: I like jazz.")  # fmt: skip
+        receipt = await kg.erase_entity("Jun Park", keep_others=True)
+        assert _others(receipt.other_facts_kept) == ["Minji LIKES jazz"]
+        [jazz] = await kg.facts(subject="Minji")
+        [copy] = (await kg.why(jazz.edge.uuid)).episodes
+        assert copy.content == "Minji: I like jazz." and copy.status.value == "ingested"
+        dump = await graph_dump(kg)
+        assert "jun park" not in dump and "quito" not in dump
+        found = await kg.search("jazz", recipe="episodes_bm25")
+        assert [h.episode.uuid for h in found.episodes] == [copy.uuid]

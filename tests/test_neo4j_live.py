@@ -147,7 +147,8 @@ async def test_a_timeline_is_read_from_its_subject_not_every_edge_of_its_predica
     ops = _operators(summary.profile)
     seeks = [(op, d) for op, d in ops if "Seek" in op]
     assert not [op for op, _ in seeks if "Relationship" in op], seeks
-    assert any("Entity(group_id, name_key)" in d and "k.subject" in d for _, d in seeks), "\n".join(f"{o} {d}" for o, d in ops)
+    plan = "\n".join(f"{o} {d}" for o, d in ops)
+    assert any("Entity(group_id, name_key)" in d and "k.subject" in d for _, d in seeks), plan
 
 
 class KeywordEmbedder:

@@ -37,9 +37,11 @@ from kg.schemas.plan import (
     RewritePlan,
 )
 from kg.schemas.search import Scope, SearchView
+from kg.store.cypher.base import Fence
 from kg.store.cypher.dialect import Statement
 from kg.store.neo4j import Neo4jDialect, Neo4jStore
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
+from kg.store.neo4j.store import QUEUE_LOCK
 from kg.transfer import MODELS, Mention
 from tests.conftest import t
 
@@ -399,6 +401,11 @@ async def test_a_write_checks_the_group_version_first_and_rolls_back_when_stale(
     plan.base = GroupVersion()  # the group's first write
     await store.apply(plan)
     assert "WHERE kg_was IS NULL" in driver.transactions[-1][0][0]
+    # A write that changes queue records takes the group's queue lock first (as a leased
+    # write does), so a claim cannot read a cancelled episode as ready: KGQueue, then KGGroup.
+    await store.execute("g", [], Fence(None, queue=True))
+    queued = driver.transactions[-1][0][0]
+    assert queued.startswith(QUEUE_LOCK) and queued.index("KGQueue") < queued.index("KGGroup")
     # Dropping a group locks its version node first, so writers wait for it to commit.
     await store.drop_group("g")
     lock_stmt, delete = driver.transactions[-1]

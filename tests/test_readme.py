@@ -1,4 +1,5 @@
-"""Every ```python block of the README runs on its own and prints what its comments say.
+"""Every ```python block of the README and docs/python.md runs on its own and prints what its
+comments say.
 
 Each block runs in a fresh interpreter with a KG_HOME of its own (the embedded FalkorDB), so
 a block that leans on a variable or a graph from another block fails here. A line
@@ -15,10 +16,12 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-README = Path(__file__).parents[1] / "README.md"
+ROOT = Path(__file__).parents[1]
+PAGES = (ROOT / "README.md", ROOT / "docs" / "python.md")
 NEEDS = re.compile(r"^\s*# needs: (.+)$", re.M)
 PROMISE = re.compile(r"^\s*print\(.*\)\s+# (?!e\.g\.)(.+)$", re.M)
 
@@ -36,9 +39,17 @@ def in_order(wanted: list[str], lines: list[str]) -> bool:
     return all(any(line == w for line in rest) for w in wanted)
 
 
+def examples() -> list[Any]:
+    return [
+        pytest.param(page.name, i, block, id=f"{page.name}-{i}")
+        for page in PAGES
+        for i, block in enumerate(python_blocks(page.read_text()), start=1)
+    ]
+
+
 def test_readme_has_python_examples() -> None:
-    blocks = python_blocks(README.read_text())
-    assert len(blocks) >= 2
+    blocks = [p.values[2] for p in examples()]
+    assert len(python_blocks(PAGES[0].read_text())) >= 1 and len(blocks) >= 3
     assert all(promised(b) for b in blocks)  # every example says what it prints
 
 
@@ -52,11 +63,10 @@ def test_promises_are_read_in_order() -> None:
     assert needs is not None and needs.group(1) == "llm (an OpenAI-compatible endpoint)"
 
 
-@pytest.mark.parametrize("index", range(len(python_blocks(README.read_text()))))
-def test_readme_example_runs(index: int, tmp_path: Path) -> None:
-    block = python_blocks(README.read_text())[index]
+@pytest.mark.parametrize(("page", "index", "block"), examples())
+def test_readme_example_runs(page: str, index: int, block: str, tmp_path: Path) -> None:
     if needs := NEEDS.search(block):
-        pytest.skip(f"README example {index + 1} needs {needs.group(1)}; the suite runs offline")
+        pytest.skip(f"{page} example {index} needs {needs.group(1)}; the suite runs offline")
     env = {**os.environ, "KG_HOME": str(tmp_path / "kg-home")}
     for var in ("KG_URI", "KG_GROUP", "KG_EMBEDDER", "KG_ONTOLOGY"):
         env.pop(var, None)
@@ -64,7 +74,7 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
         [sys.executable, "-c", block], capture_output=True, text=True, env=env,
         cwd=tmp_path, timeout=600,
     )  # fmt: skip
-    assert run.returncode == 0, f"README example {index + 1} failed:\n{run.stderr[-3000:]}"
+    assert run.returncode == 0, f"{page} example {index} failed:\n{run.stderr[-3000:]}"
     lines = [line.strip() for line in run.stdout.splitlines()]
     wanted = promised(block)
-    assert in_order(wanted, lines), f"example {index + 1} promised {wanted}, printed {lines}"
+    assert in_order(wanted, lines), f"{page} example {index} promised {wanted}, printed {lines}"

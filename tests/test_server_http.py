@@ -412,9 +412,19 @@ def test_admin_rollback_erase_export(served: Served, seeded: dict[str, Any]) -> 
         ok(
             a.post(
                 "/v1/episodes",
-                json=facts_episode(("Dave", "WORKS_AT", "Initech", "2020-01-01T00:00:00Z")),
+                json=facts_episode(
+                    ("Dave", "WORKS_AT", "Initech", "2020-01-01T00:00:00Z"),
+                    ("Erin", "LIKES", "chess", "2020-01-01T00:00:00Z"),
+                ),
             )
         )
+        preview = ok(a.post("/v1/erase/entity", json={"name": "Dave", "dry_run": True}))
+        assert preview["dry_run"] and preview["episodes_deleted"] == 1
+        assert [(f["subject"], f["object"]) for f in preview["other_facts_removed"]] == [
+            ("Erin", "chess")
+        ]
+        assert len(ok(a.get("/v1/facts", params={"subject": "Dave"}))) == 1  # nothing erased
+        assert "confirm" in problem(a.post("/v1/erase/entity", json={"name": "Dave"}), 422)
         assert "confirm" in problem(
             a.post("/v1/erase/entity", json={"name": "Dave", "confirm": "dave"}), 422
         )

@@ -186,6 +186,9 @@ async def test_admin_tools(served: Served) -> None:
             facts=[{"subject": "Eve", "predicate": "WORKS_AT", "object": "Evil Corp"}],
         )
         assert "confirm" in await error(s, "forget", entity="Eve", confirm="yes")
+        preview = await call(s, "forget", entity="Eve")  # no confirm: a dry run
+        assert preview["dry_run"] and preview["episodes_deleted"] == 1
+        assert await call(s, "facts_as_of", subject="Eve") != []
         receipt = await call(s, "forget", entity="Eve", confirm="Eve")
         assert receipt["subject"] == "Eve" and receipt["episodes_deleted"] == 1
         assert await call(s, "facts_as_of", subject="Eve") == []

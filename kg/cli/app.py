@@ -778,15 +778,33 @@ def erase(
         bool, typer.Option("--whole-group", help="Erase the entire group (--group).")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Erase nothing: list what would go, including facts "
+            "about other subjects that came from the same episodes.",
+        ),
+    ] = False,
+    keep_others: Annotated[
+        bool,
+        typer.Option(
+            "--keep-others",
+            help="Keep those facts, re-asserted from a redacted "
+            "copy of each episode (the subject's name cut out).",
+        ),
+    ] = False,
 ) -> None:
     """Physically delete a subject or a whole group, with its traces on disk. Not undoable."""
     settings: Settings = ctx.obj
     if (entity is None) == (not whole_group):
         raise _fail("give --entity NAME or --whole-group, not both and not neither")
+    if (dry_run or keep_others) and entity is None:
+        raise _fail("--dry-run and --keep-others apply to --entity")
     target = f"entity {entity!r}" if entity else f"the whole group {settings.group!r}"
     question = f"Permanently erase {target} from group {settings.group!r}?"
     try:
-        confirmed = yes or typer.confirm(question)
+        confirmed = dry_run or yes or typer.confirm(question)
     except typer.Abort:  # no answer: end of input, or interrupted
         confirmed = False
     if not confirmed:
@@ -794,7 +812,8 @@ def erase(
 
     async def work(kg: KG) -> ErasureReceipt:
         if entity is not None:
-            return await kg.erase_entity(entity, group_id=settings.group)
+            return await kg.erase_entity(entity, group_id=settings.group, dry_run=dry_run,
+                                         keep_others=keep_others)  # fmt: skip
         return await kg.erase_group(settings.group)
 
     render.erasure(out, target, _run(_with_kg(settings, work)))

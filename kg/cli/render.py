@@ -377,7 +377,12 @@ def rollback(console: Console, report: RollbackReport) -> None:
         )
         return
     verb = "rolled back" if report.applied else "would roll back"
-    console.print(f"{verb} {len(report.episodes)} episode(s): {', '.join(report.episodes)}")
+    if report.episodes:
+        console.print(f"{verb} {len(report.episodes)} episode(s): {', '.join(report.episodes)}")
+    if report.cancelled:
+        verb = "cancelled" if report.applied else "would cancel"
+        console.print(f"{verb} {len(report.cancelled)} episode(s) not yet written "
+                      f"(queued or failed): {', '.join(report.cancelled)}")  # fmt: skip
     sections = (
         ("removed", report.removed, "red"),
         ("re-opened / restored", report.restored, "green"),
@@ -451,6 +456,16 @@ def log(console: Console, events: list[AuditEvent], *, as_json: bool) -> None:
 
 
 def erasure(console: Console, target: str, receipt: ErasureReceipt) -> None:
+    if receipt.dry_run:
+        console.print(
+            f"would erase {target}: {receipt.episodes_deleted} episodes "
+            f"({receipt.queue_records_deleted} still queued), {receipt.entities_deleted} "
+            f"entities, {receipt.fact_versions_deleted} fact versions",
+            markup=False, highlight=False,
+        )  # fmt: skip
+        _other_facts(console, receipt)
+        console.print("dry run: nothing erased.")
+        return
     when = f" at {receipt.compacted_at:%Y-%m-%d %H:%M:%S} UTC" if receipt.compacted_at else ""
     resumed = "; finished an erasure a crash had interrupted" if receipt.resumed else ""
     console.print(
@@ -462,8 +477,27 @@ def erasure(console: Console, target: str, receipt: ErasureReceipt) -> None:
         + resumed,
         markup=False, highlight=False,
     )  # fmt: skip
+    _other_facts(console, receipt)
     if receipt.residue:
         console.print(f"note: {receipt.residue}", markup=False, highlight=False)
+
+
+def _other_facts(console: Console, receipt: ErasureReceipt) -> None:
+    """The facts about other subjects that go (or, kept, stay) with the erased episodes."""
+    go = "would go" if receipt.dry_run else "went"
+    sections = (
+        (f"facts about other subjects that {go} with its episodes", receipt.other_facts_removed),
+        ("facts about other subjects kept, from redacted copies", receipt.other_facts_kept),
+    )
+    for title, rows in sections:
+        if not rows:
+            continue
+        table = _table(title, ("subject", "predicate", "object", "valid"))
+        for c in rows:
+            table.add_row(c.subject, c.predicate, c.object, interval(c.valid_at, c.invalid_at))
+        console.print(table)
+    if receipt.other_facts_removed and receipt.dry_run:
+        console.print("--keep-others keeps them (re-asserted from redacted copies).")
 
 
 def loading(console: Console, every: float = 5.0) -> Callable[[LoadProgress], None]:

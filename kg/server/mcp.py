@@ -342,13 +342,28 @@ def build_mcp(
         ctx: Context[Any, Any],
         entity: Annotated[str, Field(description="The subject to erase, e.g. 'Alice'.")],
         confirm: Annotated[
-            str, Field(description="The same name again, to confirm. Erasure is permanent.")
-        ],
+            str | None,
+            Field(
+                description="The same name again, to erase: permanent. Left out, nothing "
+                "is erased and the reply says what would go."
+            ),
+        ] = None,
+        keep_others: Annotated[
+            bool,
+            Field(
+                description="Keep the facts about other people that came from the same "
+                "messages, re-stated from copies with this subject's name cut out."
+            ),
+        ] = False,
     ) -> dict[str, Any]:
         """Permanently erase a subject: its episodes, facts and entity, with their traces on
-        disk. Not undoable; needs an admin key and `confirm` equal to `entity`. Only do this
-        when the user asks to be forgotten."""
-        req = _checked(EraseEntityRequest, {"name": entity, "confirm": confirm})
+        disk. Not undoable; needs an admin key. Call it first without `confirm`: nothing is
+        erased, and the reply lists what would go, including facts about other subjects
+        (`other_facts_removed`); show that to the user, then call again with `confirm` equal
+        to `entity`. Only do this when the user asks to be forgotten."""
+        req = _checked(EraseEntityRequest, {"name": entity, "confirm": confirm,
+                                            "dry_run": confirm is None,
+                                            "keep_others": keep_others})  # fmt: skip
 
         async def work(s: Scoped) -> dict[str, Any]:
             return (await s.erase_entity(req)).model_dump()

@@ -127,7 +127,18 @@ class RollbackRequest(Strict):
 
 class EraseEntityRequest(Strict):
     name: Name
-    confirm: Name = Field(description="The same name again: erasure cannot be undone.")
+    confirm: Name | None = Field(
+        default=None, description="The same name again: erasure cannot be undone. "
+        "Not needed for a dry run.",
+    )  # fmt: skip
+    dry_run: bool = Field(
+        default=False, description="Erase nothing: say what would go, including the facts "
+        "about other subjects that go with the subject's episodes.",
+    )  # fmt: skip
+    keep_others: bool = Field(
+        default=False, description="Keep those facts, re-asserted from a redacted copy of "
+        "each episode (the subject's name cut out).",
+    )  # fmt: skip
 
 
 class EraseGroupRequest(Strict):

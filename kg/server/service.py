@@ -204,9 +204,11 @@ class Scoped:
 
     async def erase_entity(self, req: EraseEntityRequest) -> ErasureReceipt:
         self.need(Role.admin, "erasing a subject")
-        if req.confirm != req.name:
+        if not req.dry_run and req.confirm != req.name:
             raise InputError("confirm must repeat the name being erased; nothing erased")
-        return await self.memory.writes.run(self.kg.erase_entity(req.name, group_id=self.group))
+        work = self.kg.erase_entity(req.name, group_id=self.group, dry_run=req.dry_run,
+                                    keep_others=req.keep_others)  # fmt: skip
+        return await (work if req.dry_run else self.memory.writes.run(work))
 
     async def erase_group(self, req: EraseGroupRequest) -> ErasureReceipt:
         self.need(Role.admin, "erasing the group")

@@ -76,6 +76,10 @@ class Fence:
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     set_hold: bool = False
     hold: str | None = None
+    # The write changes queue records (cancels or deletes queued episodes): it must be
+    # serialised with claims and leased writes. One FalkorDB query is already; Neo4j takes
+    # the group's queue lock first.
+    queue: bool = False
 
     @property
     def checked(self) -> bool:

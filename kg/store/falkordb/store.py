@@ -39,7 +39,7 @@ from kg.schemas.validation import GROUP_ID_RE, check_group_id
 from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
 from kg.store.cypher.store import CypherStore
-from kg.store.falkordb import persistence
+from kg.store.falkordb import persistence, query_log
 from kg.store.falkordb.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
 from kg.store.falkordb.dialect import FalkorDialect
 from kg.store.falkordb.embedded import Durability, EmbeddedServer, ProgressCallback
@@ -205,6 +205,7 @@ class FalkorDBStore(CypherStore):
         self._ready: set[str] = set()
         self._indexed: set[str] = set()
         self._folding: asyncio.Future[None] | None = None
+        self._hushed: set[str] = set()  # groups whose query log is blocked (external server)
 
     @classmethod
     async def embedded(
@@ -226,6 +227,10 @@ class FalkorDBStore(CypherStore):
         socket = await server.start(start_timeout, progress=progress)
         pool = _pool(connection_class=UnixDomainSocketConnection, path=socket)
         store = cls(FalkorDB(connection_pool=pool), server, embedding_dim)
+        # The server logs no queries (query_log.MODULE_ARGS); streams an older kg let it
+        # write stay in the files until replaced.
+        with translated("to clear FalkorDB's query log"):
+            await query_log.scrub(store._db.connection, [], own_server=True)
         store._folding = asyncio.ensure_future(store._fold_in_background())
         return store
 
@@ -283,12 +288,24 @@ class FalkorDBStore(CypherStore):
             check_group_id(group_id)
         return self._db.select_graph(group_id)
 
+    async def _hush(self, group_id: str) -> None:
+        """An external server may log every query with its parameters (its operator's
+        `CMD_INFO`, on by default): block the group's query-log stream before the first
+        query this process sends it (see kg.store.falkordb.query_log). The embedded server
+        logs none."""
+        if self.server is not None or group_id in self._hushed or group_id == KEYS_NAMESPACE:
+            return
+        with translated("to turn off FalkorDB's query log for the group"):
+            await query_log.block(self._db.connection, group_id)
+        self._hushed.add(group_id)
+
     async def ensure_schema(self, group_id: str) -> None:
         """Create what the group's graph lacks, and only that: the graph's own index and
         constraint lists are read first (reads are not logged), so an existing group costs
         no command in the append-only file."""
         if group_id in self._ready or group_id == KEYS_NAMESPACE:
             return
+        await self._hush(group_id)
         graph = self._graph(group_id)
         specs = list(FALKORDB_INDEXES)
         if self.embedding_dim:
@@ -342,6 +359,7 @@ class FalkorDBStore(CypherStore):
         self, group_id: str, query: str, params: dict[str, Any]
     ) -> list[dict[str, Any]]:
         header = params_header(params)
+        await self._hush(group_id)
         with translated("a read"):
             try:
                 result = await self._graph(group_id).ro_query(header + query)
@@ -415,8 +433,10 @@ class FalkorDBStore(CypherStore):
                 ret += ", kind, p, source, target"
             if fence.base is not None and fence.base.token is None:
                 # Planned against a group with no writes yet: it may have been erased, by
-                # another process too, since this one created its indexes. Create them again.
+                # another process too, since this one created its indexes. Create them again
+                # (and block its query log again: the graph's deletion deleted its key).
                 self._ready.discard(group_id)
+                self._hushed.discard(group_id)
         # The schema comes first and inside the same translation: a server lost while the
         # indexes are created is the same one-line error as one lost during the write.
         with translated("the write plan (nothing written)"):
@@ -446,6 +466,7 @@ class FalkorDBStore(CypherStore):
     async def _queue_write(self, group_id: str, statement: Statement) -> list[dict[str, Any]]:
         # FalkorDB runs each query alone under its graph's write lock: one query is atomic.
         header = params_header(statement.params)
+        await self._hush(group_id)
         with translated("a queue write"):
             await self.ensure_schema(group_id)
             try:
@@ -458,6 +479,7 @@ class FalkorDBStore(CypherStore):
         write: bool = False,
     ) -> list[dict[str, Any]]:  # fmt: skip
         graph = self._graph(group_id)
+        await self._hush(group_id)
         with translated("a raw query"):
             if write:
                 return _rows(await graph.query(query, params or {}))
@@ -499,12 +521,20 @@ class FalkorDBStore(CypherStore):
                     ) from exc
         self._ready.discard(group_id)
         self._indexed.discard(group_id)
+        self._hushed.discard(group_id)  # deleting the graph deleted its stream's key too
 
     async def compact(self) -> None:
         """Rewrite the append-only file from the live data set: the old AOF, which still holds
-        every command ever run (deleted text included), is replaced and removed."""
+        every command ever run (deleted text included), is replaced and removed. FalkorDB's
+        query logs are emptied first (kg.store.falkordb.query_log): the rewrite would copy a
+        query-log stream into the new base. On an external server, only the groups this
+        process worked on (the erased one among them): the others may not be kg's."""
+        conn = self._db.connection
+        own = self.server is not None
         with translated("to compact its files"):
-            await persistence.rewrite(self._db.connection)
+            groups = await self.groups() if own else sorted(self._hushed)
+            await query_log.scrub(conn, groups, own_server=own)
+            await persistence.rewrite(conn)
 
     async def pending_erasures(self) -> list[PendingErasure]:
         with translated("to read pending erasures"):
@@ -547,6 +577,9 @@ class FalkorDBStore(CypherStore):
             raise WriteConflictError(f"group {group_id!r} was created while the import ran; "
                              "nothing was imported")  # fmt: skip
         self._ready.discard(staging)
+        # FalkorDB deletes the renamed graph's query-log key; the group's is blocked (again)
+        # before this process's next query there.
+        self._hushed -= {staging, group_id}
 
     async def drop_staged(self, staging: str) -> None:
         if not _STAGING_RE.match(staging):

@@ -483,7 +483,8 @@ def write_query(
 ) -> Statement:
     """Statements as one query: each a CALL {} subquery, in order (a later one sees what an
     earlier one wrote), after the checks. The lease (`guard`) comes first, under the group's
-    queue lock, then the version (`fence`): the group node is write-locked (setting a
+    queue lock (which a write that changes queue records, `fence.queue`, takes too), then the
+    version (`fence`): the group node is write-locked (setting a
     property takes its lock, held to commit) before its version is read, so two writers
     cannot read the same version (Neo4j reads at read-committed), and only a version equal
     to the plan's leaves a row for the rest to run on. Lock order is always KGQueue, KGGroup.
@@ -498,6 +499,8 @@ def write_query(
     head = ""
     if guard is not None:
         head = f"{QUEUE_LOCK} WITH kg_lock {guard.match} WITH kg_guard LIMIT 1 "
+    elif fence is not None and fence.queue:  # it changes queue records: the same lock first
+        head = f"{QUEUE_LOCK} WITH kg_lock LIMIT 1 "
     if fence is None:
         if not head and len(statements) == 1:
             return Statement(statements[0].query, params)
