@@ -174,11 +174,12 @@ async def test_a_small_groups_cosine_branch_reads_its_own_facts_not_the_shared_i
     """One Neo4j vector index holds every group's facts, and it takes k and no filter. A
     small group's nearest facts sat behind a large group's: the index was read with a k
     widened to VECTOR_K_MAX, and a small group whose facts all lay past it found none. A
-    group of at most EXACT_COSINE_MAX facts is scored exactly over its own facts (the true
-    top k, scores as the index gives them); a larger one still goes through the index."""
+    group of at most EXACT_COSINE_MAX facts, and less than half the index, is scored exactly
+    over its own facts (the true top k, scores as the index gives them); a larger one, or
+    one that is most of the index, still goes through the index."""
     import kg.store.cypher.search as shared
-    import kg.store.neo4j.store as neo4j_store
     from kg.schemas.search import Scope, SearchView
+    from kg.store.neo4j import cosine
 
     monkeypatch.setattr(shared, "VECTOR_K_MAX", 40)  # a large group: more than k_max nearer
     async with await open_test_kg(neo4j_backend, home, embedder=KeywordEmbedder()) as graph:
@@ -205,11 +206,16 @@ async def test_a_small_groups_cosine_branch_reads_its_own_facts_not_the_shared_i
         assert all(abs(h.score - 0.8) < 1e-6 for h in found), [h.score for h in found]
         assert [q for q in sent if "db.index.vector" in q] == []
         assert any("vector.similarity.cosine" in q for q in sent)
-        # Above the bound: the shared index (here it finds the big group's own facts).
-        monkeypatch.setattr(neo4j_store, "EXACT_COSINE_MAX", 10)
-        store._sizes.clear()
+        # A group that holds most of the index: the index (its first k finds its own facts).
         sent.clear()
         big = await store.search_vector("big", Scope.facts, [1.0, 0, 0, 0], view, 10)
         assert len(big) == 10 and all(abs(h.score - 0.998) < 1e-3 for h in big)
+        assert any("db.index.vector.queryRelationships" in q for q in sent)
+        assert not any("vector.similarity.cosine" in q for q in sent)
+        # Above the bound: the index too, however small the group's share.
+        monkeypatch.setattr(cosine, "EXACT_COSINE_MAX", 2)
+        store._sizes.clear()
+        sent.clear()
+        await store.search_vector("small", Scope.facts, [1.0, 0, 0, 0], view, 10)
         assert any("db.index.vector.queryRelationships" in q for q in sent)
         assert not any("vector.similarity.cosine" in q for q in sent)

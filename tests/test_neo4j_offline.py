@@ -450,3 +450,14 @@ async def test_group_lookups_read_the_episodes_group_index() -> None:
         parse(q)
     index = "CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id)"
     assert index in NEO4J_SCHEMA
+
+
+def test_exact_cosine_is_for_groups_small_in_themselves_and_beside_the_others() -> None:
+    """Exact cosine costs what the group holds; the shared index costs about k over the
+    group's share of it (kg.store.neo4j.cosine)."""
+    from kg.store.neo4j.cosine import EXACT_COSINE_MAX, exact_pays
+
+    assert exact_pays(10_000, 110_000)  # a 10k group beside a 100k one
+    assert not exact_pays(10_000, 10_000)  # alone: the index's first k is all its own
+    assert not exact_pays(EXACT_COSINE_MAX + 1, 10**7)  # past the measured crossover
+    assert exact_pays(3, 63) and not exact_pays(60, 63)

@@ -40,7 +40,14 @@ from kg.schemas.store import (
 from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
 from kg.store.cypher.store import CypherStore
-from kg.store.neo4j.cosine import EXACT_COSINE_MAX, SIZE_TTL_SECONDS, exact_query, size_query
+from kg.store.neo4j import cosine
+from kg.store.neo4j.cosine import (
+    SIZE_TTL_SECONDS,
+    exact_pays,
+    exact_query,
+    size_query,
+    total_query,
+)
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.store.neo4j.dialect import Neo4jDialect
 
@@ -73,7 +80,8 @@ class Neo4jStore(CypherStore):
         self.embedding_dim = embedding_dim
         self._schema_ready = False
         self._indexes_online = False
-        self._sizes: dict[tuple[str, Scope], tuple[int, float]] = {}  # (items, when counted)
+        # (group, scope) -> (the group's items, the database's, when counted)
+        self._sizes: dict[tuple[str, Scope], tuple[int, int, float]] = {}
 
     @classmethod
     async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> Neo4jStore:
@@ -339,17 +347,18 @@ class Neo4jStore(CypherStore):
         return [(self.dialect.similarity(float(r["score"])), r["row"]) for r in rows if r["ok"]]
 
     async def _small(self, group_id: str, scope: Scope) -> bool:
-        """Whether the group holds at most EXACT_COSINE_MAX items of `scope` (counted once a
-        minute at most: a group grows by writes, and either answer is right, only slower)."""
+        """Whether the group's items of `scope` are scored exactly (`exact_pays`): counted,
+        with the database's, once a minute at most (a group grows by writes, and either
+        answer is right, only slower)."""
         now = time.monotonic()
         known = self._sizes.get((group_id, scope))
-        if known is None or now - known[1] > SIZE_TTL_SECONDS:
-            rows = await self._read(
-                group_id, size_query(scope), {"group_id": group_id, "cap": EXACT_COSINE_MAX + 1}
-            )
-            known = (int(rows[0]["n"]) if rows else 0, now)
+        if known is None or now - known[2] > SIZE_TTL_SECONDS:
+            cap = cosine.EXACT_COSINE_MAX + 1
+            rows = await self._read(group_id, size_query(scope), {"group_id": group_id, "cap": cap})
+            total = await self._read(group_id, total_query(scope), {})
+            known = (int(rows[0]["n"]) if rows else 0, int(total[0]["n"]) if total else 0, now)
             self._sizes[(group_id, scope)] = known
-        return known[0] <= EXACT_COSINE_MAX
+        return exact_pays(known[0], known[1])
 
     async def _search_ready(self, group_id: str) -> None:
         """Neo4j populates new indexes in the background; wait once per store."""
