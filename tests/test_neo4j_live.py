@@ -219,3 +219,32 @@ async def test_a_small_groups_cosine_branch_reads_its_own_facts_not_the_shared_i
         await store.search_vector("small", Scope.facts, [1.0, 0, 0, 0], view, 10)
         assert any("db.index.vector.queryRelationships" in q for q in sent)
         assert not any("vector.similarity.cosine" in q for q in sent)
+
+
+async def test_no_write_statement_scans_a_label(neo4j_backend: Backend, home: Path) -> None:
+    """Every statement of a write plan, one episode's and a batch's, finds its nodes and
+    edges through an index: one Neo4j database holds every group, so a node matched by its
+    uuid alone (the uniqueness index is on group and uuid) is a scan of every group's nodes
+    with that label, on every write (a batch's mentions did, and ingest slowed with the
+    database)."""
+    from kg.ingest.structured import plan_structured_episode
+    from kg.schemas import DEFAULT_ONTOLOGY, Episode
+
+    async with await open_test_kg(neo4j_backend, home) as graph:
+        await add(graph, t(2000), ("Ann", "LIVES_IN", "Seoul"), ("Ann", "KNOWS", "Bob"))
+        store = graph.store
+        assert isinstance(store, Neo4jStore)
+        plans = []
+        for year, city in ((2010, "Busan"), (2011, "Daegu")):
+            facts = [{"subject": "Ann", "predicate": "LIVES_IN", "object": city},
+                     {"subject": "Ann", "predicate": "KNOWS", "object": "Bob"}]  # fmt: skip
+            episode = Episode(source="facts", reference_time=t(year), facts=facts)
+            plan, _ = await plan_structured_episode(episode, store, DEFAULT_ONTOLOGY, t(2030))
+            plans.append(plan)
+        statements = [*store.compile_plan(plans[0]), *store.compile_many(plans)]
+        scans = []
+        for s in statements:
+            _, summary, _ = await store._driver.execute_query("EXPLAIN " + s.query, s.params)
+            scans += [(op, s.query[:80]) for op, _ in _operators(summary.plan)
+                      if "LabelScan" in op or "AllNodesScan" in op]  # fmt: skip
+        assert scans == []
