@@ -26,9 +26,14 @@ HEADER = (
 )
 
 
+def _wide(text: str) -> int:
+    """Characters at or above U+1100 (Hangul, CJK and beyond): about one token each."""
+    return 0 if text.isascii() else sum(1 for ch in text if ord(ch) >= 0x1100)
+
+
 def approx_tokens(text: str) -> int:
     """About 4 characters a token for English; CJK text runs closer to 1 a character."""
-    cjk = sum(1 for ch in text if ord(ch) >= 0x1100)
+    cjk = _wide(text)
     return max(1, (len(text) - cjk) // 4 + cjk)
 
 
@@ -79,10 +84,20 @@ def render_context(
     lines = [HEADER]
 
     def section(tag: str, rows: list[str]) -> None:
-        # The whole block is measured with each candidate line: exact for any `count`.
+        # The whole block is measured with each candidate line: exact for any `count`. For
+        # approx_tokens, from running sums of the parts' lengths and wide characters (the
+        # joining newlines are narrow): the same number, without re-reading the block for
+        # each line (which made a 20,000-token context quadratic).
         kept: list[str] = []
+        parts = [*lines, f"<{tag}>", f"</{tag}>"]
+        size, wide, n = sum(map(len, parts)), sum(map(_wide, parts)), len(parts)
         for row in rows:
-            if count("\n".join([*lines, f"<{tag}>", *kept, row, f"</{tag}>"])) > max_tokens:
+            if count is approx_tokens:
+                size, wide, n = size + len(row), wide + _wide(row), n + 1
+                tokens = max(1, (size + n - 1 - wide) // 4 + wide)
+            else:
+                tokens = count("\n".join([*lines, f"<{tag}>", *kept, row, f"</{tag}>"]))
+            if tokens > max_tokens:
                 break
             kept.append(row)
         if kept:

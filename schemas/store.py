@@ -194,6 +194,16 @@ def record_kind(item: Record) -> RecordKind:
     raise TypeError(f"{type(item).__name__} is not a record kind")
 
 
+class PageAfter(BaseModel):
+    """Where a page of a list ordered newest first ends: the last row's time and uuid. The
+    next page starts strictly after it, so pages neither skip nor repeat a row that stayed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    created_at: UtcDatetime
+    uuid: str = Field(max_length=200)
+
+
 class EpisodeLog(Protocol):
     """The episodes a group ingested (and rolled back, or failed), and its audit trail."""
 
@@ -210,6 +220,19 @@ class EpisodeLog(Protocol):
         include_rolled_back: bool = False,
     ) -> list[EpisodicNode]:
         """Episodes oldest first, optionally narrowed; rolled-back ones only when asked."""
+        ...
+
+    async def episode_page(
+        self,
+        group_id: str,
+        limit: int,
+        after: PageAfter | None = None,
+        *,
+        quarantined: bool = False,
+    ) -> list[EpisodicNode]:
+        """Up to `limit` episodes of every status, newest first (created_at, then uuid, both
+        descending: a stable order), after `after`; only the page is read. `quarantined`:
+        only episodes holding something the instruction guard held back."""
         ...
 
     async def recent_episodes(self, group_id: str, limit: int) -> list[EpisodicNode]:

@@ -38,7 +38,14 @@ from kg.schemas.graph import (
     FactEdge,
 )
 from kg.schemas.plan import GroupVersion, RewritePlan, WritePlan
-from kg.schemas.store import Community, FactQuery, PlanningNames, PlanningReads, TimelineKey
+from kg.schemas.store import (
+    Community,
+    FactQuery,
+    PageAfter,
+    PlanningNames,
+    PlanningReads,
+    TimelineKey,
+)
 
 M = TypeVar("M", bound=BaseModel)
 _VECTORS = {"fact_embedding", "name_embedding", "content_embedding", "key_embedding"}
@@ -172,6 +179,23 @@ class MemoryStore:
             and (source_description is None or ep.source_description == source_description)
             and (since is None or ep.created_at >= since)
         )
+
+    async def episode_page(
+        self,
+        group_id: str,
+        limit: int,
+        after: PageAfter | None = None,
+        *,
+        quarantined: bool = False,
+    ) -> list[EpisodicNode]:
+        newest = sorted(
+            (ep for ep in self._g(group_id).episodes.values()
+             if (not quarantined or ep.quarantine is not None)
+             and (after is None or (ep.created_at, ep.uuid) < (after.created_at, after.uuid))),
+            key=lambda ep: (ep.created_at, ep.uuid),
+            reverse=True,
+        )  # fmt: skip
+        return [_out(ep) for ep in newest[:limit]]
 
     def _turns(self, group_id: str, session_id: str) -> list[EpisodicNode]:
         live = (EpisodeStatus.ingested, EpisodeStatus.queued, EpisodeStatus.processing)

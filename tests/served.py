@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,10 +41,14 @@ def kg_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "kg.cli", *args]
 
 
-async def make_keys(home: Path, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """One key per (group, role), stored in the data directory under `home`."""
+async def make_keys(home: Path, wanted: Sequence[tuple[str, ...]]) -> dict[tuple[str, str], str]:
+    """One key per (group, role[, channel]) (channel: the default, agent, unless given),
+    stored in the data directory under `home`; found by (group, role)."""
+    keys = {}
     async with await KG.open(home=home) as kg:
-        return {(g, r): (await create_key(kg.store, g, r, name=f"{g}-{r}"))[1] for g, r in wanted}
+        for g, r, *channel in wanted:
+            _, keys[(g, r)] = await create_key(kg.store, g, r, f"{g}-{r}", *channel)
+    return keys
 
 
 @dataclass
@@ -109,7 +114,7 @@ class Served:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-def serve(home: Path, wanted: list[tuple[str, str]], *extra: str) -> Served:
+def serve(home: Path, wanted: Sequence[tuple[str, ...]], *extra: str) -> Served:
     keys = asyncio.run(make_keys(home, wanted))
     served = Served(home=home, port=free_port(), keys=keys)
     served.start(*extra)

@@ -23,7 +23,7 @@ from tests.served import Served, serve
 
 CHROMIUM = os.environ.get("KG_CHROMIUM", "/usr/bin/chromium")
 INSTALLER = Path(__file__).resolve().parents[1] / "docker" / "chromium-dev" / "install"
-KEYS = [("alice", "admin"), ("alice", "read")]
+KEYS = [("alice", "admin", "user"), ("alice", "read")]  # the inspector's user: user channel
 
 
 CI = os.environ.get("CI") == "true"
@@ -382,7 +382,7 @@ def test_a_read_key_sees_no_write_controls_and_the_api_refuses_them(
         assert r.status_code == 403, r.text
         r = c.post("/v1/erase/entity", json={"name": "Alice", "confirm": "Alice"})
         assert r.status_code == 403, r.text
-        ep = ok(c.get("/v1/episodes"))[0]["uuid"]
+        ep = ok(c.get("/v1/episodes"))["items"][0]["uuid"]
         r = c.post("/v1/rollback", json={"episode_ids": [ep], "apply": True})
         assert r.status_code == 403, r.text
 

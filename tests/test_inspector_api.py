@@ -13,6 +13,7 @@ import pytest
 from kg import KG
 from kg.errors import ExtractionError, InputError
 from kg.ingest.llm import ScriptedLLM
+from kg.schemas.episode import Channel
 from kg.schemas.keys import Role
 from kg.server.keys import Principal
 from kg.server.models import Correction
@@ -34,8 +35,9 @@ def reply(subject: str, predicate: str, object: str, quote: str) -> str:
     return json.dumps({"entities": [], "facts": [fact]})
 
 
-def as_role(memory: Memory, role: Role) -> Scoped:
-    return memory.scoped(Principal(key_id="k", group_id="default", role=role))
+def as_role(memory: Memory, role: Role, channel: Channel = Channel.user) -> Scoped:
+    """The inspector's user: a key on the user channel unless said otherwise."""
+    return memory.scoped(Principal(key_id="k", group_id="default", role=role, channel=channel))
 
 
 async def said(kg: KG, when: object, *facts: tuple[str, str, str]) -> None:

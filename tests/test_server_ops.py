@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -51,7 +52,8 @@ def test_sigterm_in_the_middle_of_writes(tmp_path: Path) -> None:
     in the graph whole, no episode is half-written, the exit is clean (code 0, no
     traceback), and the writes cut off by the graceful timeout were finished, not dropped."""
     home = tmp_path / "home"
-    served = serve(home, [("ops", "write")], "--graceful-timeout", "1")
+    served = serve(home, [("ops", "write")], "--graceful-timeout", "1", "--key-concurrency",
+                   str(WRITERS))  # fmt: skip
     key = served.key("ops", "write")
     acked: dict[str, str] = {}  # subject -> episode uuid, for every 2xx
     refused: list[tuple[int, str]] = []  # other answers: 503s once shutdown begins
@@ -376,8 +378,9 @@ def test_secrets_never_leak(tmp_path: Path) -> None:
     log = served.log()
     assert "DEBUG" in log, "the log was not at debug level"
     assert 'kg_group_size{group="alice"' in scrape.text  # the token did unlock the groups
-    assert "/v1/facts?api_key=kg_[redacted]" in log  # a key in a URL: masked, not absent
-    assert "/nowhere/[redacted]" in log  # the token in a path, too
+    # A key in a URL, a token in a path: the access log holds neither (kg.server.access).
+    assert re.search(r'"GET /v1/facts\?api_key=~[0-9a-f]{8} HTTP', log)
+    assert '"GET unmatched HTTP' in log
     listed = "\n".join(p.stdout + p.stderr for p in [*listings, revoked])
     for key in keys:
         secret = key[16:]

@@ -940,6 +940,15 @@ RoleOpt = Annotated[
 ]
 
 
+ChannelOpt = Annotated[
+    str,
+    typer.Option(
+        help="The channel its writes are stored on, and the highest trust they may claim: "
+        "agent (lowest; an agent's own notes), document, tool, user (what the user states).",
+    ),
+]
+
+
 def _group(settings: Settings, group: str | None) -> str:
     return group if group is not None else settings.group
 
@@ -976,23 +985,84 @@ def serve(
         typer.Option(min=0.1, help="Seconds between saves of query and API metrics to the store."),
     ] = 30.0,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            envvar="KG_ALLOWED_HOSTS",
+            show_default=False,
+            help="A Host name clients reach the server by, besides the loopback names and "
+            "--host (repeat it; in KG_ALLOWED_HOSTS, separate by commas). Needed with --host "
+            "0.0.0.0; '*' accepts any Host (behind a proxy that checks it).",
+        ),
+    ] = None,
+    key_concurrency: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Requests of one key running at once; more wait their turn (0: no limit)."
+        ),
+    ] = 4,
+    key_search_concurrency: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Of those, searches, contexts and MCP calls (0: no limit of their own)."
+        ),
+    ] = 1,
+    key_queue: Annotated[
+        int, typer.Option(min=0, help="Requests of one key that may wait their turn.")
+    ] = 32,
+    key_rate: Annotated[
+        float, typer.Option(min=0, help="Requests a second one key may send (0: no limit).")
+    ] = 20.0,
+    key_burst: Annotated[
+        int, typer.Option(min=1, help="Requests one key may send at once, above --key-rate.")
+    ] = 40,
+    key_search_cost: Annotated[
+        float,
+        typer.Option(
+            min=1, help="Requests a search, a context or an MCP call counts as, for --key-rate."
+        ),
+    ] = 5.0,
+    header_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds for a request's headers to arrive.")
+    ] = 10.0,
+    body_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds for a request's body to arrive.")
+    ] = 30.0,
+    client_connections: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Connections one client address may hold open (0: no cap; raise it "
+            "behind a proxy, where every client has the proxy's address).",
+        ),
+    ] = 64,
 ) -> None:
     """Serve the HTTP API (/v1, described at /openapi.json) and MCP (/mcp) over one store.
 
-    Every request carries an API key (`kg keys create`): the key decides the group and the
-    role. SIGTERM or Ctrl-C stops accepting requests, finishes the writes in flight, then
-    closes the store; open requests and the background worker (episodes sent with
-    wait=false) get --graceful-timeout, after which an extraction still running is handed
-    back to the queue.
+    Every request carries an API key (`kg keys create`): the key decides the group, the
+    role and the channel. Each key's requests are limited (--key-concurrency, --key-queue,
+    --key-rate: 429 beyond); requests whose Host is not the server's are refused, and so
+    are cross-site writes. SIGTERM or Ctrl-C stops accepting requests, finishes the writes in
+    flight, then closes the store; open requests and the background worker (episodes sent
+    with wait=false) get --graceful-timeout, after which an extraction still running is
+    handed back to the queue.
     """
     settings: Settings = ctx.obj
     try:
         import uvicorn
 
         from kg.server.app import ServeOptions, begin_shutdown, create_app
+        from kg.server.connections import ConnectionLimits, guarded_protocol
+        from kg.server.hosts import allowed_hosts
+        from kg.server.limits import KeyLimits
         from kg.server.logs import log_config
     except ImportError as exc:
         raise _serve_missing(exc) from None
+    hosts = tuple(h.strip() for entry in allowed_host or [] for h in entry.split(",") if h.strip())
+    try:
+        allowed_hosts(host, hosts)
+    except InputError as exc:
+        raise _fail(str(exc)) from None
     if metrics_token is not None and len(metrics_token) < 16:
         raise _fail(
             "--metrics-token: use at least 16 characters (e.g. from `openssl rand -hex 16`)"
@@ -1002,8 +1072,18 @@ def serve(
     llm = _llm(llm_model, llm_base_url, llm_api_key)
     options = ServeOptions(
         max_body=max_body,
+        body_seconds=body_timeout,
         metrics_token=metrics_token or None,
         host=host,
+        allowed_hosts=hosts,
+        key_limits=KeyLimits(
+            concurrency=key_concurrency,
+            search_concurrency=key_search_concurrency,
+            queue=key_queue,
+            rate=key_rate,
+            burst=key_burst,
+            search_cost=key_search_cost,
+        ),
         flush_seconds=metrics_flush,
         graceful_seconds=graceful_timeout,
     )
@@ -1031,6 +1111,9 @@ def serve(
             timeout_graceful_shutdown=graceful_timeout,
             lifespan="on",
             server_header=False,
+            access_log=False,  # kg.server.access logs each request without what it asked
+            # uvicorn's h11 protocol, with a deadline for headers and a cap per client.
+            http=guarded_protocol(ConnectionLimits(header_timeout, client_connections)),
         )
         err.print(
             f"kg serve: http://{host}:{port} (API /v1, MCP /mcp, store {kg.store.backend})",
@@ -1055,6 +1138,7 @@ def mcp_stdio(
         str | None, typer.Option(help="The one group the tools work in (default: --group).")
     ] = None,
     role: RoleOpt = "write",
+    channel: ChannelOpt = "agent",
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmBaseUrlOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
@@ -1062,12 +1146,14 @@ def mcp_stdio(
     """MCP over stdio, for desktop clients: the tools work in one group, bound here (no key).
 
     The default role, write, lets the model add and search; --role admin also lets it
-    forget subjects and apply rollbacks. Episodes added with wait=false are written by a
-    worker in this process; at exit it gets 30 s, then what is unwritten stays queued.
+    forget subjects and apply rollbacks. What the model adds is stored on --channel (default
+    agent: it never closes what the user stated). Episodes added with wait=false are written
+    by a worker in this process; at exit it gets 30 s, then what is unwritten stays queued.
     """
     settings: Settings = ctx.obj
     try:
         from kg.queue import Worker
+        from kg.schemas.episode import Channel
         from kg.schemas.keys import Role
         from kg.server.keys import Principal
         from kg.server.mcp import build_mcp
@@ -1076,7 +1162,9 @@ def mcp_stdio(
         raise _serve_missing(exc) from None
     gid = _group(settings, group)
     try:
-        principal = Principal(key_id="stdio", group_id=check_group_id(gid), role=Role(role))
+        principal = Principal(
+            key_id="stdio", group_id=check_group_id(gid), role=Role(role), channel=Channel(channel)
+        )
     except ValueError as exc:
         raise _fail(str(exc)) from None
     llm = _llm(llm_model, llm_base_url, llm_api_key)
@@ -1097,8 +1185,8 @@ def mcp_stdio(
 
 
 keys_app = typer.Typer(
-    help="API keys for `kg serve`: each binds one group and a role; stored hashed. Usable "
-    "while a server runs on the same store.",
+    help="API keys for `kg serve`: each binds one group, a role and a channel; stored hashed. "
+    "Usable while a server runs on the same store.",
     no_args_is_help=True,
 )
 app.add_typer(keys_app, name="keys")
@@ -1129,24 +1217,31 @@ def keys_create(
     role: RoleOpt,
     group: Annotated[str | None, typer.Option(help="The key's group (default: --group).")] = None,
     name: Annotated[str, typer.Option(help="A label, e.g. who holds the key.")] = "",
+    channel: ChannelOpt = "agent",
     as_json: JsonOpt = False,
 ) -> None:
-    """Create a key for one group and role. The key is printed once: store it now."""
+    """Create a key for one group and role. The key is printed once: store it now.
+
+    Its writes are stored on --channel and never claim more trust than it (default agent:
+    for an agent's memory tool; --channel user for an app relaying what its user states)."""
     settings: Settings = ctx.obj
     from kg.server.keys import create_key
 
     gid = _group(settings, group)
-    record, key = _run(_with_store(settings, lambda kg: create_key(kg.store, gid, role, name)))
+    record, key = _run(
+        _with_store(settings, lambda kg: create_key(kg.store, gid, role, name, channel))
+    )
     if as_json:
         out.print_json(
             json.dumps(
-                {"key": key, "key_id": record.key_id, "group_id": gid, "role": record.role.value}
+                {"key": key, "key_id": record.key_id, "group_id": gid, "role": record.role.value,
+                 "channel": record.channel.value}
             )
-        )
+        )  # fmt: skip
         return
     err.print(
-        f"created key {record.key_id} for group {gid!r}, role {record.role.value} "
-        "(shown once; kg stores only its hash):",
+        f"created key {record.key_id} for group {gid!r}, role {record.role.value}, channel "
+        f"{record.channel.value} (shown once; kg stores only its hash):",
         highlight=False,
     )
     out.print(key, highlight=False, soft_wrap=True)
@@ -1154,7 +1249,7 @@ def keys_create(
 
 @keys_app.command("list")
 def keys_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """Every key: id, group, role, name, created, revoked. Never the keys themselves."""
+    """Every key: id, group, role, channel, name, created, revoked. Never the keys themselves."""
     settings: Settings = ctx.obj
     render.keys(out, _run(_with_store(settings, lambda kg: kg.store.keys())), as_json=as_json)
 

@@ -591,12 +591,13 @@ def keys(console: Console, records: Sequence[ApiKeyRecord], *, as_json: bool) ->
     if not rows:
         console.print("no API keys (create one with `kg keys create --group G --role R`)")
         return
-    table = _table("API keys", ["key id", "group", "role", "name", "created", "revoked"])
+    table = _table("API keys", ["key id", "group", "role", "channel", "name", "created", "revoked"])
     for r in records:
         table.add_row(
             r.key_id,
             r.scope,
             r.role.value,
+            r.channel.value,
             r.name,
             r.created_at.strftime(TIME),
             r.revoked_at.strftime(TIME) if r.revoked_at else "",

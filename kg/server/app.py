@@ -13,8 +13,8 @@ import contextlib
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Path, Query, Request
@@ -23,9 +23,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kg.erasure import ErasureReceipt
@@ -44,8 +43,14 @@ from kg.rollback import RollbackReport
 from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import EntitySummary
+from kg.server.access import AccessLog, route_of
+from kg.server.auth import GROUP, Authenticate, principal
+from kg.server.auth import bearer as bearer_of
+from kg.server.bodies import BodyLimits
+from kg.server.hosts import HostGuard, allowed_hosts
 from kg.server.inspector import mount_inspector
-from kg.server.keys import Principal, authenticate, redact_keys
+from kg.server.keys import Principal
+from kg.server.limits import KeyLimits, Limiter, PerKey, SpentKeys
 from kg.server.mcp import PRINCIPAL, build_mcp, mcp_http_app
 from kg.server.metrics import ServerMetrics, problem_kind
 from kg.server.models import (
@@ -65,28 +70,27 @@ from kg.server.models import (
     Whoami,
     WhyResponse,
 )
+from kg.server.pages import MAX_CURSOR, Page
+from kg.server.problems import PROBLEM, problem
 from kg.server.service import ForbiddenError, Memory, Scoped, ShuttingDownError
 
 log = logging.getLogger("kg.server")
-GROUP = "kg_group"  # where an authenticated request's group waits in the scope's state
 VERSION = "0.1.0"
-PROBLEM = "application/problem+json"
 
 
 class UnauthorizedError(KGError):
     """No key, or a key that is malformed, unknown or revoked (answered 401)."""
 
 
-class BodyTooLargeError(KGError):
-    """A request body over the server's limit (answered 413)."""
-
-
 @dataclass
 class ServeOptions:
     max_body: int = 1 << 20  # bytes of a request body
+    body_seconds: float = 30.0  # for a request's body to arrive, from its headers
     metrics_token: str | None = None  # a scrape presenting it also gets per-group metrics
     flush_seconds: float = 30.0  # how often query metrics reach the store (kg stats)
-    host: str = "127.0.0.1"  # for the MCP transport's DNS-rebinding protection
+    host: str = "127.0.0.1"  # the address bound: its Host is allowed (kg.server.hosts)
+    allowed_hosts: tuple[str, ...] = ()  # more Host names to answer (--allowed-host)
+    key_limits: KeyLimits = field(default_factory=KeyLimits)  # per key: in flight, rate
     worker: bool = True  # a background worker in the process, for episodes sent with wait=false
     # At shutdown the worker's extraction in flight gets this long, counted from
     # `begin_shutdown` (kg serve calls it at the signal and passes --graceful-timeout, the
@@ -125,7 +129,6 @@ _STATUS: list[tuple[type[BaseException], int, str]] = [
     (UnauthorizedError, 401, "Unauthorized"),
     (ForbiddenError, 403, "Forbidden"),
     (NotFoundError, 404, "Not found"),
-    (BodyTooLargeError, 413, "Request body too large"),
     (InputError, 422, "Invalid input"),
     (ExtractionError, 502, "Extraction failed"),
     (DataDirLockedError, 503, "Store unavailable"),
@@ -142,16 +145,6 @@ def status_of(exc: BaseException) -> tuple[int, str]:
     return 500, "Internal error"
 
 
-def problem(
-    status: int, title: str, detail: str, kind: str, request: Request | None = None
-) -> JSONResponse:
-    if request is not None:
-        request.state.problem = kind
-    headers = {"WWW-Authenticate": 'Bearer realm="kg"'} if status == 401 else None
-    body = Problem(title=title, status=status, detail=redact_keys(detail)).model_dump()
-    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
-
-
 def _problem_doc(description: str) -> dict[str, Any]:
     return {
         "description": description,
@@ -162,64 +155,21 @@ def _problem_doc(description: str) -> dict[str, Any]:
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: _problem_doc("The body could not be parsed (not UTF-8 JSON)."),
     401: _problem_doc("No API key, or an invalid or revoked one."),
-    403: _problem_doc("The key's role does not allow this."),
+    403: _problem_doc(
+        "The key's role or channel does not allow this, or a cross-site write (Origin)."
+    ),
     404: _problem_doc("Not found in this key's group."),
+    408: _problem_doc("The request body did not arrive in time (`kg serve --body-timeout`)."),
     413: _problem_doc("Request body too large."),
+    421: _problem_doc("A Host this server does not answer to (`kg serve --allowed-host`)."),
     422: _problem_doc("Invalid input; `detail` names the problem."),
+    429: _problem_doc(
+        "This key's requests in flight or its rate are over its limit; see Retry-After."
+    ),
     500: _problem_doc("Internal error (no traceback is ever sent)."),
     502: _problem_doc("The LLM step failed; the episode is recorded as failed (retryable)."),
     503: _problem_doc("The store is unreachable, or the server is shutting down."),
 }
-
-
-class Limits:
-    """Pure ASGI: bodies over `max_body` are refused with 413 before any handler runs (the
-    body is read here, bounded, and replayed)."""
-
-    def __init__(self, app: ASGIApp, max_body: int) -> None:
-        self.app = app
-        self.max_body = max_body
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        too_large = problem(
-            413,
-            "Request body too large",
-            f"request body over {self.max_body} bytes",
-            "body_too_large",
-        )
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body):
-            scope.setdefault("state", {})["problem"] = "body_too_large"
-            await too_large(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            size += len(message.get("body", b""))
-            if size > self.max_body:
-                scope.setdefault("state", {})["problem"] = "body_too_large"
-                await too_large(scope, receive, send)
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
 
 
 class Observe:
@@ -228,10 +178,15 @@ class Observe:
     (`kg stats`)."""
 
     def __init__(
-        self, app: ASGIApp, metrics: ServerMetrics, memory: Callable[[], Memory] | None = None
+        self,
+        app: ASGIApp,
+        metrics: ServerMetrics,
+        routes: Sequence[BaseRoute],
+        memory: Callable[[], Memory] | None = None,
     ) -> None:
         self.app = app
         self.metrics = metrics
+        self.routes = routes
         self.memory = memory
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -267,9 +222,7 @@ class Observe:
                 scope, receive, sending
             )
         finally:
-            route = getattr(scope.get("route"), "path", None) or state.get("route")
-            if route is None:  # a plain route (/openapi.json), or no route at all (404)
-                route = scope["path"] if status != 404 else "unmatched"
+            route = route_of(scope, self.routes)
             kind = state.get("problem") or (f"http_{status}" if status >= 400 else None)
             seconds = time.perf_counter() - start
             self.metrics.request(route, scope["method"], status, seconds, kind)
@@ -298,18 +251,24 @@ def _memory(request: Request) -> Memory:
 async def caller(
     request: Request, cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> Scoped:
-    """The key's scope: every /v1 route depends on it."""
+    """The key's scope (looked up by kg.server.auth.Authenticate): every /v1 route
+    depends on it."""
     if cred is None:
         raise UnauthorizedError("no API key: send 'Authorization: Bearer <key>'")
-    memory = _memory(request)
-    principal = await authenticate(memory.kg.store, cred.credentials)
-    if principal is None:
+    found = principal(request.scope)
+    if isinstance(found, KGError):
+        raise found
+    if found is None:
         raise UnauthorizedError("invalid or revoked API key")
-    request.scope.setdefault("state", {})[GROUP] = principal.group_id  # for Observe
-    return memory.scoped(principal)
+    return _memory(request).scoped(found)
 
 
 Caller = Annotated[Scoped, Depends(caller)]
+PageLimit = Annotated[int, Query(ge=1, le=1000, description="Rows in a page.")]
+Cursor = Annotated[
+    str | None,
+    Query(max_length=MAX_CURSOR, description="A previous page's `next_cursor`; none: the first."),
+]
 
 
 def known_query(request: Request) -> None:
@@ -350,8 +309,9 @@ def create_app(
             raise ShuttingDownError("the server is not ready")
         return holder["m"]
 
+    hosts = allowed_hosts(opts.host, opts.allowed_hosts)
     mcp = build_mcp(memory, metrics=metrics)
-    mcp_asgi = mcp_http_app(mcp, host=opts.host, max_body=opts.max_body)
+    mcp_asgi = mcp_http_app(mcp, max_body=opts.max_body)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -455,24 +415,26 @@ def create_app(
     async def whoami(c: Caller) -> Whoami:
         """The group and role this key is bound to."""
         p: Principal = c.principal
-        return Whoami(group_id=p.group_id, role=p.role, key_id=p.key_id)
+        return Whoami(group_id=p.group_id, role=p.role, key_id=p.key_id, channel=p.channel)
 
     @app.post("/v1/episodes", tags=["write"])
     async def add_episode(c: Caller, body: AddEpisode) -> EpisodeResult:
-        """Add one episode (role write). Answers once it is in the graph; re-sending the same
-        content is a no-op (`status: duplicate`); a failed extraction is a 502, recorded as a
-        failed episode that re-sending retries. With `wait: false` it answers at once
-        (`status: queued`): the episode is searchable, and the server's background worker
-        writes its facts in order; GET /v1/episodes/{id} shows its status."""
+        """Add one episode (role write), on the key's channel unless the body names a lower
+        one (a higher trust than the key's is a 403). Answers once it is in the graph;
+        re-sending the same content is a no-op (`status: duplicate`); a failed extraction is
+        a 502, recorded as a failed episode that re-sending retries. With `wait: false` it
+        answers at once (`status: queued`): the episode is searchable, and the server's
+        background worker writes its facts in order; GET /v1/episodes/{id} shows its
+        status."""
         return await c.add(body)
 
     @app.get("/v1/episodes", tags=["read"])
     async def list_episodes(
-        c: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 50
-    ) -> list[EpisodicNode]:
+        c: Caller, limit: PageLimit = 50, cursor: Cursor = None
+    ) -> Page[EpisodicNode]:
         """The latest episodes, newest first, whatever their status (ingested, failed with its
-        error, rolled back)."""
-        return await c.episodes(limit=limit)
+        error, rolled back), a page at a time: `next_cursor` fetches the next page."""
+        return await c.episodes(limit=limit, cursor=cursor)
 
     @app.get("/v1/episodes/{episode_id}", tags=["read"])
     async def get_episode(
@@ -510,8 +472,9 @@ def create_app(
         c: Caller, fact_id: Annotated[str, Path(max_length=200)], body: Correction
     ) -> EpisodeResult:
         """'That changed' (role write): the right value and since when, stored as a
-        user-channel structured episode that closes the old value through the timeline
-        rules (never an overwrite; rollback undoes it)."""
+        structured episode on the key's channel that closes the old value through the
+        timeline rules when the key's trust reaches it (never an overwrite; rollback undoes
+        it)."""
         return await c.correct(fact_id, body)
 
     @app.get("/v1/entities", tags=["read"])
@@ -545,9 +508,12 @@ def create_app(
         return await c.log(limit=limit, closures=closures)
 
     @app.get("/v1/quarantine", tags=["read"])
-    async def quarantine(c: Caller) -> list[QuarantineEntry]:
-        """What the instruction guard held back from tools, documents and agents."""
-        return await c.quarantine()
+    async def quarantine(
+        c: Caller, limit: PageLimit = 50, cursor: Cursor = None
+    ) -> Page[QuarantineEntry]:
+        """What the instruction guard held back from tools, documents and agents, newest
+        first: `limit` episodes' worth a page, `next_cursor` for the next."""
+        return await c.quarantine(limit=limit, cursor=cursor)
 
     @app.get("/v1/stats", tags=["read"])
     async def stats(c: Caller) -> StatsResponse:
@@ -595,12 +561,19 @@ def create_app(
         return StreamingResponse(body(), media_type="application/x-ndjson")
 
     mount_inspector(app)
-    app.router.routes.append(
-        Route("/mcp", McpAuth(mcp_asgi, memory), methods=["GET", "POST", "DELETE"])
-    )
+    app.router.routes.append(Route("/mcp", McpAuth(mcp_asgi), methods=["GET", "POST", "DELETE"]))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
-    app.add_middleware(Limits, max_body=opts.max_body)
-    app.add_middleware(Observe, metrics=metrics, memory=memory)  # outermost: every answer
+    # Outermost last: the access log and metrics see every answer, then the Host / Origin
+    # guard, a key whose allowance is spent (no lookup), the key (looked up once), its
+    # limits, and the body's size and time limits.
+    app.add_middleware(BodyLimits, max_body=opts.max_body, body_seconds=opts.body_seconds)
+    limiter = Limiter(opts.key_limits)
+    app.add_middleware(PerKey, limiter=limiter)
+    app.add_middleware(Authenticate, memory=memory)
+    app.add_middleware(SpentKeys, limiter=limiter)
+    app.add_middleware(HostGuard, policy=hosts)
+    app.add_middleware(Observe, metrics=metrics, routes=app.router.routes, memory=memory)
+    app.add_middleware(AccessLog, routes=app.router.routes)
     return app
 
 
@@ -608,36 +581,28 @@ class McpAuth:
     """The MCP endpoint's door: the same bearer keys as the HTTP API. The principal travels
     in the request's scope, where each tool call reads it (kg.server.mcp.principal_of)."""
 
-    def __init__(self, app: ASGIApp, memory: Callable[[], Memory]) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.memory = memory
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope.setdefault("state", {})
         state["route"] = "/mcp"
-        scheme, _, key = Headers(scope=scope).get("authorization", "").partition(" ")
-        try:
-            found = (
-                await authenticate(self.memory().kg.store, key.strip())
-                if scheme.lower() == "bearer" and key.strip()
-                else None
-            )
-        except KGError as exc:
-            status, title = status_of(exc)
-            state["problem"] = problem_kind(exc)
-            await problem(status, title, str(exc), problem_kind(exc))(scope, receive, send)
+        found = principal(scope)
+        if isinstance(found, KGError):
+            status, title = status_of(found)
+            state["problem"] = problem_kind(found)
+            await problem(status, title, str(found))(scope, receive, send)
             return
         if found is None:
             state["problem"] = "unauthorized_error"
             detail = (
                 "invalid or revoked API key"
-                if key.strip()
-                else ("no API key: send 'Authorization: Bearer <key>'")
+                if bearer_of(scope) is not None
+                else "no API key: send 'Authorization: Bearer <key>'"
             )
-            await problem(401, "Unauthorized", detail, "unauthorized_error")(scope, receive, send)
+            await problem(401, "Unauthorized", detail)(scope, receive, send)
             return
         state[PRINCIPAL] = found
-        state[GROUP] = found.group_id
         await self.app(scope, receive, send)
 
 
@@ -666,7 +631,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 for code, doc in ERRORS.items():
                     responses[str(code)] = doc
                 if path in ("/health", "/metrics"):
-                    for code in ("400", "401", "403", "404", "413", "422"):
+                    for code in ("400", "401", "403", "404", "413", "422", "429"):
                         responses.pop(code, None)
                 if path == "/metrics":
                     op["security"] = [{}, {"ApiKey": []}]  # the token is optional

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kg.errors import InputError
+from kg.schemas.episode import Channel, TrustTier
 from kg.schemas.keys import ApiKeyRecord, Role
 from kg.schemas.store import KeyStore
 from kg.schemas.validation import check_group_id
@@ -27,11 +28,17 @@ _DUMMY_HASH = "0" * 64
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the group every operation is scoped to, and what they may do there."""
+    """Who is calling: the group every operation is scoped to, what they may do there, and
+    the channel their writes are stored on (the ceiling of the trust they may claim)."""
 
     key_id: str
     group_id: str
     role: Role
+    channel: Channel
+
+    @property
+    def ceiling(self) -> TrustTier:
+        return TrustTier.for_channel(self.channel)
 
 
 def redact_keys(text: str) -> str:
@@ -52,14 +59,25 @@ def new_key() -> tuple[str, str]:
 
 
 async def create_key(
-    store: KeyStore, group_id: str, role: Role | str, name: str = ""
+    store: KeyStore,
+    group_id: str,
+    role: Role | str,
+    name: str = "",
+    channel: Channel | str = Channel.agent,
 ) -> tuple[ApiKeyRecord, str]:
-    """Store a new key for `group_id`; returns its record and the key (shown once)."""
+    """Store a new key for `group_id`; returns its record and the key (shown once). Its
+    writes are stored on `channel` and claim at most its trust tier (default: agent, the
+    lowest: a key that relays what users state says so with `channel='user'`)."""
     try:
         check_group_id(group_id)
         role = Role(role)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    try:
+        channel = Channel(channel)
+    except ValueError:
+        names = ", ".join(c.value for c in Channel)
+        raise InputError(f"unknown channel {channel!r}; use one of {names}") from None
     if len(name) > 200:
         raise InputError(f"key name is {len(name)} characters long; the limit is 200")
     key_id, key = new_key()
@@ -68,6 +86,7 @@ async def create_key(
         key_hash=key_hash(key),
         scope=group_id,
         role=role,
+        channel=channel,
         name=name,
         created_at=datetime.now(UTC),
     )
@@ -90,4 +109,6 @@ async def authenticate(store: KeyStore, key: str) -> Principal | None:
     ok = hmac.compare_digest(expected, key_hash(key))  # compared even when there is no record
     if record is None or not ok or record.revoked_at is not None:
         return None
-    return Principal(key_id=record.key_id, group_id=record.scope, role=record.role)
+    return Principal(
+        key_id=record.key_id, group_id=record.scope, role=record.role, channel=record.channel
+    )

@@ -69,4 +69,6 @@ def log_config(level: str, secrets: Iterable[str] = ()) -> dict[str, Any]:
     name = level.upper()
     config["root"] = {"handlers": ["default"], "level": name}
     config["loggers"]["kg"] = {"level": name}
+    # The access log (kg.server.access) in uvicorn's access format, in place of uvicorn's.
+    config["loggers"]["kg.access"] = {"handlers": ["access"], "level": name, "propagate": False}
     return config

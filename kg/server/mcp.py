@@ -396,17 +396,12 @@ def build_mcp(
     return server
 
 
-def mcp_http_app(server: MCPServer[Any], *, host: str, max_body: int) -> ASGIApp:
+def mcp_http_app(server: MCPServer[Any], *, max_body: int) -> ASGIApp:
     """The streamable HTTP transport, stateless (every request stands alone and carries its
-    key, so any server process can answer it) with plain JSON replies."""
-    loopback = host in ("127.0.0.1", "localhost", "::1")
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=loopback,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"] if loopback else [],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-        if loopback
-        else [],
-    )
+    key, so any server process can answer it) with plain JSON replies. Host and Origin are
+    checked in front of every route, this one included (kg.server.hosts), so the SDK's own
+    check, which would apply another allow-list, is off."""
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     server.streamable_http_app(
         stateless_http=True,
         json_response=True,

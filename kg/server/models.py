@@ -19,6 +19,8 @@ MAX_CONTENT = 100_000  # characters of an episode's text
 MAX_FACTS = 500  # statements of one structured episode
 MAX_QUERY = 2_000  # characters of a search query
 MAX_IDS = 100  # episodes one rollback names
+MAX_CONTEXT_HITS = 100  # hits a context is rendered from (per scope)
+MAX_CONTEXT_TOKENS = 20_000  # tokens of a context block
 
 
 # ISO 8601 with a timezone; numbers are refused (kg.schemas.validation.no_number_times).
@@ -49,8 +51,14 @@ class AddEpisode(Strict):
     source_description: Text = Field(
         default="", max_length=2000, description="Where it came from, e.g. a URL."
     )
-    channel: Channel = Channel.user
-    trust: TrustTier | None = Field(default=None, description="Default: the channel's tier.")
+    channel: Channel | None = Field(
+        default=None,
+        description="Where it came from. Default: the key's channel, which is also the "
+        "ceiling: a request never claims a higher trust tier than its key's (403).",
+    )
+    trust: TrustTier | None = Field(
+        default=None, description="Default: the channel's tier; at most the key's."
+    )
     extract: bool | None = Field(
         default=None,
         description="Extract facts with the server's LLM. Default: when the server has one; "
@@ -109,7 +117,11 @@ class SearchRequest(Strict):
 
 
 class ContextRequest(SearchRequest):
-    max_tokens: int = Field(default=1000, ge=50, le=100_000)
+    """A search rendered for a prompt. Its cost is capped (hits and tokens), so one
+    tenant's contexts stay cheap for the server: a bigger answer is a search."""
+
+    limit: int | None = Field(default=None, ge=1, le=MAX_CONTEXT_HITS)
+    max_tokens: int = Field(default=1000, ge=50, le=MAX_CONTEXT_TOKENS)
 
 
 class ContextResponse(BaseModel):
@@ -147,8 +159,9 @@ class EraseGroupRequest(Strict):
 
 class Correction(Strict):
     """'That's wrong / that changed': the right value, and since when it is true. Stored as a
-    user-channel structured episode, so the normal timeline rules close the old value (a
-    single-valued predicate by its new value; a multi-valued one by ending it then)."""
+    structured episode on the key's channel, so the normal timeline rules close the old value
+    (a single-valued predicate by its new value; a multi-valued one by ending it then) when
+    the key's trust reaches the old value's."""
 
     object: Name = Field(description="The right value, e.g. 'Lyon'.")
     valid_at: Time = Field(description="When it became true (ISO 8601 with a timezone).")
@@ -179,6 +192,7 @@ class Whoami(BaseModel):
     group_id: str
     role: Role
     key_id: str
+    channel: Channel = Field(description="Its writes' channel and trust ceiling.")
 
 
 class StatsResponse(BaseModel):

@@ -15,11 +15,11 @@ from kg.facade import KG, EpisodeResult, Explanation, QuarantineEntry
 from kg.ingest.structured import stored_facts
 from kg.retrieval import SearchResults
 from kg.rollback import RollbackReport
-from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact
+from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.graph import AuditEvent, EpisodeStatus, EpisodicNode, Fact
 from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
-from kg.schemas.store import EntitySummary
+from kg.schemas.store import EntitySummary, PageAfter
 from kg.schemas.validation import name_key
 from kg.server.keys import Principal
 from kg.server.models import (
@@ -36,6 +36,7 @@ from kg.server.models import (
     StatsResponse,
     WhyResponse,
 )
+from kg.server.pages import Page, read_page
 
 T = TypeVar("T")
 
@@ -101,12 +102,27 @@ class Scoped:
                 f"{self.principal.role.value!r}"
             )
 
+    def claim(self, channel: Channel | None, trust: TrustTier | None) -> tuple[Channel, TrustTier]:
+        """The channel and trust a write is stored at: what the request names, else the
+        key's channel; never above the key's ceiling (the credential decides, not the body)."""
+        p = self.principal
+        channel = channel if channel is not None else p.channel
+        tier = trust if trust is not None else TrustTier.for_channel(channel)
+        if tier > p.ceiling:
+            raise ForbiddenError(
+                f"this key writes at most at trust {p.ceiling.name!r} (its channel is "
+                f"{p.channel.value!r}); the request claims channel {channel.value!r} at trust "
+                f"{tier.name!r} (a key for more: kg keys create --channel ...)"
+            )
+        return channel, tier
+
     # -- writes ---------------------------------------------------------------------------
 
     async def add(self, req: AddEpisode) -> EpisodeResult:
         self.need(Role.write, "adding an episode")
         extract = req.extract if req.extract is not None else self.kg.llm is not None
         fields = req.model_dump(exclude={"extract", "wait"}, exclude_none=True)
+        fields["channel"], fields["trust"] = self.claim(req.channel, req.trust)
         fields["group_id"] = self.group
         fields.setdefault("reference_time", datetime.now(UTC))
         try:
@@ -127,6 +143,7 @@ class Scoped:
             raise InputError(
                 f"episode {episode_id!r} is {node.status.value}, not failed; nothing to retry"
             )
+        self.claim(node.channel, node.trust)  # a retry writes at the episode's own trust
         episode = Episode(
             group_id=self.group,
             source=node.source,
@@ -141,9 +158,10 @@ class Scoped:
         return await self.memory.writes.run(self.kg.add_episode(episode, extract=True))
 
     async def correct(self, fact_id: str, req: Correction) -> EpisodeResult:
-        """'That changed': a user-channel structured episode stating the right value from
-        `valid_at`; the timeline closes the old value (never an overwrite). For a
-        multi-valued predicate the old value is also restated as ending then."""
+        """'That changed': a structured episode on the key's channel stating the right value
+        from `valid_at`; the timeline closes the old value (never an overwrite) when the
+        key's trust reaches it. For a multi-valued predicate the old value is also restated
+        as ending then."""
         self.need(Role.write, "correcting a fact")
         versions = (await self.kg.why(fact_id, group_id=self.group)).versions
         believed = [v for v in versions if v.edge.expired_at is None]
@@ -180,7 +198,7 @@ class Scoped:
             name=f"correction: {old.subject} {old.predicate} {req.object}",
             facts=said,
             source_description=req.source_description,
-            channel=Channel.user,
+            channel=self.principal.channel,
         )
         self.kg.check_episode(episode, extract=False)
         return await self.memory.writes.run(self.kg.add_episode(episode, extract=False))
@@ -280,10 +298,15 @@ class Scoped:
     async def log(self, *, limit: int, closures: bool) -> list[AuditEvent]:
         return await self.kg.log(group_id=self.group, limit=limit, closures=closures)
 
-    async def episodes(self, *, limit: int) -> list[EpisodicNode]:
-        """The latest episodes of every status (failed and rolled back too), newest first."""
-        found = await self.kg.store.find_episodes(self.group, None, None, include_rolled_back=True)
-        return sorted(found, key=lambda e: (e.created_at, e.uuid), reverse=True)[:limit]
+    async def episodes(self, *, limit: int, cursor: str | None = None) -> Page[EpisodicNode]:
+        """A page of episodes of every status (failed and rolled back too), newest first."""
+        return await read_page(
+            "episodes",
+            limit,
+            cursor,
+            lambda n, after: self.kg.store.episode_page(self.group, n, after),
+            _episode_key,
+        )
 
     async def episode(self, episode_id: str) -> EpisodicNode:
         found = await self.kg.store.episodes(self.group, [episode_id])
@@ -291,14 +314,33 @@ class Scoped:
             raise NotFoundError(f"no episode {episode_id!r} in group {self.group!r}")
         return found[0]
 
-    async def quarantine(self) -> list[QuarantineEntry]:
-        return await self.kg.quarantine(self.group)
+    async def quarantine(self, *, limit: int, cursor: str | None = None) -> Page[QuarantineEntry]:
+        """What the guard held back, a page of episodes at a time (newest first), each
+        episode's items in its order."""
+        page = await read_page(
+            "quarantine",
+            limit,
+            cursor,
+            lambda n, after: self.kg.store.episode_page(self.group, n, after, quarantined=True),
+            _episode_key,
+        )
+        items = [
+            QuarantineEntry(episode_uuid=ep.uuid, created_at=ep.created_at, channel=ep.channel,
+                            source_description=ep.source_description, item=q)
+            for ep in page.items
+            for q in ep.quarantined()
+        ]  # fmt: skip
+        return Page[QuarantineEntry](items=items, next_cursor=page.next_cursor)
 
     async def stats(self) -> StatsResponse:
         return StatsResponse(stats=await self.kg.stats(self.group), metrics=await self.metrics())
 
     async def metrics(self) -> Metrics:
         return await self.kg.metrics(self.group)
+
+
+def _episode_key(episode: EpisodicNode) -> PageAfter:
+    return PageAfter(created_at=episode.created_at, uuid=episode.uuid)
 
 
 def _passage(content: str, *names: str) -> str | None:

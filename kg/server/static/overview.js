@@ -61,9 +61,11 @@ export async function showOverview() {
   root.replaceChildren(el("p", { class: "hint", text: "Loading…" }));
   let stats, episodes, quarantine, log;
   try {
-    [stats, episodes, quarantine, log] = await Promise.all([
-      get("/v1/stats"), get("/v1/episodes", { limit: 200 }), get("/v1/quarantine"), get("/v1/log", { limit: 20 }),
+    let episodePage;
+    [stats, episodePage, quarantine, log] = await Promise.all([
+      get("/v1/stats"), get("/v1/episodes", { limit: 200 }), get("/v1/quarantine", { limit: 1000 }), get("/v1/log", { limit: 20 }),
     ]);
+    episodes = episodePage.items;
   } catch (err) {
     root.replaceChildren(el("p", { class: "error", role: "alert", text: err.message }));
     return;
@@ -74,7 +76,7 @@ export async function showOverview() {
   const counts = el("dl", { class: "counts", "data-testid": "counts" },
     ...[["episodes", s.episodes], ["entities", s.entities], ["fact versions", s.edge_versions],
       ["true now", s.current_facts], ["contested", s.contested_facts], ["communities", s.communities],
-      ["quarantined", quarantine.length]]
+      ["quarantined", `${quarantine.items.length}${quarantine.next_cursor ? "+" : ""}`]]
       .map(([k, v]) => el("div", {}, el("dt", { text: k }), el("dd", { dataset: { count: k }, text: String(v) }))));
   const failedCount = episodes.filter((e) => e.status === "failed").length;
   const rows = episodes.slice(0, 50).map((ep) => el("tr", { dataset: { episode: ep.uuid, status: ep.status } },

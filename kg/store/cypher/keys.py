@@ -1,6 +1,7 @@
 """API key records (kg.schemas.keys) as `ApiKey` nodes in the reserved namespace
 `KEYS_NAMESPACE`: on FalkorDB a graph of its own, on Neo4j nodes whose group_id no group
-can have. Group-scoped reads filter on group_id, so they never meet a key record."""
+can have. Group-scoped reads filter on group_id, so they never meet a key record. A record
+stored before keys had a channel has no `channel` property: it reads as the model's default."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from kg.store.cypher.dialect import Statement
 
 _FIELDS = (
     "k.key_id AS key_id, k.key_hash AS key_hash, k.scope AS scope, k.role AS role, "
-    "k.name AS name, k.created_at AS created_at, k.revoked_at AS revoked_at"
+    "k.channel AS channel, k.name AS name, k.created_at AS created_at, "
+    "k.revoked_at AS revoked_at"
 )
 
 
@@ -35,6 +37,7 @@ class CypherKeys(CypherBase):
             "key_hash": record.key_hash,
             "scope": record.scope,
             "role": record.role.value,
+            "channel": record.channel.value,
             "name": record.name,
             "created_at": self.dialect.encode_time(record.created_at),
         }

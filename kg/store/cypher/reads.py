@@ -12,6 +12,7 @@ from kg.schemas.store import (
     Community,
     EntitySummary,
     FactQuery,
+    PageAfter,
     PlanningNames,
     PlanningReads,
     StoreStats,
@@ -189,6 +190,36 @@ class CypherReads(CypherBase):
             group_id,
             "MATCH (ep:Episodic) WHERE " + " AND ".join(where) + " "
             "RETURN properties(ep) AS ep ORDER BY ep.created_at, ep.uuid",
+            params,
+        )
+        return self._episodes(rows)
+
+    async def episode_page(
+        self,
+        group_id: str,
+        limit: int,
+        after: PageAfter | None = None,
+        *,
+        quarantined: bool = False,
+    ) -> list[EpisodicNode]:
+        where = ["ep.group_id = $group_id"]
+        params: dict[str, Any] = {"group_id": group_id, "max_rows": limit}
+        if quarantined:
+            where.append("ep.quarantine IS NOT NULL")
+        if after is not None:
+            where.append(
+                f"({unindexed('ep.created_at')} < $after_at OR "
+                "(ep.created_at = $after_at AND ep.uuid < $after_uuid))"
+            )
+            params.update(
+                after_at=self.dialect.encode_time(after.created_at), after_uuid=after.uuid
+            )
+        rows = await self._read(
+            group_id,
+            # Ordered and cut before the properties are read: only the page is materialised.
+            "MATCH (ep:Episodic) WHERE " + " AND ".join(where) + " "
+            "WITH ep ORDER BY ep.created_at DESC, ep.uuid DESC LIMIT $max_rows "
+            "RETURN properties(ep) AS ep",
             params,
         )
         return self._episodes(rows)
