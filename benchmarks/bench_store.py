@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import secrets
 import shutil
 import signal
@@ -121,10 +122,35 @@ async def bench_kg(args: argparse.Namespace, **kwargs: Any) -> AsyncIterator[KG]
         try:
             await asyncio.to_thread(server.start)
             async with await KG.open(server.uri, **kwargs) as kg:
-                yield kg
+                assert server.proc is not None
+                _SERVER_PIDS[id(kg)] = server.proc.pid
+                try:
+                    yield kg
+                finally:
+                    _SERVER_PIDS.pop(id(kg), None)
         finally:
             await asyncio.to_thread(server.stop)
             shutil.rmtree(Path(home) / "neo4j", ignore_errors=True)
+
+
+_SERVER_PIDS: dict[int, int] = {}  # id(KG) -> the pid of the dev server bench_kg started for it
+
+
+def server_pid(kg: KG) -> int | None:
+    """The pid of the store's server process on this machine, when the benchmark started it
+    (the embedded FalkorDB, the Neo4j dev server); None for a server at --uri."""
+    if isinstance(kg.store, FalkorDBStore):
+        server = kg.store.server
+        return server.process.pid if server is not None and server.process is not None else None
+    return _SERVER_PIDS.get(id(kg))
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """CPU seconds (user + system) process `pid` has used, from /proc; 0 for None."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.asynccontextmanager

@@ -8,7 +8,8 @@ holds the checks that have no FalkorDB counterpart.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,138 @@ async def test_wrong_credentials_are_a_clear_error(neo4j_server: Neo4jServer) ->
         await KG.open(uri)
     message = str(err.value)
     assert "refused the credentials" in message and "not-the-password" not in message
+
+
+def _operators(plan: Any) -> list[tuple[str, str]]:
+    """(operator, details) of a query plan and everything under it."""
+    out = [(plan.get("operatorType", ""), str(plan.get("args", {}).get("Details", "")))]
+    for child in plan.get("children", []):
+        out += _operators(child)
+    return out
+
+
+async def test_a_timeline_is_read_from_its_subject_not_every_edge_of_its_predicate(
+    neo4j_backend: Backend, home: Path
+) -> None:
+    """The planning read finds a timeline's versions through its subject's (group, name key)
+    index and the subject's own edges. Seeking the (group, predicate) relationship index
+    instead reads every edge of the group with that predicate, on every episode: an ingest
+    that slows down as the group grows."""
+    from kg.ingest.structured import planning_names
+    from kg.schemas import DEFAULT_ONTOLOGY, Episode
+
+    facts = [(f"Person {i}", "LIVES_IN", f"City {i % 7}") for i in range(60)]
+    episode = Episode(source="facts", reference_time=t(2100),
+                      facts=[{"subject": "Person 3", "predicate": "LIVES_IN",
+                              "object": "City 5"}])  # fmt: skip
+    async with await open_test_kg(neo4j_backend, home) as graph:
+        for i in range(0, 60, 10):
+            await add(graph, t(2000 + i), *facts[i : i + 10])
+        store = graph.store
+        assert isinstance(store, Neo4jStore)
+        read = store.planning_read("default", planning_names(episode, DEFAULT_ONTOLOGY))
+        _, summary, _ = await store._driver.execute_query("PROFILE " + read.query, read.params)
+    ops = _operators(summary.profile)
+    seeks = [(op, d) for op, d in ops if "Seek" in op]
+    assert not [op for op, _ in seeks if "Relationship" in op], seeks
+    plan = "\n".join(f"{o} {d}" for o, d in ops)
+    assert any("Entity(group_id, name_key)" in d and "k.subject" in d for _, d in seeks), plan
+
+
+class KeywordEmbedder:
+    """Vectors by keyword, so the test knows every cosine: a query (`where`) is [1, 0, 0, 0];
+    what names `Decoy` lies very near it, what names `Target` at cosine 0.8."""
+
+    model, dim = "keyword-test", 4
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        def one(text: str) -> list[float]:
+            if "Decoy" in text:
+                return [0.998, 0.0632, 0.0, 0.0]
+            if "Target" in text:
+                return [0.8, 0.6, 0.0, 0.0]
+            return [1.0, 0.0, 0.0, 0.0] if "where" in text else [0.0, 0.0, 0.0, 1.0]
+
+        return [one(t) for t in texts]
+
+
+async def test_a_small_groups_cosine_branch_reads_its_own_facts_not_the_shared_index(
+    neo4j_backend: Backend, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One Neo4j vector index holds every group's facts, and it takes k and no filter. A
+    small group's nearest facts sat behind a large group's: the index was read with a k
+    widened to VECTOR_K_MAX, and a small group whose facts all lay past it found none. A
+    group of at most EXACT_COSINE_MAX facts, and less than half the index, is scored exactly
+    over its own facts (the true top k, scores as the index gives them); a larger one, or
+    one that is most of the index, still goes through the index."""
+    import kg.store.cypher.search as shared
+    from kg.schemas.search import Scope, SearchView
+    from kg.store.neo4j import cosine
+
+    monkeypatch.setattr(shared, "VECTOR_K_MAX", 40)  # a large group: more than k_max nearer
+    async with await open_test_kg(neo4j_backend, home, embedder=KeywordEmbedder()) as graph:
+        for i in range(0, 60, 20):
+            await add(graph, t(2000 + i),
+                      *[(f"Decoy {j}", "LIVES_IN", "Atlantis") for j in range(i, i + 20)],
+                      group_id="big")  # fmt: skip
+        await add(graph, t(2000), *[(f"Target {j}", "LIVES_IN", "Lemuria") for j in range(3)],
+                  group_id="small")  # fmt: skip
+        store = graph.store
+        assert isinstance(store, Neo4jStore)
+        sent: list[str] = []
+        real = store._read
+
+        async def spy(group_id: str, query: str, params: dict[str, Any]) -> Any:
+            sent.append(query)
+            return await real(group_id, query, params)
+
+        monkeypatch.setattr(store, "_read", spy)
+        now = datetime.now(UTC)
+        view = SearchView(valid_at=now, known_at=now)
+        found = await store.search_vector("small", Scope.facts, [1.0, 0, 0, 0], view, 10)
+        assert sorted(h.item.subject for h in found) == ["Target 0", "Target 1", "Target 2"]  # type: ignore[union-attr]
+        assert all(abs(h.score - 0.8) < 1e-6 for h in found), [h.score for h in found]
+        assert [q for q in sent if "db.index.vector" in q] == []
+        assert any("vector.similarity.cosine" in q for q in sent)
+        # A group that holds most of the index: the index (its first k finds its own facts).
+        sent.clear()
+        big = await store.search_vector("big", Scope.facts, [1.0, 0, 0, 0], view, 10)
+        assert len(big) == 10 and all(abs(h.score - 0.998) < 1e-3 for h in big)
+        assert any("db.index.vector.queryRelationships" in q for q in sent)
+        assert not any("vector.similarity.cosine" in q for q in sent)
+        # Above the bound: the index too, however small the group's share.
+        monkeypatch.setattr(cosine, "EXACT_COSINE_MAX", 2)
+        store._sizes.clear()
+        sent.clear()
+        await store.search_vector("small", Scope.facts, [1.0, 0, 0, 0], view, 10)
+        assert any("db.index.vector.queryRelationships" in q for q in sent)
+        assert not any("vector.similarity.cosine" in q for q in sent)
+
+
+async def test_no_write_statement_scans_a_label(neo4j_backend: Backend, home: Path) -> None:
+    """Every statement of a write plan, one episode's and a batch's, finds its nodes and
+    edges through an index: one Neo4j database holds every group, so a node matched by its
+    uuid alone (the uniqueness index is on group and uuid) is a scan of every group's nodes
+    with that label, on every write (a batch's mentions did, and ingest slowed with the
+    database)."""
+    from kg.ingest.structured import plan_structured_episode
+    from kg.schemas import DEFAULT_ONTOLOGY, Episode
+
+    async with await open_test_kg(neo4j_backend, home) as graph:
+        await add(graph, t(2000), ("Ann", "LIVES_IN", "Seoul"), ("Ann", "KNOWS", "Bob"))
+        store = graph.store
+        assert isinstance(store, Neo4jStore)
+        plans = []
+        for year, city in ((2010, "Busan"), (2011, "Daegu")):
+            facts = [{"subject": "Ann", "predicate": "LIVES_IN", "object": city},
+                     {"subject": "Ann", "predicate": "KNOWS", "object": "Bob"}]  # fmt: skip
+            episode = Episode(source="facts", reference_time=t(year), facts=facts)
+            plan, _ = await plan_structured_episode(episode, store, DEFAULT_ONTOLOGY, t(2030))
+            plans.append(plan)
+        statements = [*store.compile_plan(plans[0]), *store.compile_many(plans)]
+        scans = []
+        for s in statements:
+            _, summary, _ = await store._driver.execute_query("EXPLAIN " + s.query, s.params)
+            scans += [(op, s.query[:80]) for op, _ in _operators(summary.plan)
+                      if "LabelScan" in op or "AllNodesScan" in op]  # fmt: skip
+        assert scans == []

@@ -3,7 +3,8 @@ runs it against one).
 
 - every DML statement and read query it sends parses under an openCypher grammar;
 - its DDL has the documented Neo4j 5 shape, named and idempotent;
-- a write plan runs as one transaction, statements in order; errors are translated;
+- a write plan runs as one query in one transaction, statements in order; a read is one
+  auto-commit query; errors are translated;
 - DateTime values round-trip through the dialect.
 What this cannot show: that a live Neo4j executes them as intended (test_neo4j_live.py does).
 """
@@ -36,9 +37,11 @@ from kg.schemas.plan import (
     RewritePlan,
 )
 from kg.schemas.search import Scope, SearchView
+from kg.store.cypher.base import Fence
 from kg.store.cypher.dialect import Statement
 from kg.store.neo4j import Neo4jDialect, Neo4jStore
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
+from kg.store.neo4j.store import QUEUE_LOCK
 from kg.transfer import MODELS, Mention
 from tests.conftest import t
 
@@ -60,6 +63,26 @@ def parse(query: str) -> None:
     parser.script()
 
 
+class FakeResult:
+    """Like neo4j's AsyncResult: single() gives the first row; iterating gives them all."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+
+    async def consume(self) -> None:
+        return None
+
+    async def single(self) -> dict[str, Any] | None:
+        return self.rows[0] if self.rows else None
+
+    def __aiter__(self) -> Any:
+        return self._rows()
+
+    async def _rows(self) -> Any:
+        for row in self.rows:
+            yield row
+
+
 class FakeTx:
     def __init__(
         self, log: list[tuple[str, dict[str, Any]]], fail_on: str | None, stored: str | None,
@@ -71,28 +94,13 @@ class FakeTx:
         if self.fail_on and self.fail_on in query:
             raise ClientError(self.error)
         self.log.append((query, params))
-        # The version statement's row, as the server would give it for the stored version.
-        row = {"was": self.stored, "token": params.get("kg_token"), "writes": 1,
-               "tx": params.get("kg_tx"), "hold": None}  # fmt: skip
-
-        class Result:  # like neo4j's AsyncResult: single() gives the row; iterating, none
-            async def consume(self) -> None:
-                return None
-
-            async def single(self) -> dict[str, Any]:
-                return row
-
-            def __aiter__(self) -> Any:
-                return self
-
-            async def __anext__(self) -> Any:
-                raise StopAsyncIteration
-
-        return Result()
+        return FakeResult([{"ok": True}])
 
 
 class FakeDriver:
-    """Just enough of neo4j.AsyncDriver to see how the store drives it."""
+    """Just enough of neo4j.AsyncDriver to see how the store drives it: managed write
+    transactions (`execute_write`, `execute_query` with WRITE routing, whose result
+    transformer runs before the commit) and auto-commit reads (`session().run`)."""
 
     def __init__(self, fail_on: str | None = None, down: bool = False) -> None:
         self.transactions: list[list[tuple[str, dict[str, Any]]]] = []
@@ -103,7 +111,9 @@ class FakeDriver:
         self.execute_query_bookmark_manager = object()
         self.session_bookmarks: list[object] = []
 
-    def session(self, database: str, bookmark_manager: object = None) -> Any:
+    def session(
+        self, database: str, bookmark_manager: object = None, default_access_mode: str = "WRITE"
+    ) -> Any:
         driver = self
         self.session_bookmarks.append(bookmark_manager)
 
@@ -113,6 +123,13 @@ class FakeDriver:
 
             async def __aexit__(self, *exc: object) -> None:
                 return None
+
+            async def run(self, query: str, params: dict[str, Any]) -> Any:
+                assert default_access_mode == neo4j.READ_ACCESS  # auto-commit: reads only
+                if driver.down:
+                    raise ServiceUnavailable("connection refused")
+                driver.reads.append((query, params))
+                return FakeResult([])
 
             async def execute_write(self, work: Any) -> Any:
                 if driver.down:
@@ -127,9 +144,22 @@ class FakeDriver:
         return Session()
 
     async def execute_query(self, query: str, params: dict[str, Any], **kw: Any) -> Any:
-        assert kw["routing_"] is neo4j.RoutingControl.READ
-        self.reads.append((query, params))
-        return [], None, []
+        """A write in one query: its row, as the server would give it for the stored version
+        (none when the version check in it fails), through the result transformer."""
+        assert kw["routing_"] is neo4j.RoutingControl.WRITE
+        if self.down:
+            raise ServiceUnavailable("connection refused")
+        if self.fail_on and self.fail_on in query:
+            raise ClientError(self.error)
+        passes = "WHERE kg_was" not in query or (
+            self.stored_version == params["kg_expected"] if "$kg_expected" in query
+            else self.stored_version is None
+        )  # fmt: skip
+        row = {"token": params.get("kg_token"), "writes": 1, "tx": params.get("kg_tx"),
+               "hold": None, "ok": True}  # fmt: skip
+        result = await kw["result_transformer_"](FakeResult([row] if passes else []))
+        self.transactions.append([(query, params)])  # committed: the transformer returned
+        return result
 
     async def close(self) -> None:
         return None
@@ -280,21 +310,40 @@ def test_the_docker_schema_file_is_the_ddl_kg_runs() -> None:
     assert statements == [*NEO4J_SCHEMA, *neo4j_vector_indexes(384)]
 
 
-async def test_a_plan_is_one_transaction_in_order() -> None:
+async def test_a_plan_is_one_query_in_one_transaction_in_order() -> None:
+    """A write plan is one query (each statement a CALL {} subquery, in order) in one managed
+    transaction: two round trips to the server, however many statements it has."""
     driver = FakeDriver()
     store = Neo4jStore(driver, "neo4j", embedding_dim=384)
     statements = await _full_plan(store)
     await store.execute("default", statements)
-    schema, plan_tx = driver.transactions[:-1], driver.transactions[-1]
+    schema, [(query, params)] = driver.transactions[:-1], driver.transactions[-1]
     assert [q for tx in schema for q, _ in tx] == [*NEO4J_SCHEMA, *neo4j_vector_indexes(384)]
-    assert [q for q, _ in plan_tx] == [s.query for s in statements]
+    assert query == " ".join(f"CALL {{ {s.query} }}" for s in statements) + " RETURN 1 AS ok"
+    for s in statements:
+        assert s.params.items() <= params.items()  # every statement's parameters, merged
     # Times go to Neo4j as native datetimes, never as strings.
-    episode = plan_tx[0][1]["episode"]
-    assert isinstance(episode["valid_at"], datetime) and episode["valid_at"].tzinfo is not None
+    assert isinstance(params["episode"]["valid_at"], datetime)
+    assert params["episode"]["valid_at"].tzinfo is not None
     await store.execute("default", statements)  # schema only once per store
     assert len(driver.transactions) == len(schema) + 2
-    # Read-your-writes on a cluster: write sessions share the reads' bookmark manager.
-    assert set(driver.session_bookmarks) == {driver.execute_query_bookmark_manager}
+    # A single statement goes as it is.
+    await store.execute("default", statements[:1])
+    assert driver.transactions[-1][0][0] == statements[0].query
+    # Two statements that give one parameter two values cannot share a query.
+    clash = [Statement("RETURN $x", {"x": 1}), Statement("RETURN $x", {"x": 2})]
+    with pytest.raises(StoreError, match=r"disagree on parameter \$x"):
+        await store.execute("default", clash)
+
+
+async def test_reads_are_one_round_trip_and_share_the_writes_bookmarks() -> None:
+    """A read is an auto-commit query (RUN and PULL in one round trip), in a session with
+    the bookmark manager the writes (`execute_query`) use: read-your-writes on a cluster."""
+    driver = FakeDriver()
+    store = Neo4jStore(driver, "neo4j", embedding_dim=None)
+    await store.has_group("g")
+    assert len(driver.reads) == 1 and not driver.transactions
+    assert driver.session_bookmarks == [driver.execute_query_bookmark_manager]
 
 
 async def test_neo4j_errors_become_kg_errors() -> None:
@@ -310,11 +359,14 @@ async def test_neo4j_errors_become_kg_errors() -> None:
     driver.down = True
     with pytest.raises(StoreUnavailableError, match="lost the Neo4j server"):
         await down.execute("g", [Statement("RETURN 1", {})])
+    with pytest.raises(StoreUnavailableError, match="lost the Neo4j server"):
+        await down.has_group("g")
 
 
 async def test_a_write_checks_the_group_version_first_and_rolls_back_when_stale() -> None:
     """Many writers on one server: the plan's version is checked under the group node's
-    write lock, inside the plan's own transaction, before any plan statement runs."""
+    write lock, inside the plan's own transaction, before any plan statement runs; a stale
+    one leaves no row, and no row rolls the transaction back."""
     driver = FakeDriver()
     store = Neo4jStore(driver, "neo4j", embedding_dim=None)
     await store.ensure_schema("g")
@@ -324,13 +376,15 @@ async def test_a_write_checks_the_group_version_first_and_rolls_back_when_stale(
     driver.stored_version = "v1"
     plan.base = GroupVersion(token="v1")
     version = await store.apply(plan)
-    fence, *rest = driver.transactions[-1]
-    assert fence[0].startswith("MERGE (g:KGGroup {group_id: $group_id}) SET g.kg_lock = true ")
-    assert fence[0].index("g.kg_lock = true") < fence[0].index("g.version AS was")
-    assert fence[1]["group_id"] == "g" and fence[1]["kg_token"] == version.token
-    assert [q for q, _ in rest] == [s.query for s in store.compile_plan(plan)]
-    assert isinstance(fence[1]["kg_tx"], datetime)  # the plan's transaction time, native
-    parse(fence[0])
+    [(query, params)] = driver.transactions[-1]
+    assert query.startswith("MERGE (kg_g:KGGroup {group_id: $group_id}) SET kg_g.kg_lock = true ")
+    lock, read = query.index("kg_g.kg_lock = true"), query.index("kg_g.version AS kg_was")
+    check, first = query.index("WHERE kg_was = $kg_expected"), query.index("CALL {")
+    assert lock < read < check < first  # locked, read, checked, then the plan's statements
+    assert query.count("CALL {") == len(store.compile_plan(plan))
+    assert params["group_id"] == "g" and params["kg_token"] == version.token
+    assert params["kg_expected"] == "v1"
+    assert isinstance(params["kg_tx"], datetime)  # the plan's transaction time, native
     committed += 1
     for stored, base in (("v2", GroupVersion(token="v1")), ("v1", GroupVersion()),
                          (None, GroupVersion(token="v1"))):  # fmt: skip
@@ -342,14 +396,22 @@ async def test_a_write_checks_the_group_version_first_and_rolls_back_when_stale(
     driver.stored_version = "anything"
     plan.base = None  # unconditional: still moves the version
     assert (await store.apply(plan)).token == driver.transactions[-1][0][1]["kg_token"]
+    assert "WHERE kg_was" not in driver.transactions[-1][0][0]
     driver.stored_version = None
     plan.base = GroupVersion()  # the group's first write
     await store.apply(plan)
+    assert "WHERE kg_was IS NULL" in driver.transactions[-1][0][0]
+    # A write that changes queue records takes the group's queue lock first (as a leased
+    # write does), so a claim cannot read a cancelled episode as ready: KGQueue, then KGGroup.
+    await store.execute("g", [], Fence(None, queue=True))
+    queued = driver.transactions[-1][0][0]
+    assert queued.startswith(QUEUE_LOCK) and queued.index("KGQueue") < queued.index("KGGroup")
     # Dropping a group locks its version node first, so writers wait for it to commit.
     await store.drop_group("g")
-    lock, delete = driver.transactions[-1]
-    assert "KGGroup" in lock[0] and "kg_lock" in lock[0] and "DETACH DELETE" in delete[0]
-    for q in (lock[0], delete[0]):
+    lock_stmt, delete = driver.transactions[-1]
+    assert "KGGroup" in lock_stmt[0] and "kg_lock" in lock_stmt[0]
+    assert "DETACH DELETE" in delete[0]
+    for q in (lock_stmt[0], delete[0]):
         parse(q)
 
 
@@ -388,3 +450,14 @@ async def test_group_lookups_read_the_episodes_group_index() -> None:
         parse(q)
     index = "CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id)"
     assert index in NEO4J_SCHEMA
+
+
+def test_exact_cosine_is_for_groups_small_in_themselves_and_beside_the_others() -> None:
+    """Exact cosine costs what the group holds; the shared index costs about k over the
+    group's share of it (kg.store.neo4j.cosine)."""
+    from kg.store.neo4j.cosine import EXACT_COSINE_MAX, exact_pays
+
+    assert exact_pays(10_000, 110_000)  # a 10k group beside a 100k one
+    assert not exact_pays(10_000, 10_000)  # alone: the index's first k is all its own
+    assert not exact_pays(EXACT_COSINE_MAX + 1, 10**7)  # past the measured crossover
+    assert exact_pays(3, 63) and not exact_pays(60, 63)

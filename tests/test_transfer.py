@@ -352,8 +352,11 @@ async def test_a_neo4j_import_writes_nothing_under_another_groups_id(falkor_kg: 
     assert renames == [{"staging": renames[0]["staging"], "group_id": "team8"}] * 2
     await store.staged("team8")
     for query, _ in [*(st for tx in [*loads, publish] for st in tx), *driver.reads]:
-        if not query.startswith("SHOW "):  # the schema check's admin command, not openCypher
-            parse(query)  # DDL aside: its shape is checked in test_neo4j_offline
+        # Not the schema check's admin command (not openCypher), nor a write's one query of
+        # CALL {} subqueries (the grammar has none; test_neo4j_offline parses every load
+        # statement alone, and the live tests run them so). DDL's shape: test_neo4j_offline.
+        if not query.startswith("SHOW ") and "CALL {" not in query:
+            parse(query)
 
 
 def _dumped_row(store: FalkorDBStore | Neo4jStore, model: Any, drop: tuple[str, ...]) -> Any:

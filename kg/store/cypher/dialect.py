@@ -64,6 +64,11 @@ class Dialect(abc.ABC):
         """Plain terms, OR-ed, in the engine's query syntax; a match needs one of `terms`,
         and each `optional` term it also holds only raises its score."""
 
+    def index_hint(self, var: str, label: str, properties: tuple[str, ...]) -> str:
+        """A clause that makes the planner find `var` through the index on `label`'s
+        `properties` (appended to a MATCH pattern); empty where the engine takes no hints."""
+        return ""
+
     # "bm25" when the full-text engine already ranks by BM25 (Lucene); otherwise kg rescores.
     engine_scorer: str = "tfidf"
 

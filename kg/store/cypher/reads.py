@@ -40,15 +40,19 @@ _TURN_ORDER = "ORDER BY ep.valid_at, coalesce(ep.queued_at, ep.created_at)"
 # thing read, tagged by `kind`, so one round trip replaces four (or none, when it rides in
 # the write before it: FalkorDB's `apply_many`; its parameters are named apart). A
 # timeline's versions come from its subject's name (no edge is returned twice: one
-# predicate is single- or multi-valued).
+# predicate is single- or multi-valued), the subject found by its (group, name key) index
+# (`SUBJECT_HINT`: the dialect's hint, where it has them): Neo4j's planner otherwise could seek
+# every edge of the group with the predicate instead, a read that grows with the group.
+SUBJECT_HINT = "/*subject*/"
 _PLANNING_READS = (
     "UNWIND $pr_hashes AS h MATCH (ep:Episodic {content_hash: h}) WHERE ep.group_id = $group_id "
     "RETURN 'episode' AS kind, properties(ep) AS p, null AS source, null AS target "
     "UNION ALL UNWIND $pr_keys AS k MATCH (n:Entity {name_key: k}) WHERE n.group_id = $group_id "
     "RETURN 'entity' AS kind, properties(n) AS p, null AS source, null AS target "
     "UNION ALL UNWIND $pr_timelines AS k "
-    "MATCH (s:Entity {name_key: k.subject})-[e:RELATES_TO]->(o:Entity) "
-    "WHERE e.group_id = $group_id AND e.name = k.predicate AND e.expired_at IS NULL "
+    f"MATCH (s:Entity {{name_key: k.subject}})-[e:RELATES_TO]->(o:Entity){SUBJECT_HINT} "
+    "WHERE s.group_id = $group_id AND e.group_id = $group_id AND e.name = k.predicate "
+    "AND e.expired_at IS NULL "
     "AND (k.object IS NULL OR o.name_key = k.object) AND (e.invalid_at IS NULL OR "
     f"{unindexed('e.invalid_at')} > k.since OR {unindexed('e.valid_at')} > k.since) "
     "RETURN 'edge' AS kind, properties(e) AS p, s.uuid AS source, o.uuid AS target "
@@ -101,7 +105,8 @@ class CypherReads(CypherBase):
             ],
             "group_id": group_id,
         }  # fmt: skip
-        query = _PLANNING_READS
+        hint = self.dialect.index_hint("s", "Entity", ("group_id", "name_key"))
+        query = _PLANNING_READS.replace(SUBJECT_HINT, hint)
         if names.idempotency_keys:
             query, params["pr_idempotency"] = _BY_KEY + query, list(names.idempotency_keys)
         return Statement(query, params)

@@ -51,6 +51,7 @@ _PROJ = {
     Scope.communities: _projection("c", CommunityNode, _VECTORS),
 }
 COMMUNITY_COLUMNS = _PROJ[Scope.communities]
+VARIABLE = _VAR  # each scope's bound variable, for backends that build their own sources
 _LABEL = {Scope.entities: "Entity", Scope.episodes: "Episodic", Scope.communities: "Community"}
 # The text BM25 scores, per scope (what the full-text index covers, grams aside).
 _TEXT = {
@@ -65,6 +66,7 @@ _EMBEDDING = {
     Scope.episodes: "key_embedding",
     Scope.communities: "name_embedding",
 }
+EMBEDDING = _EMBEDDING
 FACT_COLUMNS = (
     f" RETURN {_FACT_PROJ} AS e, s.uuid AS source, o.uuid AS target,"
     " s.name AS subject, o.name AS object"
@@ -353,16 +355,7 @@ class CypherSearch(CypherBase):
         """(similarity, row) of the `limit` nearest items in view, best first; the row is the
         item's whole row when `full`, else its uuid."""
         await self._search_ready(group_id, scope)
-        ok = f", ({view_filter(scope, view)}) AS ok"
-        if full:
-            cols = _row_map(scope, self._columns(scope).removeprefix(" RETURN "))
-            returns, row = self._returns(scope, ok), f"{{{cols}}}"
-        else:
-            returns, row = f"WITH {_VAR[scope]}, score{ok}", f"{_VAR[scope]}.uuid"
-        cypher = (
-            f"{self.dialect.vector_call(scope)} {returns} "
-            f"RETURN ok, score, CASE WHEN ok THEN {row} ELSE null END AS row"
-        )
+        cypher = self._vector_query(scope, view, self.dialect.vector_call(scope), full=full)
         params = {**self._view_params(group_id, view), "v": vector}
         k, seen = max(limit * 3, 30), -1
         while True:
@@ -378,6 +371,20 @@ class CypherSearch(CypherBase):
         out = [(self.dialect.similarity(float(r["score"])), r["row"]) for r in hits]
         out.sort(key=lambda sr: -sr[0])
         return out[:limit]
+
+    def _vector_query(self, scope: Scope, view: SearchView, source: str, *, full: bool) -> str:
+        """`source` (binding the scope's variable and `score`, k nearest first) with, per row,
+        whether it is in view and, if so, its row (the whole row when `full`, else its uuid)."""
+        ok = f", ({view_filter(scope, view)}) AS ok"
+        returns = self._returns(scope, ok) if full else f"WITH {_VAR[scope]}, score{ok}"
+        row = self._vector_row(scope, full=full)
+        return f"{source} {returns} RETURN ok, score, CASE WHEN ok THEN {row} ELSE null END AS row"
+
+    def _vector_row(self, scope: Scope, *, full: bool) -> str:
+        """A vector hit's row: the item's whole row (facts: with `s` and `o` bound), or its uuid."""
+        if full:
+            return f"{{{_row_map(scope, self._columns(scope).removeprefix(' RETURN '))}}}"
+        return f"{_VAR[scope]}.uuid"
 
     async def neighbourhood(
         self, group_id: str, entity_uuids: list[str], view: SearchView, limit: int

@@ -95,7 +95,7 @@ class CypherWrites(CypherBase):
         if plan.mentions:
             out.append(
                 Statement(
-                    "MATCH (ep:Episodic {uuid: $mention_episode}) "
+                    "MATCH (ep:Episodic {uuid: $mention_episode}) WHERE ep.group_id = $group_id "
                     "UNWIND $mentions AS m MATCH (n:Entity {uuid: m.entity}) "
                     "WHERE n.group_id = $group_id "
                     "CREATE (ep)-[:MENTIONS {uuid: m.uuid, group_id: $group_id, "
@@ -362,6 +362,7 @@ class CypherWrites(CypherBase):
         if mentions:
             out.append(Statement(
                 "UNWIND $mentions AS m MATCH (ep:Episodic {uuid: m.episode}) "
+                "WHERE ep.group_id = $group_id "
                 "UNWIND m.entities AS u MATCH (n:Entity {uuid: u}) WHERE n.group_id = $group_id "
                 "CREATE (ep)-[:MENTIONS {uuid: m.episode + ':' + u, group_id: $group_id, "
                 "created_at: ep.created_at}]->(n)",

@@ -48,6 +48,9 @@ class Neo4jDialect(Dialect):
     def similarity(self, score: float) -> float:
         return 2.0 * score - 1.0  # Neo4j's cosine score is (1 + cos) / 2
 
+    def index_hint(self, var: str, label: str, properties: tuple[str, ...]) -> str:
+        return f" USING INDEX {var}:{label}({', '.join(properties)})"
+
     def text_query(self, terms: list[str], optional: Sequence[str] = ()) -> str:
         # Lucene; terms are plain lower-case words (analyzer). Clauses without '+' are
         # optional once one has it.

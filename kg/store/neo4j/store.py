@@ -1,17 +1,21 @@
 """Neo4j 5 backend over Bolt: everything Neo4j-specific lives in this folder (dialect, DDL).
 
 One database for all groups, each node and edge filtered by `group_id` (indexed together with
-the property that anchors each query). Times are native DateTime; a write plan runs as one
-explicit transaction, whose first statement write-locks the group's version node and checks
-the version the plan was made at (kg.store.cypher.base.Fence): a stale plan raises inside the
-transaction, so it rolls back with nothing written. Tested against a live Neo4j 5.26 server
-(tests/test_neo4j_live.py).
+the property that anchors each query). Times are native DateTime. A write plan runs as one
+query (its statements CALL {} subqueries) in one managed transaction, whose first clauses
+write-lock the group's version node and check the version the plan was made at
+(kg.store.cypher.base.Fence): a stale plan leaves no row, and the transaction rolls back with
+nothing written. Round trips are the cost on a loaded machine (each wakes the server's
+threads and this process): a write is two (BEGIN, RUN and PULL pipelined; COMMIT), a read one
+(auto-commit). Tested against a live Neo4j 5.26 server (tests/test_neo4j_live.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlparse, urlunparse
@@ -23,17 +27,33 @@ from kg.errors import (
     StoreUnavailableError,
     WriteConflictError,
 )
-from kg.schemas.plan import GroupVersion
-from kg.schemas.search import Scope
-from kg.schemas.store import PendingErasure, Record, is_staging, staging_name
+from kg.schemas.plan import GroupVersion, WritePlan
+from kg.schemas.search import Scope, SearchView
+from kg.schemas.store import (
+    PendingErasure,
+    PlanningNames,
+    PlanningReads,
+    Record,
+    is_staging,
+    staging_name,
+)
 from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
 from kg.store.cypher.store import CypherStore
+from kg.store.neo4j import cosine
+from kg.store.neo4j.cosine import (
+    SIZE_TTL_SECONDS,
+    exact_pays,
+    exact_query,
+    size_query,
+    total_query,
+)
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.store.neo4j.dialect import Neo4jDialect
 
 NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 log = logging.getLogger(__name__)
+READ_ATTEMPTS = 3  # a read that fails with a retryable error is run again, up to this often
 
 NEO4J_RESIDUE = (
     "Neo4j cannot scrub erased values from its files online: they stay in its transaction "
@@ -60,6 +80,8 @@ class Neo4jStore(CypherStore):
         self.embedding_dim = embedding_dim
         self._schema_ready = False
         self._indexes_online = False
+        # (group, scope) -> (the group's items, the database's, when counted)
+        self._sizes: dict[tuple[str, Scope], tuple[int, int, float]] = {}
 
     @classmethod
     async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> Neo4jStore:
@@ -150,16 +172,37 @@ class Neo4jStore(CypherStore):
     async def _query(
         self, query: str, params: dict[str, Any], *, write: bool
     ) -> list[dict[str, Any]]:
+        """A read is one auto-commit query: one round trip (RUN and PULL pipelined), where a
+        managed transaction (`execute_query`) costs two (BEGIN, RUN and PULL; then COMMIT).
+        A read is safe to run again, so a retryable failure (a cluster's leader change, a
+        transient error) is retried here, as the driver retries its managed transactions.
+        Reads share the writes' bookmark manager: read-your-writes holds on a cluster."""
         import neo4j
 
-        routing = neo4j.RoutingControl.WRITE if write else neo4j.RoutingControl.READ
-        try:
-            records, _, _ = await self._driver.execute_query(
-                query, params, database_=self._database, routing_=routing
-            )
-        except Exception as exc:
-            raise self._translate(exc) from exc
-        return [dict(r) for r in records]
+        if write:
+            try:
+                records, _, _ = await self._driver.execute_query(
+                    query, params, database_=self._database, routing_=neo4j.RoutingControl.WRITE
+                )
+            except Exception as exc:
+                raise self._translate(exc) from exc
+            return [dict(r) for r in records]
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                async with self._driver.session(
+                    database=self._database,
+                    default_access_mode=neo4j.READ_ACCESS,
+                    bookmark_manager=self._driver.execute_query_bookmark_manager,
+                ) as session:
+                    result = await session.run(query, params)
+                    return [dict(r) async for r in result]
+            except Exception as exc:
+                retry = getattr(exc, "is_retryable", None)
+                if attempt + 1 < READ_ATTEMPTS and retry is not None and retry():
+                    await asyncio.sleep(0.05 * 2**attempt)
+                    continue
+                raise self._translate(exc) from exc
+        raise AssertionError("unreachable")
 
     async def execute(
         self,
@@ -168,33 +211,67 @@ class Neo4jStore(CypherStore):
         fence: Fence | None = None,
         guard: Guard | None = None,
     ) -> GroupVersion | None:
-        await self.ensure_schema(group_id)
-        checks: list[tuple[Statement, Callable[[dict[str, Any] | None], Any]]] = []
-        if guard is not None:
-            # The queue's lock first (serialised with claims and takeovers), then the lease
-            # under it, then the version: both checks in this one transaction, before any
-            # write, and a failed one rolls it all back. Lock order is always KGQueue, KGGroup.
-            lease = Statement(
-                f"{QUEUE_LOCK} WITH kg_lock OPTIONAL {guard.match} "
-                "RETURN kg_guard IS NOT NULL AS ok LIMIT 1",
-                {**guard.params, "group_id": group_id},
-            )
-            checks.append((lease, lambda row: _lease_held(guard, row)))
-        elif fence is not None and fence.queue:  # the same lock order: KGQueue, KGGroup
-            lock = Statement(QUEUE_LOCK + " RETURN true AS ok", {"group_id": group_id})
-            checks.append((lock, lambda row: None))
-        if fence is not None:
-            checks.append((fence_statement(group_id, fence),
-                           lambda row: self._checked(group_id, fence, row)))  # fmt: skip
-        seen, _ = await self._run_write(statements, checks)
-        return seen[-1] if fence is not None else None
+        version, _ = await self._execute(group_id, statements, fence, guard)
+        return version
 
-    def _checked(self, group_id: str, fence: Fence, row: dict[str, Any] | None) -> GroupVersion:
-        row = row if row is not None else {"was": None}
-        expected = fence.base.token if fence.base is not None else None
-        if fence.checked and row["was"] != expected:
-            raise fence.conflict(group_id)  # inside the transaction: it rolls back
-        return self._group_version(row)
+    async def apply_many(
+        self, plans: list[WritePlan], names: PlanningNames | None
+    ) -> tuple[GroupVersion, PlanningReads | None]:
+        """One query, one transaction: the plans' write, then (with `names`) the next
+        planning read, which sees that write (a later clause sees an earlier one's writes)."""
+        group, last = plans[0].group_id, plans[-1].episode.created_at
+        fence = Fence(plans[0].base, tx=self.dialect.encode_time(last))
+        then = self.planning_read(group, names) if names is not None else None
+        version, rows = await self._execute(group, self.compile_many(plans), fence, None, then)
+        assert version is not None
+        if names is None:
+            return version, None
+        return version, self.planning_rows([r for r in rows if r["kind"] is not None])
+
+    async def _execute(
+        self,
+        group_id: str,
+        statements: list[Statement],
+        fence: Fence | None,
+        guard: Guard | None,
+        then: Statement | None = None,
+    ) -> tuple[GroupVersion | None, list[dict[str, Any]]]:
+        """`execute` as one query in one managed transaction: two round trips (BEGIN, RUN and
+        PULL pipelined; COMMIT), however many statements. A check that fails leaves no row,
+        and no row rolls the transaction back (see `write_query`)."""
+        import neo4j
+
+        await self.ensure_schema(group_id)
+        write = write_query(group_id, statements, fence, guard, then)
+        checked = fence is not None or guard is not None
+
+        async def rows_or_refuse(result: Any) -> list[dict[str, Any]]:
+            rows = [dict(r) async for r in result]
+            if checked and not rows:
+                raise _Refused  # inside the transaction: it rolls back
+            return rows
+
+        try:
+            rows: list[dict[str, Any]] = await self._driver.execute_query(
+                write.query, write.params, database_=self._database,
+                routing_=neo4j.RoutingControl.WRITE, result_transformer_=rows_or_refuse,
+            )  # fmt: skip
+        except _Refused:
+            if guard is not None and not await self._guard_holds(group_id, guard):
+                raise LeaseLostError(guard.failure) from None
+            assert fence is not None
+            raise fence.conflict(group_id) from None
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        if fence is None:
+            return None, rows
+        return self._group_version(rows[0]), rows
+
+    async def _guard_holds(self, group_id: str, guard: Guard) -> bool:
+        """Whether a guard that just missed holds now: a lease once lost is never this
+        owner's again, so a miss with the guard still holding was the version's."""
+        query = f"{guard.match} RETURN 1 AS ok LIMIT 1"
+        return bool(await self._read(group_id, query, {**guard.params, "group_id": group_id}))
 
     async def _queue_write(self, group_id: str, statement: Statement) -> list[dict[str, Any]]:
         await self.ensure_schema(group_id)
@@ -254,6 +331,34 @@ class Neo4jStore(CypherStore):
         if isinstance(exc, UnicodeEncodeError):  # a lone surrogate: not encodable as UTF-8
             return StoreError(f"Neo4j cannot be sent this text (nothing written): {exc.reason}")
         return exc
+
+    async def _vector_rows(
+        self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int,
+        *, full: bool,
+    ) -> list[tuple[float, Any]]:  # fmt: skip
+        """A small group's items by exact cosine, a large one's through the shared vector
+        index (see kg.store.neo4j.cosine)."""
+        if not await self._small(group_id, scope):
+            return await super()._vector_rows(group_id, scope, vector, view, limit, full=full)
+        await self._search_ready(group_id, scope)
+        cypher = exact_query(scope, view, self._vector_row(scope, full=full))
+        params = {**self._view_params(group_id, view), "v": vector, "k": limit}
+        rows = await self._read(group_id, cypher, params)
+        return [(self.dialect.similarity(float(r["score"])), r["row"]) for r in rows if r["ok"]]
+
+    async def _small(self, group_id: str, scope: Scope) -> bool:
+        """Whether the group's items of `scope` are scored exactly (`exact_pays`): counted,
+        with the database's, once a minute at most (a group grows by writes, and either
+        answer is right, only slower)."""
+        now = time.monotonic()
+        known = self._sizes.get((group_id, scope))
+        if known is None or now - known[2] > SIZE_TTL_SECONDS:
+            cap = cosine.EXACT_COSINE_MAX + 1
+            rows = await self._read(group_id, size_query(scope), {"group_id": group_id, "cap": cap})
+            total = await self._read(group_id, total_query(scope), {})
+            known = (int(rows[0]["n"]) if rows else 0, int(total[0]["n"]) if total else 0, now)
+            self._sizes[(group_id, scope)] = known
+        return exact_pays(known[0], known[1])
 
     async def _search_ready(self, group_id: str, scope: Scope | None = None) -> None:
         """Neo4j populates new indexes in the background; wait once per store."""
@@ -362,18 +467,65 @@ class Neo4jStore(CypherStore):
         await self._driver.close()
 
 
-def _lease_held(guard: Guard, row: dict[str, Any] | None) -> None:
-    if not (row and row.get("ok")):
-        raise LeaseLostError(guard.failure)  # inside the transaction: it rolls back
+class _Refused(Exception):
+    """A write's check matched nothing: its transaction rolls back."""
 
 
-def fence_statement(group_id: str, fence: Fence) -> Statement:
-    """Lock the group's version node (setting a property takes its write lock, held to
-    commit), read the version under that lock, and move it on. Reading before locking would
-    let two transactions read the same version (Neo4j isolates at read-committed)."""
-    return Statement(
-        f"MERGE (g:{GROUP_LABEL} {{group_id: $group_id}}) SET g.kg_lock = true "
-        f"WITH g, g.version AS was SET {fence.assignments('g')} REMOVE g.kg_lock "
-        "RETURN was, g.version AS token, g.writes AS writes, g.tx AS tx, g.hold AS hold",
-        {"group_id": group_id, **fence.params()},
+def merged_params(statements: Sequence[Statement], **given: Any) -> dict[str, Any]:
+    """One parameter map for statements run as one query; two that name one parameter must
+    give it one value."""
+    params: dict[str, Any] = dict(given)
+    for s in statements:
+        for k, v in s.params.items():
+            if k in params and params[k] != v:
+                raise StoreError(f"plan statements disagree on parameter ${k}")
+            params[k] = v
+    return params
+
+
+def write_query(
+    group_id: str,
+    statements: Sequence[Statement],
+    fence: Fence | None,
+    guard: Guard | None,
+    then: Statement | None = None,
+) -> Statement:
+    """Statements as one query: each a CALL {} subquery, in order (a later one sees what an
+    earlier one wrote), after the checks. The lease (`guard`) comes first, under the group's
+    queue lock (which a write that changes queue records, `fence.queue`, takes too), then the
+    version (`fence`): the group node is write-locked (setting a
+    property takes its lock, held to commit) before its version is read, so two writers
+    cannot read the same version (Neo4j reads at read-committed), and only a version equal
+    to the plan's leaves a row for the rest to run on. Lock order is always KGQueue, KGGroup.
+    With `then` (a fenced write), a read after the writes: its rows (columns kind, p, source
+    and target) and one more row, with kind null, standing for the write itself."""
+    extra = [Statement("", fence.params() if fence else {})]
+    extra += [Statement("", guard.params)] if guard else []
+    extra += [then] if then else []
+    checked = fence is not None or guard is not None
+    params = merged_params([*statements, *extra], **({"group_id": group_id} if checked else {}))
+    calls = "".join(f" CALL {{ {s.query} }}" for s in statements)
+    head = ""
+    if guard is not None:
+        head = f"{QUEUE_LOCK} WITH kg_lock {guard.match} WITH kg_guard LIMIT 1 "
+    elif fence is not None and fence.queue:  # it changes queue records: the same lock first
+        head = f"{QUEUE_LOCK} WITH kg_lock LIMIT 1 "
+    if fence is None:
+        if not head and len(statements) == 1:
+            return Statement(statements[0].query, params)
+        return Statement(f"{head}{calls.strip()} RETURN 1 AS ok".strip(), params)
+    check = ""
+    if fence.checked:
+        expected = fence.base.token if fence.base is not None else None
+        check = "WHERE kg_was = $kg_expected " if expected is not None else "WHERE kg_was IS NULL "
+    query = (
+        f"{head}MERGE (kg_g:{GROUP_LABEL} {{group_id: $group_id}}) SET kg_g.kg_lock = true "
+        f"WITH kg_g, kg_g.version AS kg_was {check}"
+        f"SET {fence.assignments('kg_g')} REMOVE kg_g.kg_lock WITH kg_g{calls}"
     )
+    ret = " RETURN kg_g.version AS token, kg_g.writes AS writes, kg_g.tx AS tx, kg_g.hold AS hold"
+    if then is not None:
+        query += (f" WITH kg_g CALL {{ {then.query} UNION ALL RETURN null AS kind, "
+                  "null AS p, null AS source, null AS target }")  # fmt: skip
+        ret += ", kind, p, source, target"
+    return Statement(query + ret, params)

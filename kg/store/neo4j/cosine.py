@@ -1,0 +1,66 @@
+"""Exact cosine over a small group's own items on Neo4j, instead of its shared vector index.
+
+One Neo4j database holds every group, and its vector indexes (one per kind of item) take k and
+no filter: the nearest items of a small group sit among a large group's, so the search widens k
+until enough pass the group filter, reading about k = wanted x (index size / group size)
+candidates. A group's own items, found through its group index and scored with
+`vector.similarity.cosine`, cost what the group holds, whatever lies beside it. So a group of
+up to `EXACT_COSINE_MAX` items of a kind is scored exactly (the true top k, where the index
+gives its approximation), and a larger one through the index; so is a group that holds at
+least half the index, whose first index query (3 x k) already finds enough of its own. The
+bound is the measured crossover (docs/production.md, benchmarks/neo4j_cosine_crossover.py:
+with 144,000 facts in the index, exact was 3x faster at 10,000 facts and the index 3x faster
+at 30,000).
+"""
+
+from __future__ import annotations
+
+from kg.schemas.search import Scope, SearchView
+from kg.store.cypher.search import EMBEDDING, VARIABLE, view_filter
+
+EXACT_COSINE_MAX = 15_000
+SIZE_TTL_SECONDS = 60.0  # how long a group's counted size is trusted
+
+# Each kind's items of one group (facts with their ends bound, as a fact's row needs them),
+# with the predicate that lets Neo4j seek the group's items in a composite index (it uses one
+# only with a predicate on each of its properties).
+_GROUP_ITEMS = {
+    Scope.facts: ("(s)-[e:RELATES_TO]->(o)", " AND e.name IS NOT NULL", "e, s, o"),
+    Scope.entities: ("(n:Entity)", " AND n.name_key IS NOT NULL", "n"),
+    Scope.episodes: ("(ep:Episodic)", "", "ep"),
+    Scope.communities: ("(c:Community)", " AND c.uuid IS NOT NULL", "c"),
+}
+
+
+def total_query(scope: Scope) -> str:
+    """How many items of `scope` the database holds, every group's (Neo4j's counts store)."""
+    pattern = _GROUP_ITEMS[scope][0].replace("(s)", "()").replace("(o)", "()")
+    return f"MATCH {pattern} RETURN count(*) AS n"
+
+
+def exact_pays(items: int, total: int) -> bool:
+    """Whether a group of `items` of a kind, among `total` in the database, is scored exactly."""
+    return items <= EXACT_COSINE_MAX and 2 * items < total
+
+
+def size_query(scope: Scope) -> str:
+    """How many of the group's items of `scope` there are, counted up to $cap."""
+    pattern, seek, _ = _GROUP_ITEMS[scope]
+    var = VARIABLE[scope]
+    return (
+        f"MATCH {pattern} WHERE {var}.group_id = $group_id{seek} "
+        f"WITH {var} LIMIT $cap RETURN count({var}) AS n"
+    )
+
+
+def exact_query(scope: Scope, view: SearchView, row: str) -> str:
+    """The group's items in view scored by cosine against $v, the $k best first, each
+    returned as `row` (columns ok, score, row: the vector index path's, every row in view).
+    A vector cosine does not define (a zero vector) scores as opposite."""
+    pattern, seek, bound = _GROUP_ITEMS[scope]
+    var, prop = VARIABLE[scope], EMBEDDING[scope]
+    return (
+        f"MATCH {pattern} WHERE {view_filter(scope, view)}{seek} AND {var}.{prop} IS NOT NULL "
+        f"WITH {bound}, coalesce(vector.similarity.cosine({var}.{prop}, $v), 0.0) AS score "
+        f"ORDER BY score DESC LIMIT $k RETURN true AS ok, score, {row} AS row"
+    )
