@@ -10,6 +10,8 @@ import signal
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,7 @@ from kg import KG
 from kg.store.falkordb import FalkorDBStore
 from kg.store.falkordb.ddl import FALKORDB_UNIQUE
 from kg.store.falkordb.embedded import EmbeddedServer, LoadProgress
+from kg.store.falkordb.persistence import constraints_in_force
 from tests.conftest import objects, t
 from tests.disk import written_to_file
 
@@ -291,3 +294,26 @@ async def test_a_kg_killed_while_its_store_loads_leaves_no_server(home: Path) ->
     async with await KG.open(home=home) as kg:  # and the store opens again, whole
         [row] = await kg.store.raw_query("heavy", "MATCH (d:Doc) RETURN count(d) AS c")
         assert row["c"] == 10_000
+
+
+async def test_a_fold_waits_for_constraints_under_construction() -> None:
+    """FalkorDB 4.16 reports a constraint being built as UNDER CONSTRUCTION, not PENDING: a
+    fold that took that for settled ran before the constraint logged its second copy, which
+    the next start replayed as a CRITICAL error (seen in a full run on a loaded machine)."""
+    statuses = iter(["UNDER CONSTRUCTION", "PENDING", "OPERATIONAL"])
+    asked: list[str] = []
+
+    class Graph:
+        async def ro_query(self, query: str) -> Any:
+            asked.append(next(statuses))
+            return SimpleNamespace(result_set=[[asked[-1]]])
+
+    class Db:
+        async def list_graphs(self) -> list[str]:
+            return ["g"]
+
+        def select_graph(self, name: str) -> Graph:
+            return Graph()
+
+    await asyncio.wait_for(constraints_in_force(Db()), timeout=10)
+    assert asked == ["UNDER CONSTRUCTION", "PENDING", "OPERATIONAL"]
