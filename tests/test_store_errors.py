@@ -25,9 +25,15 @@ pytestmark = pytest.mark.falkordb_only("a stand-in for the falkordb client's fai
 class SilentServer:
     """Every call fails the way redis-py fails when the server does not answer."""
 
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: Exception, *, hush: bool = False) -> None:
         self.error = error
         self.connection = self
+        self.hush = hush  # the query-log block (a SET) succeeds; what follows fails
+
+    async def set(self, *args: Any, **kwargs: Any) -> Any:
+        if self.hush:
+            return True
+        raise self.error
 
     def select_graph(self, name: str) -> SilentServer:
         return self
@@ -70,7 +76,7 @@ async def test_a_lost_server_is_store_unavailable(call: str) -> None:
 async def test_schema_errors_keep_their_own_message() -> None:
     from redis.exceptions import ResponseError
 
-    store = FalkorDBStore(SilentServer(ResponseError("unknown index type")), None,
+    store = FalkorDBStore(SilentServer(ResponseError("unknown index type"), hush=True), None,
                           embedding_dim=None)  # fmt: skip
     with pytest.raises(StoreError, match="FalkorDB refused schema statement: unknown index"):
         await CALLS["write"](store)
