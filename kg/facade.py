@@ -137,7 +137,9 @@ class KG:
         context_episodes: int = 3,
         embedder: Embedder | None = None,
         cross_encoder: CrossEncoder | None = None,
+        group_id: str = "default",
     ) -> None:
+        self.group_id = check_group(group_id)  # what every method reads and writes by default
         self.pipeline = Pipeline(
             store, ontology=ontology, clock=clock or TransactionClock(), llm=llm,
             guards=guards or Guards(), context_episodes=context_episodes, embedder=embedder,
@@ -148,6 +150,10 @@ class KG:
         )  # fmt: skip
         self._queries: dict[str, QueryMetrics] = {}  # not yet persisted, per group
         self._api: dict[str, ApiMetrics] = {}  # API calls (kg serve, MCP), not yet persisted
+
+    def _group(self, group_id: str | None) -> str:
+        """The group a call names, else the one kg was opened with; checked."""
+        return check_group(self.group_id if group_id is None else group_id)
 
     # What kg was opened with, read-only: the pipeline's and the searcher's.
 
@@ -210,8 +216,10 @@ class KG:
         loads the model recorded for `group_id` when it can be loaded here (the packaged
         MiniLM, or a sentence-transformers model at a local path), else runs without (logged).
         A `cross_encoder` enables the cross-encoder reranker. `progress` is called while the
-        embedded store loads its data (a large store takes a while).
+        embedded store loads its data (a large store takes a while). `group_id` is the group
+        every method reads and writes unless a call names another.
         """
+        check_group(group_id)
         if embedder == "auto":
             store = await open_store(uri, home=home, durability=durability, progress=progress)
             try:
@@ -221,8 +229,9 @@ class KG:
                 raise
             if embedder is None:
                 return await cls(
-                    store, ontology=ontology, llm=llm, guards=guards, cross_encoder=cross_encoder
-                )._opened()
+                    store, ontology=ontology, llm=llm, guards=guards, cross_encoder=cross_encoder,
+                    group_id=group_id,
+                )._opened()  # fmt: skip
             await store.close()  # reopened below, with vector indexes of the model's dimension
         dim = embedder.dim if embedder is not None else None
         store = await open_store(uri, home=home, durability=durability, embedding_dim=dim,
@@ -234,6 +243,7 @@ class KG:
             guards=guards,
             embedder=embedder,
             cross_encoder=cross_encoder,
+            group_id=group_id,
         )._opened()
 
     async def _opened(self) -> Self:
@@ -283,9 +293,9 @@ class KG:
         if valid_call_name(kind, name):
             self._api.setdefault(group_id, ApiMetrics()).add(kind, name, seconds, error=error)
 
-    async def metrics(self, group_id: str = "default") -> Metrics:
+    async def metrics(self, group_id: str | None = None) -> Metrics:
         """Ingest metrics (summed over stored episodes) and query metrics (stored + unflushed)."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         queries = self._queries.get(group_id, QueryMetrics())
         api = self._api.get(group_id, ApiMetrics())
         if not await self.store.has_group(group_id):
@@ -346,7 +356,7 @@ class KG:
             content: The text of a message, text or JSON episode.
             facts: The statements of a "facts" episode: `StructuredFact`s or dicts with
                 subject, predicate, object and optional valid_at, invalid_at, fact.
-            group_id: The group (tenant) it belongs to; default "default".
+            group_id: The group (tenant) it belongs to; default the one kg was opened with.
             channel: Where it came from: "user" (default), "tool", "document", "agent".
             trust: Trust tier (name or 0-3) when not the channel's; higher closes lower.
             source_description: Free text naming the source, e.g. a URL; rollback can
@@ -384,9 +394,11 @@ class KG:
         }
         fields = {k: v for k, v in given.items() if v is not None}
         if episode is None:
-            episode = _validate_episode(fields, "invalid episode")
+            episode = _validate_episode({"group_id": self.group_id, **fields}, "invalid episode")
         elif fields:
             raise TypeError("pass either an Episode or keyword fields, not both")
+        else:
+            episode = self._in_group(episode)
         if after_seconds is not None and (wait or not 0 < after_seconds <= 86_400):
             raise InputError("after_seconds needs wait=False and a value in (0, 86400]")
         queue = not wait and self.pipeline.queues(episode, extract=extract)
@@ -394,6 +406,12 @@ class KG:
         if queue:
             return await self.pipeline.enqueue(episode, after_seconds=after_seconds)
         return await self.pipeline.add(episode, extract=extract)
+
+    def _in_group(self, episode: Episode) -> Episode:
+        """An Episode built without a group goes to the group kg was opened with."""
+        if "group_id" in episode.model_fields_set:
+            return episode
+        return episode.model_copy(update={"group_id": self.group_id})
 
     def check_episode(
         self, episode: Episode, *, extract: bool = True, queued: bool = False
@@ -428,7 +446,8 @@ class KG:
         checked: list[Episode] = []
         for i, item in enumerate(episodes):
             where = f"episodes[{i}]"
-            ep = item if isinstance(item, Episode) else _validate_episode(dict(item), where)
+            ep = (self._in_group(item) if isinstance(item, Episode)
+                  else _validate_episode({"group_id": self.group_id, **item}, where))  # fmt: skip
             try:
                 self.check_episode(ep, extract=extract, queued=not wait)
             except InputError as exc:
@@ -443,14 +462,14 @@ class KG:
         )
 
     async def rollback(
-        self, episode_ids: str | list[str], *, group_id: str = "default", apply: bool = False
+        self, episode_ids: str | list[str], *, group_id: str | None = None, apply: bool = False
     ) -> RollbackReport:
         """Plan (and with `apply=True` carry out, atomically) undoing episodes; see kg.rollback."""
         ids = [episode_ids] if isinstance(episode_ids, str) else list(episode_ids)
         ids = [_text("episode id", i) for i in ids]
         if not ids:
             raise InputError("rollback needs at least one episode id")
-        check_group(group_id)
+        group_id = self._group(group_id)
 
         async def attempt(base: GroupVersion) -> RollbackReport:
             plan, report = await plan_rollback(
@@ -476,12 +495,12 @@ class KG:
         source_description: str,
         *,
         since: datetime | None = None,
-        group_id: str = "default",
+        group_id: str | None = None,
         apply: bool = False,
     ) -> RollbackReport:
         """Undo every episode from one source (e.g. a web page), optionally since T: the
         ingested ones, and those still queued, leased or failed (cancelled)."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         source_description = _text("source_description", source_description)
         since = _when("since", since)
         found = await self.store.find_episodes(
@@ -492,10 +511,10 @@ class KG:
             return RollbackReport(group_id=group_id, episodes=[])
         return await self.rollback([e.uuid for e in episodes], group_id=group_id, apply=apply)
 
-    async def replay(self, *, group_id: str = "default", apply: bool = False) -> ReplayReport:
+    async def replay(self, *, group_id: str | None = None, apply: bool = False) -> ReplayReport:
         """Rebuild the group from its episode log (e.g. after an ontology change) and compare;
         with `apply=True`, replace the live timelines with the rebuilt ones, atomically."""
-        check_group(group_id)
+        group_id = self._group(group_id)
 
         async def attempt(base: GroupVersion) -> ReplayReport:
             plan, report = await plan_replay(self.store, self.ontology, group_id)
@@ -512,9 +531,9 @@ class KG:
                 await self._refresh_communities(group_id)
         return report
 
-    async def why(self, fact_id: str, *, group_id: str = "default") -> Explanation:
+    async def why(self, fact_id: str, *, group_id: str | None = None) -> Explanation:
         """Every version of a fact and the episodes that created, reinforced and closed it."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         versions = await self.store.fact_versions(group_id, _text("fact id", fact_id))
         if not versions:
             raise NotFoundError(f"no fact or fact version {fact_id!r} in group {group_id!r}")
@@ -524,10 +543,10 @@ class KG:
         return Explanation(versions=versions, episodes=episodes)
 
     async def log(
-        self, *, group_id: str = "default", limit: int = 100, closures: bool = True
+        self, *, group_id: str | None = None, limit: int = 100, closures: bool = True
     ) -> list[AuditEvent]:
         """Rollbacks, erasures and (derived from the versions themselves) closures, newest first."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         _limit(limit, 10_000)
         events = await self.store.audit_log(group_id, limit)
         if closures:
@@ -546,7 +565,7 @@ class KG:
         self,
         name: str,
         *,
-        group_id: str = "default",
+        group_id: str | None = None,
         dry_run: bool = False,
         keep_others: bool = False,
     ) -> ErasureReceipt:
@@ -559,7 +578,7 @@ class KG:
             keep_others: Keep those facts, re-asserted from a redacted copy of each episode
                 (the subject's name cut out; the copy's name says what it copies).
         """
-        check_group(group_id)
+        group_id = self._group(group_id)
         name = _text("entity name", name)
         async with self.pipeline.writer(group_id):
             receipt, _ = await retrying(
@@ -599,17 +618,17 @@ class KG:
 
     async def erase_group(self, group_id: str) -> ErasureReceipt:
         """Physically delete a whole group, and compact the store's files."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         async with self.pipeline.writer(group_id):
             self.pipeline.vectors.forget(group_id)  # its embedding model goes with it
             return await erase_group(self.store, group_id, self.clock.now())
 
     # -- graphiti-core graphs --------------------------------------------------------------
 
-    async def adopt_graphiti(self, group_id: str = "default") -> AdoptReport:
+    async def adopt_graphiti(self, group_id: str | None = None) -> AdoptReport:
         """Give a group written by graphiti-core kg's keys, copy-on-close versions and
         replayable records (see kg.graphiti), then rebuild it by replay. Idempotent."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         if not await self.store.has_group(group_id):
             raise InputError(f"no group {group_id!r} to adopt")
 
@@ -639,10 +658,10 @@ class KG:
 
     # -- export and import ----------------------------------------------------------------
 
-    def export_lines(self, group_id: str = "default", *, embeddings: bool = True
+    def export_lines(self, group_id: str | None = None, *, embeddings: bool = True
                      ) -> AsyncIterator[str]:  # fmt: skip
         """The group as JSON Lines (see kg.transfer): every version, uuid, time and vector."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         return export_lines(self.store, group_id, embeddings=embeddings)
 
     async def import_lines(
@@ -655,19 +674,19 @@ class KG:
     # -- communities ----------------------------------------------------------------------
 
     async def build_communities(
-        self, group_id: str = "default", *, max_iterations: int = MAX_ITERATIONS
+        self, group_id: str | None = None, *, max_iterations: int = MAX_ITERATIONS
     ) -> CommunityReport:
         """Cluster the facts true now (label propagation) and summarise each community: with
         the LLM when kg has one (one call per changed community), else extractively.
         Unchanged clusters keep their summary, so a rebuild costs only what changed."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         if not 1 <= max_iterations <= 1000:
             raise InputError(f"max_iterations must be in 1..1000, got {max_iterations}")
         async with self.pipeline.writer(group_id):
             return await self._build_communities(group_id, max_iterations=max_iterations)
 
-    async def communities(self, group_id: str = "default") -> list[Community]:
-        check_group(group_id)
+    async def communities(self, group_id: str | None = None) -> list[Community]:
+        group_id = self._group(group_id)
         return await self.store.communities(group_id)
 
     async def _build_communities(
@@ -696,7 +715,7 @@ class KG:
     async def facts(
         self,
         *,
-        group_id: str = "default",
+        group_id: str | None = None,
         subject: str | None = None,
         predicate: str | None = None,
         object: str | None = None,
@@ -706,6 +725,7 @@ class KG:
         limit: int = 1000,
     ) -> list[Fact]:
         """What was true at `valid_at` (default now), as kg knew it at `known_at` (default now)."""
+        group_id = self._group(group_id)
         valid_at, known_at = _when("valid_at", valid_at), _when("known_at", known_at)
         now = self.clock.now()
         try:
@@ -726,14 +746,14 @@ class KG:
     async def history(
         self,
         *,
-        group_id: str = "default",
+        group_id: str | None = None,
         subject: str | None = None,
         predicate: str | None = None,
         object: str | None = None,
         limit: int = 1000,
     ) -> list[Fact]:
         """Every version of the matching facts, retired ones included, with provenance."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         _limit(limit, 100_000)
         return await self.store.history(
             group_id,
@@ -744,24 +764,24 @@ class KG:
         )
 
     async def entities(
-        self, *, group_id: str = "default", contains: str = "", limit: int = 100
+        self, *, group_id: str | None = None, contains: str = "", limit: int = 100
     ) -> list[EntitySummary]:
         """Entities whose normalised name contains `contains` (all for ''), the most-described
         subjects first: what a person picks a subject from."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         _limit(limit, 10_000)
         key = name_key(_text("contains", contains)) if contains else ""
         return await self.store.entities(group_id, key, limit)
 
-    async def stats(self, group_id: str = "default") -> StoreStats:
-        check_group(group_id)
+    async def stats(self, group_id: str | None = None) -> StoreStats:
+        group_id = self._group(group_id)
         return await self.store.stats(group_id, self.clock.now())
 
-    async def quarantine(self, group_id: str = "default") -> list[QuarantineEntry]:
+    async def quarantine(self, group_id: str | None = None) -> list[QuarantineEntry]:
         """What the instruction guard held back from untrusted channels, oldest first: facts
         that were never written and passages that `context()` withholds, each with its reason.
         Nothing here is a memory; re-send a fact through the user channel to keep it."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         if group_id not in await self.store.groups():
             return []
         return [
@@ -780,7 +800,7 @@ class KG:
         self,
         query: str | SearchRequest,
         *,
-        group_id: str = "default",
+        group_id: str | None = None,
         recipe: str | None = None,
         config: SearchConfig | None = None,
         limit: int | None = None,
@@ -810,7 +830,7 @@ class KG:
         they were read. Facts rank by their trust tier (an agent's inference below the user's
         word unless the user restated it) and by the ontology's recency decay, if declared.
         """
-        check_group(group_id)
+        group_id = self._group(group_id)
         request = _search_request(query, locals())
         results = await self.searcher.search(group_id, request)
         self._observe(results)
@@ -821,7 +841,7 @@ class KG:
         query: str | SearchRequest,
         *,
         max_tokens: int = 1000,
-        group_id: str = "default",
+        group_id: str | None = None,
         recipe: str | None = None,
         config: SearchConfig | None = None,
         limit: int | None = None,
