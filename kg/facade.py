@@ -52,7 +52,7 @@ from kg.schemas.validation import check_text
 from kg.searcher import Searcher
 from kg.store import open_store
 from kg.store.falkordb.embedded import Durability, ProgressCallback
-from kg.times import TransactionClock, utc
+from kg.times import TransactionClock, parse_time
 from kg.transfer import TransferReport, export_lines, import_lines
 from kg.vectors import recorded_embedder_for
 from kg.versioned import retrying
@@ -83,9 +83,10 @@ def _text(field: str, value: str) -> str:
         raise InputError(f"{field}: {exc}") from None
 
 
-def _when(field: str, value: datetime | None) -> datetime | None:
-    """A time argument in UTC: aware, and within years 1-9999 once converted."""
-    return None if value is None else utc(value, field=field)
+def _when(field: str, value: datetime | str | None) -> datetime | None:
+    """A time argument in UTC, read by the one time parser: an aware datetime, or ISO-8601,
+    a date, year-month, year or time words ('last year'); else an InputError."""
+    return None if value is None else parse_time(value, field=field)
 
 
 def _limit(limit: int, most: int) -> None:
@@ -330,7 +331,7 @@ class KG:
         /,
         *,
         source: EpisodeSource | SourceName | None = None,
-        reference_time: datetime | None = None,
+        reference_time: datetime | str | None = None,
         content: str | None = None,
         facts: Sequence[StructuredFact | Mapping[str, Any]] | None = None,
         group_id: str | None = None,
@@ -351,7 +352,8 @@ class KG:
         Args:
             source: "facts" (structured, no LLM), or "message", "text", "json" (extracted by
                 the LLM kg was opened with).
-            reference_time: When the episode happened (timezone-aware): the default valid
+            reference_time: When the episode happened (default now; an aware datetime, or
+                a string such as "2024-03-01" or "2024-03-01T09:00:00Z"): the default valid
                 time of its facts, and the anchor of relative times in its text.
             content: The text of a message, text or JSON episode.
             facts: The statements of a "facts" episode: `StructuredFact`s or dicts with
@@ -494,7 +496,7 @@ class KG:
         self,
         source_description: str,
         *,
-        since: datetime | None = None,
+        since: datetime | str | None = None,
         group_id: str | None = None,
         apply: bool = False,
     ) -> RollbackReport:
@@ -719,12 +721,15 @@ class KG:
         subject: str | None = None,
         predicate: str | None = None,
         object: str | None = None,
-        valid_at: datetime | None = None,
-        known_at: datetime | None = None,
+        valid_at: datetime | str | None = None,
+        known_at: datetime | str | None = None,
         include_contested: bool = False,
         limit: int = 1000,
     ) -> list[Fact]:
-        """What was true at `valid_at` (default now), as kg knew it at `known_at` (default now)."""
+        """What was true at `valid_at` (default now), as kg knew it at `known_at` (default now).
+
+        Times are aware datetimes or strings: ISO-8601, "2021-01-01", "2021-03", "2021", or
+        time words ("last year" is its first instant)."""
         group_id = self._group(group_id)
         valid_at, known_at = _when("valid_at", valid_at), _when("known_at", known_at)
         now = self.clock.now()
@@ -804,15 +809,15 @@ class KG:
         recipe: str | None = None,
         config: SearchConfig | None = None,
         limit: int | None = None,
-        valid_at: datetime | None = None,
-        known_at: datetime | None = None,
+        valid_at: datetime | str | None = None,
+        known_at: datetime | str | None = None,
         include_history: bool = False,
         include_contested: bool = False,
         center: str | None = None,
         seeds: list[str] | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
-        asked_at: datetime | None = None,
+        asked_at: datetime | str | None = None,
     ) -> SearchResults:
         """Hybrid search: BM25, cosine and BFS branches, fused (scores or RRF), then reranked.
 
@@ -845,15 +850,15 @@ class KG:
         recipe: str | None = None,
         config: SearchConfig | None = None,
         limit: int | None = None,
-        valid_at: datetime | None = None,
-        known_at: datetime | None = None,
+        valid_at: datetime | str | None = None,
+        known_at: datetime | str | None = None,
         include_history: bool = False,
         include_contested: bool = False,
         center: str | None = None,
         seeds: list[str] | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
-        asked_at: datetime | None = None,
+        asked_at: datetime | str | None = None,
     ) -> str:
         """`search` with the same arguments, then the hits rendered as a quoted-data block for
         a prompt, within `max_tokens` (a hit that would overflow it is left out whole)."""

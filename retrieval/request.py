@@ -7,13 +7,10 @@ server's key decides it. Entity names (`center`, `seeds`) are looked up when the
 from __future__ import annotations
 
 import math
-from datetime import datetime
-from typing import Annotated, Any, Self
+from typing import Any, Self
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     field_validator,
@@ -21,19 +18,15 @@ from pydantic import (
 )
 
 from kg.retrieval.config import DEFAULT_RECIPE, RECIPES, SearchConfig
-from kg.schemas.validation import Text, no_number_times, to_utc
+from kg.schemas.timeparse import TimeInput
+from kg.schemas.validation import Text
 
 SCOPES = ("facts", "entities", "episodes", "communities")
 
 
-def _aware(value: datetime) -> datetime:
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError("naive datetime; give it a timezone")
-    return to_utc(value)
-
-
-# A time in UTC: aware (a naive one is refused by name), never a number, years 1-9999 in UTC.
-When = Annotated[datetime, BeforeValidator(no_number_times), AfterValidator(_aware)]
+# A time read as every surface reads one (kg.schemas.timeparse): ISO-8601, a date, month or
+# year, or time words; in UTC, a naive datetime refused by name, never a number.
+When = TimeInput
 
 
 class SearchRequest(BaseModel):

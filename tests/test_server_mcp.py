@@ -119,7 +119,7 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
         )
         assert "abstain_below" in await error(s, "search_memory", query="Alice", abstain_below=1.5)
         assert "is a number, not a time" in await error(
-            s, "search_memory", query="Alice", asked_at="2021"
+            s, "search_memory", query="Alice", asked_at="1700000000"
         )
         then = await call(s, "facts_as_of", subject="Alice", valid_at="2021-01-01T00:00:00Z")
         assert [f["object"] for f in then] == ["Paris"]
@@ -139,8 +139,8 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
         assert "admin" in await error(s, "forget", entity="Alice", confirm="Alice")
         # Same models, same messages as the HTTP API.
         with served.client("alice", "read") as c:
-            http = c.get("/v1/facts", params={"valid_at": "yesterday"}).json()["detail"]
-        assert http in await error(s, "facts_as_of", subject="Alice", valid_at="yesterday")
+            http = c.get("/v1/facts", params={"valid_at": "someday"}).json()["detail"]
+        assert http in await error(s, "facts_as_of", subject="Alice", valid_at="someday")
         number = "is a number, not a time"
         assert number in await error(
             s,
@@ -148,7 +148,10 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
             source="facts",
             facts=[{"subject": "A", "predicate": "LIVES_IN", "object": "B", "valid_at": 2021}],
         )
-        assert number in await error(s, "facts_as_of", subject="Alice", valid_at="2021")
+        assert number in await error(s, "facts_as_of", subject="Alice", valid_at="1700000000")
+        # A year is a year (issue 24): what was true during 2021's first instant.
+        then = await call(s, "facts_as_of", subject="Alice", valid_at="2021")
+        assert [f["object"] for f in then] == ["Paris"]
         assert (
             "extra"
             in (

@@ -488,8 +488,9 @@ def _facts_command(
     known_at: str | None,
     contested: bool,
     as_json: bool,
+    valid_name: str = "valid_at",
 ) -> None:
-    v, k = _times(valid_at=valid_at, known_at=known_at)
+    v, k = _times(**{valid_name: valid_at, "known_at": known_at})
 
     async def work(kg: KG) -> list[Fact]:
         return await kg.facts(
@@ -527,7 +528,13 @@ def facts(
 @app.command("as-of")
 def as_of(
     ctx: typer.Context,
-    when: Annotated[str, typer.Argument(help="Valid time, e.g. 2024-03-15 or 2024-03-15T09:00Z.")],
+    when: Annotated[
+        str,
+        typer.Argument(
+            help="Valid time: 2024-03-15, 2024-03-15T09:00Z, 2024-03, 2024, or words such as "
+            "'last year', 'March 2021', 'yesterday'."
+        ),
+    ],
     subject: SubjectOpt = None,
     predicate: PredicateOpt = None,
     object_: ObjectOpt = None,
@@ -535,7 +542,8 @@ def as_of(
     as_json: JsonOpt = False,
 ) -> None:
     """What was true at WHEN ("what was true in March"), as known now or at --known-at."""
-    _facts_command(ctx.obj, subject, predicate, object_, when, known_at, False, as_json)
+    _facts_command(ctx.obj, subject, predicate, object_, when, known_at, False, as_json,
+                   valid_name="WHEN")  # fmt: skip
 
 
 @app.command()
