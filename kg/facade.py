@@ -45,6 +45,7 @@ from kg.schemas.metrics import (
     QueryMetrics,
     valid_call_name,
 )
+from kg.schemas.names import deprecated
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import Community, EntitySummary, FactQuery, GraphStore, StoreStats
@@ -64,6 +65,9 @@ __all__ = [
 log = logging.getLogger("kg")
 
 
+ID_PREFIX = 6  # the shortest id prefix accepted for a whole id (tables show 8 characters)
+UUID_LENGTH = 36
+IdKind = Literal["episode", "fact"]
 SourceName = Literal["message", "text", "json", "facts"]
 ChannelName = Literal["user", "tool", "document", "agent"]
 
@@ -87,6 +91,16 @@ def _when(field: str, value: datetime | str | None) -> datetime | None:
     """A time argument in UTC, read by the one time parser: an aware datetime, or ISO-8601,
     a date, year-month, year or time words ('last year'); else an InputError."""
     return None if value is None else parse_time(value, field=field)
+
+
+def _dry_run(dry_run: bool | None, apply: bool | None, default: bool = True) -> bool:
+    """`dry_run`, or the deprecated `apply` read as its negation; `default` when neither."""
+    if apply is not None:
+        deprecated("apply", "dry_run (apply=True is dry_run=False)", stacklevel=4)
+        if dry_run is not None and dry_run == apply:
+            raise InputError("apply is the deprecated opposite of dry_run: give dry_run only")
+        return not apply
+    return default if dry_run is None else dry_run
 
 
 def _limit(limit: int, most: int) -> None:
@@ -352,9 +366,8 @@ class KG:
         Args:
             source: "facts" (structured, no LLM), or "message", "text", "json" (extracted by
                 the LLM kg was opened with).
-            reference_time: When the episode happened (default now; an aware datetime, or
-                a string such as "2024-03-01" or "2024-03-01T09:00:00Z"): the default valid
-                time of its facts, and the anchor of relative times in its text.
+            reference_time: When it happened (default now; a datetime or "2024-03-01..."):
+                its facts' default valid time, the anchor of relative times in its text.
             content: The text of a message, text or JSON episode.
             facts: The statements of a "facts" episode: `StructuredFact`s or dicts with
                 subject, predicate, object and optional valid_at, invalid_at, fact.
@@ -381,19 +394,10 @@ class KG:
             ExtractionError: the LLM step failed; the episode is recorded as failed and
                 re-adding it retries.
         """
-        given = {
-            "source": source,
-            "reference_time": reference_time,
-            "content": content,
-            "facts": facts,
-            "group_id": group_id,
-            "channel": channel,
-            "trust": trust,
-            "source_description": source_description,
-            "name": name,
-            "session_id": session_id,
-            "turns": turns,
-        }
+        given = {"source": source, "reference_time": reference_time, "content": content,
+                 "facts": facts, "group_id": group_id, "channel": channel, "trust": trust,
+                 "source_description": source_description, "name": name,
+                 "session_id": session_id, "turns": turns}  # fmt: skip
         fields = {k: v for k, v in given.items() if v is not None}
         if episode is None:
             episode = _validate_episode({"group_id": self.group_id, **fields}, "invalid episode")
@@ -463,15 +467,40 @@ class KG:
             checked, concurrency=concurrency, extract=extract, on_progress=on_progress
         )
 
+    async def resolve_id(self, kind: IdKind, id: str, *, group_id: str | None = None) -> str:
+        """The whole id of the episode or fact that `id` (a whole id, or a unique prefix of 6
+        or more characters, as the tables show) names; a fact's prefix may be any version's.
+        An id shorter than 6 characters, or one nothing starts with, comes back as given, for
+        the caller's own not-found error; a prefix several ids start with is an InputError
+        listing them (10 at most)."""
+        group_id = self._group(group_id)
+        id = _text(f"{kind} id", id)
+        if not ID_PREFIX <= len(id) < UUID_LENGTH:
+            return id
+        found = await self.store.ids_by_prefix(group_id, kind, id, 11)
+        if len(found) > 1:
+            shown = ", ".join(found[:10]) + (", ..." if len(found) > 10 else "")
+            raise InputError(f"{kind} id {id!r} is ambiguous in group {group_id!r}: it starts "
+                             f"{shown}; give more characters")  # fmt: skip
+        return found[0] if found else id
+
     async def rollback(
-        self, episode_ids: str | list[str], *, group_id: str | None = None, apply: bool = False
+        self,
+        episode_ids: str | list[str],
+        *,
+        group_id: str | None = None,
+        dry_run: bool | None = None,
+        apply: bool | None = None,
     ) -> RollbackReport:
-        """Plan (and with `apply=True` carry out, atomically) undoing episodes; see kg.rollback."""
+        """Plan undoing episodes (ids or unique prefixes of 6+ characters) and, with
+        `dry_run=False`, carry it out atomically; see kg.rollback. By default only the plan
+        (`dry_run=True`). `apply` is the deprecated opposite of `dry_run`."""
+        apply = not _dry_run(dry_run, apply)
         ids = [episode_ids] if isinstance(episode_ids, str) else list(episode_ids)
-        ids = [_text("episode id", i) for i in ids]
         if not ids:
             raise InputError("rollback needs at least one episode id")
         group_id = self._group(group_id)
+        ids = [await self.resolve_id("episode", i, group_id=group_id) for i in ids]
 
         async def attempt(base: GroupVersion) -> RollbackReport:
             plan, report = await plan_rollback(
@@ -498,10 +527,13 @@ class KG:
         *,
         since: datetime | str | None = None,
         group_id: str | None = None,
-        apply: bool = False,
+        dry_run: bool | None = None,
+        apply: bool | None = None,
     ) -> RollbackReport:
         """Undo every episode from one source (e.g. a web page), optionally since T: the
-        ingested ones, and those still queued, leased or failed (cancelled)."""
+        ingested ones, and those still queued, leased or failed (cancelled). By default only
+        the plan; `dry_run=False` carries it out."""
+        dry_run = _dry_run(dry_run, apply)
         group_id = self._group(group_id)
         source_description = _text("source_description", source_description)
         since = _when("since", since)
@@ -511,11 +543,18 @@ class KG:
         episodes = [e for e in found if e.status is EpisodeStatus.ingested or e.status in UNWRITTEN]
         if not episodes:
             return RollbackReport(group_id=group_id, episodes=[])
-        return await self.rollback([e.uuid for e in episodes], group_id=group_id, apply=apply)
+        return await self.rollback([e.uuid for e in episodes], group_id=group_id, dry_run=dry_run)
 
-    async def replay(self, *, group_id: str | None = None, apply: bool = False) -> ReplayReport:
+    async def replay(
+        self,
+        *,
+        group_id: str | None = None,
+        dry_run: bool | None = None,
+        apply: bool | None = None,
+    ) -> ReplayReport:
         """Rebuild the group from its episode log (e.g. after an ontology change) and compare;
-        with `apply=True`, replace the live timelines with the rebuilt ones, atomically."""
+        with `dry_run=False`, replace the live timelines with the rebuilt ones, atomically."""
+        apply = not _dry_run(dry_run, apply)
         group_id = self._group(group_id)
 
         async def attempt(base: GroupVersion) -> ReplayReport:
@@ -536,7 +575,8 @@ class KG:
     async def why(self, fact_id: str, *, group_id: str | None = None) -> Explanation:
         """Every version of a fact and the episodes that created, reinforced and closed it."""
         group_id = self._group(group_id)
-        versions = await self.store.fact_versions(group_id, _text("fact id", fact_id))
+        fact_id = await self.resolve_id("fact", fact_id, group_id=group_id)
+        versions = await self.store.fact_versions(group_id, fact_id)
         if not versions:
             raise NotFoundError(f"no fact or fact version {fact_id!r} in group {group_id!r}")
         ids = {ep for v in versions for ep in v.edge.episodes}
@@ -565,11 +605,12 @@ class KG:
 
     async def erase_entity(
         self,
-        name: str,
+        subject: str | None = None,
         *,
         group_id: str | None = None,
         dry_run: bool = False,
         keep_others: bool = False,
+        name: str | None = None,
     ) -> ErasureReceipt:
         """Physically delete a subject: its episodes (queued ones too), facts, entity, and
         their traces on disk. Run again after a crash, it finishes what the crash interrupted.
@@ -579,9 +620,17 @@ class KG:
                 other subjects that go with the subject's episodes (`other_facts_removed`).
             keep_others: Keep those facts, re-asserted from a redacted copy of each episode
                 (the subject's name cut out; the copy's name says what it copies).
+            name: The deprecated name of `subject`.
         """
         group_id = self._group(group_id)
-        name = _text("entity name", name)
+        if name is not None:
+            deprecated("name", "subject")
+            if subject is not None and subject != name:
+                raise InputError("name is the deprecated name of subject: give subject only")
+            subject = name
+        if subject is None:
+            raise InputError("erase_entity needs the subject to erase")
+        name = _text("subject", subject)
         async with self.pipeline.writer(group_id):
             receipt, _ = await retrying(
                 self.store,
@@ -811,21 +860,23 @@ class KG:
         limit: int | None = None,
         valid_at: datetime | str | None = None,
         known_at: datetime | str | None = None,
-        include_history: bool = False,
+        include_closed: bool = False,
         include_contested: bool = False,
         center: str | None = None,
         seeds: list[str] | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
         asked_at: datetime | str | None = None,
+        include_history: bool | None = None,
     ) -> SearchResults:
         """Hybrid search: BM25, cosine and BFS branches, fused (scores or RRF), then reranked.
 
         Pass a `SearchRequest`, or its fields as keywords (not both). Default view: facts
-        true now and still believed. `valid_at` / `known_at` give any as-of view;
-        `include_history` also returns closed facts, marked `closed`. Pick a named `recipe`
-        (see `retrieval.RECIPES`; the default, facts_hybrid, is BM25 + cosine over facts,
-        score-fused; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
+        true now and still believed. `valid_at` / `known_at` give any as-of view (a datetime, or
+        a string: ISO-8601, "2021-01-01", "2021", "last year"); `include_closed` also returns
+        closed facts, marked `closed` (`include_history` is its deprecated name). Pick a
+        named `recipe` (see `retrieval.RECIPES`; the default, facts_hybrid, is BM25 + cosine
+        over facts, score-fused; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
         `seeds` are entity names (node distance, BFS). `abstain_below` leaves a scope empty
         when its best cosine similarity is below it (see `SearchConfig.abstain_below`).
 
@@ -836,6 +887,9 @@ class KG:
         word unless the user restated it) and by the ontology's recency decay, if declared.
         """
         group_id = self._group(group_id)
+        if include_history is not None:
+            deprecated("include_history", "include_closed")
+            include_closed = include_history
         request = _search_request(query, locals())
         results = await self.searcher.search(group_id, request)
         self._observe(results)
@@ -852,16 +906,20 @@ class KG:
         limit: int | None = None,
         valid_at: datetime | str | None = None,
         known_at: datetime | str | None = None,
-        include_history: bool = False,
+        include_closed: bool = False,
         include_contested: bool = False,
         center: str | None = None,
         seeds: list[str] | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
         asked_at: datetime | str | None = None,
+        include_history: bool | None = None,
     ) -> str:
         """`search` with the same arguments, then the hits rendered as a quoted-data block for
         a prompt, within `max_tokens` (a hit that would overflow it is left out whole)."""
+        if include_history is not None:
+            deprecated("include_history", "include_closed")
+            include_closed = include_history
         results = await self.search(_search_request(query, locals()), group_id=group_id)
         block = _render_context(results, max_tokens=max_tokens)
         group = results.group_id

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from kg.retrieval.config import DEFAULT_RECIPE, RECIPES, SearchConfig
+from kg.schemas.names import renamed_fields
 from kg.schemas.timeparse import TimeInput
 from kg.schemas.validation import Text
 
@@ -45,7 +46,9 @@ class SearchRequest(BaseModel):
     known_at: When | None = Field(
         default=None, description="Transaction time: as kg knew it then; default now."
     )
-    include_history: bool = Field(default=False, description="Also closed facts, marked.")
+    include_closed: bool = Field(
+        default=False, description="Also closed facts (no longer true), marked closed."
+    )
     include_contested: bool = False
     center: Text | None = Field(default=None, description="Entity name to rank around.")
     seeds: list[Text] = Field(default_factory=list, description="Entity names to start BFS at.")
@@ -61,6 +64,11 @@ class SearchRequest(BaseModel):
         description="When the question is asked: time words in the query ('last March', "
         "'in 2022') are read against it. Default: valid_at, else now.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return renamed_fields(data, {"include_history": "include_closed"})
 
     @field_validator("query")
     @classmethod
