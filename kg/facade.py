@@ -31,6 +31,7 @@ from kg.pipeline import BulkResult, EpisodeResult, Pipeline
 from kg.planners import RAW_EXTRACTOR
 from kg.retrieval import CrossEncoder, SearchConfig, SearchResults
 from kg.retrieval import render_context as _render_context
+from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
 from kg.retrieval.context import approx_tokens
 from kg.retrieval.request import SearchRequest
 from kg.rollback import UNWRITTEN, ReplayReport, RollbackReport, plan_replay, plan_rollback
@@ -891,6 +892,9 @@ class KG:
             deprecated("include_history", "include_closed")
             include_closed = include_history
         request = _search_request(query, locals())
+        if request.recipe is None and request.config is None and self.llm is None:
+            # No LLM: text is stored unextracted, found only among the episodes.
+            request = request.model_copy(update={"recipe": DEFAULT_RECIPE_WITHOUT_LLM})
         results = await self.searcher.search(group_id, request)
         self._observe(results)
         return results

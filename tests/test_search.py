@@ -500,14 +500,16 @@ async def test_abstention_leaves_a_never_said_question_empty(kg: KG, minilm: Emb
     from kg.schemas.search import Scope
 
     await seed(kg)
-    said = await kg.search("What music does Alice like?", abstain_below=0.49)
+    # facts_hybrid: without an LLM the default also searches the (here empty) episodes
+    said = await kg.search("What music does Alice like?", abstain_below=0.49, recipe="facts_hybrid")
     assert texts(said)[0] == "Alice likes Jazz music" and not said.abstained
     # The cutoff is on the cosine similarity itself (what the calibration measured).
     [q, f] = await minilm.embed(["What music does Alice like?", "Alice likes Jazz music"])
     assert said.facts[0].branch_scores["cosine"] == pytest.approx(
         sum(a * b for a, b in zip(q, f, strict=True)), abs=1e-4
     )
-    never = await kg.search("What is the boiling point of mercury?", abstain_below=0.49)
+    never = await kg.search("What is the boiling point of mercury?", abstain_below=0.49,
+                            recipe="facts_hybrid")  # fmt: skip
     assert never.facts == []
     assert set(never.abstained) == {Scope.facts} and never.abstained[Scope.facts] < 0.49
     assert (await kg.search("What is the boiling point of mercury?")).facts  # no cutoff

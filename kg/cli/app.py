@@ -38,7 +38,8 @@ from kg.errors import (
 )
 from kg.facade import KG, BulkResult
 from kg.ingest.llm import StructuredLLM
-from kg.retrieval import DEFAULT_RECIPE, RECIPES, CrossEncoder, SearchResults
+from kg.retrieval import RECIPES, CrossEncoder, SearchResults
+from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
 from kg.retrieval.request import SearchRequest
 from kg.rollback import RollbackReport
 from kg.schemas.embedder import Embedder
@@ -939,7 +940,14 @@ def erase(
 # -- search ---------------------------------------------------------------------------------
 
 
-RecipeOpt = Annotated[str, typer.Option(help=f"Search recipe: {', '.join(sorted(RECIPES))}.")]
+RecipeOpt = Annotated[
+    str | None,
+    typer.Option(
+        help=f"Search recipe: {', '.join(sorted(RECIPES))}. Default: "
+        f"{DEFAULT_RECIPE_WITHOUT_LLM} (facts, and the episodes' text, so that text stored "
+        "unextracted is found)."
+    ),
+]
 IncludeClosedOpt = Annotated[
     bool, typer.Option("--include-closed", help="Include closed facts (no longer true), marked.")
 ]
@@ -976,7 +984,7 @@ AskedAtOpt = Annotated[
 def search(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
-    recipe: RecipeOpt = DEFAULT_RECIPE,
+    recipe: RecipeOpt = None,
     valid_at: ValidAtOpt = None,
     as_of: Annotated[str | None, typer.Option("--as-of", hidden=True)] = None,
     known_at: KnownAtOpt = None,

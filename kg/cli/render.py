@@ -34,6 +34,7 @@ from kg.ingest.doctor import DoctorReport
 from kg.queue import WorkerStats
 from kg.retrieval import SearchResults
 from kg.retrieval.context import quote
+from kg.retrieval.search import NO_EMBEDDER
 from kg.rollback import FactChange, ReplayReport, RollbackReport
 from kg.schemas.graph import AuditEvent, Fact
 from kg.schemas.keys import ApiKeyRecord
@@ -592,6 +593,8 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
         table = _table("branches", ("scope", "method", "hits", "ms", "note"))
         for b in results.branches:
             note = b.error or ("no hits" if b.hits == 0 else "")
+            if note == NO_EMBEDDER:  # the CLI's way to one, not another surface's
+                note += " (give --embedder minilm, or the group's model)"
             table.add_row(b.scope.value, b.method, str(b.hits), f"{b.latency_ms:.1f}", note)
         console.print(table)
         if results.time is not None:
