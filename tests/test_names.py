@@ -74,3 +74,12 @@ async def test_python_old_names_warn_and_still_work(mem: KG) -> None:
         request = SearchRequest.model_validate({"query": "x", "include_history": True})
     assert request.include_closed is True
     assert SearchRequest(query="x", include_closed=True).include_closed
+
+
+def test_every_command_has_json() -> None:
+    """--json on every command whose answer is data (issue 24): not the servers, the demo's
+    narrative or export, whose output is JSON Lines already."""
+    missing = [" ".join(path) for path, command in _commands(typer.main.get_command(app), ["kg"])
+               if not hasattr(command, "commands")
+               and not any("--json" in p.opts for p in command.params)]  # fmt: skip
+    assert sorted(missing) == ["kg demo", "kg export", "kg mcp", "kg serve"]

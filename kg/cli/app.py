@@ -402,6 +402,7 @@ def worker(
         float | None,
         typer.Option(help="Hold a session's episodes until it has been idle this long."),
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Extract and write queued episodes (`kg ingest --background`, `add_episode(wait=False)`).
 
@@ -428,7 +429,11 @@ def worker(
                 loop.add_signal_handler(sig, lambda: asyncio.ensure_future(w.stop()))
         return await w.run()
 
-    render.worker(out, _run(_with_kg(settings, work, llm=llm)))
+    stats = _run(_with_kg(settings, work, llm=llm))
+    if as_json:
+        out.print_json(stats.model_dump_json())
+    else:
+        render.worker(out, stats)
 
 
 @app.command()
