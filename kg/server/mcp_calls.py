@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from pydantic import BaseModel, ValidationError
 
 from kg.errors import KGError, NotFoundError
@@ -38,11 +39,22 @@ class KgServer(MCPServer[Any]):
         instructions: str,
         metrics: ServerMetrics | None = None,
         fixed: Principal | None = None,
+        tools: list[Tool] | None = None,
     ) -> None:
-        super().__init__("kg", instructions=instructions, version="0.1.0", log_level="WARNING")
+        super().__init__(
+            "kg", instructions=instructions, version="0.1.0", log_level="WARNING", tools=tools
+        )
         self.memory = memory
         self.meter = metrics or ServerMetrics()
         self.fixed = fixed
+        self.described: object = None  # the ontology the instructions were written for
+
+    def describe(self, ontology: object, instructions: str) -> None:
+        """Instructions for this ontology. The SDK reads them at each session's start and
+        offers no setter, hence its attribute (the HTTP app's ontology is known only once
+        the store is open, after the tools are registered)."""
+        self.described = ontology
+        self._lowlevel_server.instructions = instructions
 
 
 def principal_of(ctx: Ctx, fixed: Principal | None) -> Principal:
