@@ -50,6 +50,12 @@ def test_every_tool_is_described_for_a_model() -> None:
             assert "group" not in arg, f"{name}.{arg}: the key decides the group"
 
 
+def test_the_instructions_name_the_predicates_and_what_closes_what() -> None:
+    text = surface()["instructions"]
+    assert "LIVES_IN" in text and "kg://ontology" in text and "closes" in text
+    assert "MOVED_TO" in text  # the trap: a predicate of its own closes nothing
+
+
 def test_a_drift_is_named() -> None:
     kept = json.loads(GOLDEN.read_text())
     now = json.loads(GOLDEN.read_text())
