@@ -1415,7 +1415,6 @@ def demo(ctx: typer.Context) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
-
 @app.command()
 def tools(
     fmt: Annotated[
@@ -1438,6 +1437,7 @@ def tools(
     if fmt not in FORMATS:
         raise _fail(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
     out.print_json(json.dumps(_run(exported(fmt))))
+
 
 def _flowing(text: str) -> str:
     """Help text with each paragraph on one line: Typer keeps a docstring's line breaks, so

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from kg.errors import KGError
 from kg.server.mcp import build_mcp
 
 ToolFormat = Literal["mcp", "openai", "openai-responses", "anthropic"]
@@ -14,7 +15,9 @@ FORMATS: tuple[ToolFormat, ...] = ("mcp", "openai", "openai-responses", "anthrop
 
 
 def _no_memory() -> Any:
-    raise RuntimeError("listing tools needs no store")
+    # What the server's memory raises before it opens: the tools then describe the default
+    # ontology, which is what a definition exported without a store can name.
+    raise KGError("listing tools needs no store")
 
 
 async def mcp_tools() -> list[dict[str, Any]]:
