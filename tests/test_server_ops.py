@@ -430,7 +430,7 @@ def test_api_metrics_reach_kg_stats(tmp_path: Path) -> None:
         served.start("--metrics-flush", "60")
         with served.client("alice", "write") as a:
             assert a.post("/v1/search", json={"query": "Ann"}).status_code == 200
-            assert a.post("/v1/episodes", json=body).status_code == 200  # a duplicate
+            assert a.post("/v1/episodes", json=body).status_code == 201
         assert served.stop() == 0  # the final flush, at shutdown
         after = json.loads(kg_cli(home, "--group", "alice", "stats", "--json").stdout)["api"]
         assert after["routes"]["POST /v1/episodes"]["calls"] == 4  # summed, not replaced

@@ -13,7 +13,7 @@ from kg.server.models import Correction, FactsPage, HistoryPage, WhyResponse
 from kg.server.openapi import problems
 from kg.server.pages import Page
 from kg.server.routes.deps import Caller
-from kg.server.routes.episodes import created, located
+from kg.server.routes.episodes import LOCATION, located
 
 router = APIRouter(prefix="/v1", tags=["facts"])
 FactId = Annotated[str, Path(max_length=200)]
@@ -39,7 +39,11 @@ async def explain_fact(c: Caller, fact_id: FactId) -> WhyResponse:
     return await c.why_said(fact_id)
 
 
-@router.post("/facts/{fact_id}/correct", status_code=201, responses=created(404))
+@router.post(
+    "/facts/{fact_id}/correct",
+    status_code=201,
+    responses={201: {"headers": LOCATION}, **problems(404, body=True)},
+)
 async def correct_fact(
     c: Caller, fact_id: FactId, body: Correction, response: Response
 ) -> EpisodeResult:
