@@ -614,6 +614,21 @@ async def test_common_terms_are_set_aside_only_when_they_cannot_change_the_top_k
     assert await ranked(5, 1) == (unpruned, [["oslo"], ["lives", "oslo"]])
 
 
+async def test_the_rescored_bm25_counts_what_the_engine_matched(falkor_kg: KG) -> None:
+    # RediSearch matches "family" with "families" and "focus" with "focused" (Snowball);
+    # kg's own stemmer used to tokenise them apart, so the engine's match scored only its
+    # tie-break (about 1e-6), below a document matching a common word.
+    await add(falkor_kg, t(2020), ("Ann", "VISITS", "her families in Oslo"),
+              ("Bo", "IS", "focused on chess"), ("Cy", "VISITS", "Oslo"))  # fmt: skip
+    view = SearchView(valid_at=t(2030), known_at=datetime.now(UTC))
+    for query, said in (("family Oslo", "families"), ("focus", "focused")):
+        got = await falkor_kg.store.rank_text("default", Scope.facts, query, view, 3)
+        facts = {f.edge.uuid: f.edge.fact for f in await falkor_kg.store.items(
+            "default", Scope.facts, [u for u, _ in got])}  # fmt: skip
+        best, score = got[0]
+        assert said in facts[best] and score > 0.1, (query, got, facts)
+
+
 async def test_an_unsettled_pool_asks_the_next_rarest_term_not_the_whole_query(
     falkor_kg: KG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
