@@ -515,6 +515,28 @@ async def test_abstention_leaves_a_never_said_question_empty(kg: KG, minilm: Emb
         await kg.search("Alice", recipe="facts_bm25", abstain_below=0.49)
 
 
+async def test_joint_abstention_needs_meaning_and_words_on_one_hit(kg: KG) -> None:
+    from kg.schemas.search import Scope
+
+    await seed(kg)
+    question = "What music does Alice like?"
+    if kg.store.dialect.engine_scorer == "bm25":  # Lucene on Neo4j: no BM25 ceiling to share
+        with pytest.raises(InputError, match="use abstain_below"):
+            await kg.search(question, abstain_joint_below=0.27)
+        return
+    said = await kg.search(question, abstain_joint_below=0.27)
+    assert texts(said)[0] == "Alice likes Jazz music" and not said.abstained
+    # Every term of the query matched at once scores the ceiling's share, never above it.
+    ceiling = await kg.store.text_ceiling("default", Scope.facts, "music Alice like")
+    assert ceiling is not None and 0 < said.facts[0].branch_scores["bm25"] <= ceiling
+    # Named, but never said: the name alone matches a word, and no hit has both.
+    never = await kg.search("What is Alice's favourite boiling point of mercury?",
+                            abstain_joint_below=0.27)  # fmt: skip
+    assert never.facts == [] and never.abstained[Scope.facts] < 0.27
+    with pytest.raises(InputError, match="needs both methods"):
+        await kg.search("Alice", recipe="facts_bm25", abstain_joint_below=0.27)
+
+
 async def test_abstention_without_an_embedder_is_refused_not_silently_empty(
     backend: Backend, home: Path
 ) -> None:
