@@ -78,8 +78,8 @@ async def test_python_old_names_warn_and_still_work(mem: KG) -> None:
 
 def test_every_command_has_json() -> None:
     """--json on every command whose answer is data (issue 24): not the servers, the demo's
-    narrative or export, whose output is JSON Lines already."""
+    narrative, export (JSON Lines already) or tools (tool definitions, JSON already)."""
     missing = [" ".join(path) for path, command in _commands(typer.main.get_command(app), ["kg"])
                if not hasattr(command, "commands")
                and not any("--json" in p.opts for p in command.params)]  # fmt: skip
-    assert sorted(missing) == ["kg demo", "kg export", "kg mcp", "kg serve"]
+    assert sorted(missing) == ["kg demo", "kg export", "kg mcp", "kg serve", "kg tools"]
