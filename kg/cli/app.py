@@ -964,9 +964,8 @@ def erase(
 RecipeOpt = Annotated[
     str | None,
     typer.Option(
-        help=f"Search recipe: {', '.join(sorted(RECIPES))}. Default: "
-        f"{DEFAULT_RECIPE_WITHOUT_LLM} (facts, and the episodes' text, so that text stored "
-        "unextracted is found)."
+        help=f"Search recipe (listed below). Default: {DEFAULT_RECIPE_WITHOUT_LLM} (facts, and "
+        "the episodes' text, so that text stored unextracted is found)."
     ),
 ]
 IncludeClosedOpt = Annotated[
@@ -994,7 +993,11 @@ AskedAtOpt = Annotated[
 ]
 
 
-@app.command()
+# One name a line, never wrapped: a recipe name cut at a narrow terminal's edge is no name.
+RECIPE_LIST = "\b\nRecipes:\n" + "\n".join(f"  {name}" for name in sorted(RECIPES))
+
+
+@app.command(epilog=RECIPE_LIST)
 def search(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
