@@ -126,6 +126,9 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
             facts=[{"subject": "A", "predicate": "LIVES_IN", "object": "B", "valid_at": 2021}],
         )
         assert "source" in await error(s, "add_memory", source="gossip", content="x")
+        # The SDK's own check of the schema (types, bounds) answers in one line too.
+        assert "limit" in await error(s, "search_memory", query="Alice", limit=0)
+        assert "fact_id" in await error(s, "why", fact_id=["not", "a", "string"])
         assert (
             "extra"
             in (

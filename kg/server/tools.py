@@ -239,7 +239,8 @@ async def search_memory(
     ] = None,
     limit: Annotated[int, Field(description="Hits per kind at most.", ge=1, le=100)] = 10,
     max_tokens: Annotated[
-        int, Field(description="Budget for the reply: hits past it are left out.", ge=50)
+        int,
+        Field(description="Budget for the reply: hits past it are left out.", ge=50, le=20_000),
     ] = 1000,
     include_history: Old = None,
 ) -> SearchMemoryResult:
