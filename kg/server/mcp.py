@@ -93,8 +93,8 @@ def _predicates(ontology: Ontology) -> str:
     if one:
         lines.append(
             f"- One value at a time: {names(one)}. A new value closes the subject's previous "
-            'one at the new fact\'s valid_at: "Alice moved to Berlin" is Alice LIVES_IN '
-            "Berlin; a fact under another name (MOVED_TO) would close nothing."
+            f"one at the new fact's valid_at, so state a change as a new {one[0].name} (a "
+            "predicate of its own, such as MOVED_TO, would close nothing)."
         )
     if many:
         lines.append(f"- Several values at once: {names(many)}.")
