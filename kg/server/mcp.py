@@ -204,8 +204,8 @@ def build_mcp(
                     description="The predicates memory knows, which of them hold one value at a "
                     "time (a new value closes the old), and the entity types.",
                     mime_type="application/json")(ontology)  # fmt: skip
-    for fn in (remember, recall):
-        server.add_prompt(Prompt.from_function(fn, description=prose(fn.__doc__)))
+    for fn, title in ((remember, "Remember what I said"), (recall, "Answer from memory")):
+        server.add_prompt(Prompt.from_function(fn, title=title, description=prose(fn.__doc__)))
     return server
 
 

@@ -294,8 +294,8 @@ async def facts_as_of(
     limit: Annotated[int, Field(ge=1, le=1000, description="Facts at most.")] = 200,
 ) -> FactPage:
     """Exactly what was true at valid_at, as memory stood at known_at: the facts matching a
-    subject, predicate and/or object, each with its id, the interval it was true in and its
-    source. For questions like "where did Alice live in March 2023?"."""
+    subject, predicate and/or object, each with its id, the interval it was true in, its trust
+    and the episode that stated it. For questions like "where did Alice live in March 2023?"."""
     valid = when(valid_at, "valid_at")
     q = checked(FactsQuery, {
         "subject": subject, "predicate": predicate, "object": object, "valid_at": valid,
