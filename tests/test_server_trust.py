@@ -114,7 +114,7 @@ def test_over_http_and_mcp_the_key_decides(tmp_path: Path) -> None:
             user = {"Authorization": f"Bearer {user_key}"}
             agent = {"Authorization": f"Bearer {served.key('g', 'write')}"}
             said = moved("Paris", 2020).model_dump(mode="json", exclude_none=True)
-            assert c.post("/v1/episodes", json=said, headers=user).status_code == 200
+            assert c.post("/v1/episodes", json=said, headers=user).status_code == 201
             claim = {**moved("Rome", 2023).model_dump(mode="json", exclude_none=True),
                      "channel": "document", "trust": 3}  # fmt: skip
             r = c.post("/v1/episodes", json=claim, headers=agent)
@@ -135,7 +135,7 @@ def test_over_http_and_mcp_the_key_decides(tmp_path: Path) -> None:
         assert by_city["Berlin"]["trust"] == "agent"
         assert by_city["Paris"]["known_to"] is None and by_city["Paris"]["valid_to"] is None
         with httpx.Client(base_url=served.url, headers=user, timeout=60) as c:
-            now = c.get("/v1/facts", params={"subject": "Alice"}).json()
+            now = c.get("/v1/facts", params={"subject": "Alice"}).json()["items"]
         assert [f["object"] for f in now] == ["Paris"]  # the user's word stands
     finally:
         served.stop()
