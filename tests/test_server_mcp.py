@@ -129,6 +129,10 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
         # The SDK's own check of the schema (types, bounds) answers in one line too.
         assert "limit" in await error(s, "search_memory", query="Alice", limit=0)
         assert "fact_id" in await error(s, "why", fact_id=["not", "a", "string"])
+        # A misspelt filter is refused, not dropped (which would answer every fact).
+        assert "subjet: unknown argument; facts_as_of takes include_contested" in await error(
+            s, "facts_as_of", subjet="Alice"
+        )
         assert (
             "extra"
             in (
