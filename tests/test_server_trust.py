@@ -132,7 +132,7 @@ def test_over_http_and_mcp_the_key_decides(tmp_path: Path) -> None:
 
         history = asyncio.run(agent_remembers())
         by_city = {f["object"]: f for f in history}
-        assert by_city["Berlin"]["trust"] == "agent"
+        assert by_city["Berlin"]["trust"] == "agent" and by_city["Berlin"]["status"] == "contested"
         assert by_city["Paris"]["known_to"] is None and by_city["Paris"]["valid_to"] is None
         with httpx.Client(base_url=served.url, headers=user, timeout=60) as c:
             now = c.get("/v1/facts", params={"subject": "Alice"}).json()["items"]
