@@ -169,6 +169,10 @@ async def test_admin_tools(served: Served) -> None:
             source="facts",
             facts=[{"subject": "Eve", "predicate": "WORKS_AT", "object": "Evil Corp"}],
         )
+        first = await call(s, "list_episodes", limit=1)
+        second = await call(s, "list_episodes", limit=1, cursor=first["next_cursor"])
+        assert first["next_cursor"] and first["items"][0]["id"] != second["items"][0]["id"]
+        assert "cursor" in await error(s, "list_episodes", cursor="not-a-cursor")
         assert "confirm" in await error(s, "forget", subject="Eve", dry_run=False, confirm="yes")
         preview = await call(s, "forget", subject="Eve")  # a dry run by default
         assert preview["dry_run"] and preview["episodes_deleted"] == 1
