@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -93,6 +94,12 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
         assert "asked_at: 'someday' is not a time" in await error(
             s, "search_memory", query="Alice", asked_at="someday"
         )
+        every = facts(await call(s, "search_memory", query="Where does Alice live?",
+                                 include_closed=True))  # fmt: skip
+        assert {(h["object"], h["status"]) for h in every} == {
+            ("Berlin", "current"),
+            ("Paris", "closed"),
+        }
         then = await call(s, "facts_as_of", subject="Alice", valid_at="2021-01-01T00:00:00Z")
         assert objects(then) == ["Paris"] and then["items"][0]["status"] == "current"
         assert objects(await call(s, "facts_as_of", subject="Alice", valid_at="2021")) == ["Paris"]
@@ -296,3 +303,28 @@ async def test_stdio_kg_mcp_binds_one_group(tmp_path: Path) -> None:
             json.dumps([f.object for f in await kg.facts(group_id="carol", subject="Alice")])
             == '["Berlin"]'
         )
+
+
+def test_a_call_in_the_new_names_is_not_marked_deprecated(served: Served) -> None:
+    """The tools speak the request models' new names (dry_run, subject, include_closed):
+    only a caller's own old name marks the answer (a note in the reply, and over HTTP the
+    `Deprecation` header the API's middleware adds)."""
+
+    def tool_call(name: str, arguments: dict[str, Any]) -> httpx.Response:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}  # fmt: skip
+        with served.client("alice", "admin") as c:
+            return c.post("/mcp", json=body, headers={
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2025-06-18"})  # fmt: skip
+
+    for name, arguments in (
+        ("rollback_episode", {"episode_id": "0" * 36}),
+        ("forget", {"subject": "Nobody"}),
+        ("search_memory", {"query": "Alice", "include_closed": True}),
+    ):
+        r = tool_call(name, arguments)
+        assert r.status_code == 200, r.text
+        assert "deprecation" not in r.headers, (name, r.headers.get("deprecation-note"))
+    old = tool_call("search_memory", {"query": "Alice", "include_history": True})
+    assert "use 'include_closed'" in old.text

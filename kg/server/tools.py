@@ -261,7 +261,7 @@ async def search_memory(
     req = checked(SearchRequest, {
         "query": query, "valid_at": when(valid_at, "valid_at", asked_at=asked),
         "known_at": when(known_at, "known_at", asked_at=asked), "asked_at": asked,
-        "include_history": include_closed, "limit": limit, "abstain_below": abstain_below,
+        "include_closed": include_closed, "limit": limit, "abstain_below": abstain_below,
         "recipe": SEARCH_RECIPE,
     })  # fmt: skip
     results = await run_tool("search_memory", ctx, lambda s: s.search(req))
@@ -403,7 +403,7 @@ async def forget(
         subject = subject or str(entity)
         dry_run = confirm is None  # the old call erased when confirm was given
         _renamed(notes, "entity", "subject")
-    req = checked(EraseEntityRequest, {"name": subject or None, "confirm": confirm,
+    req = checked(EraseEntityRequest, {"subject": subject or None, "confirm": confirm,
                                        "dry_run": dry_run, "keep_others": keep_others})  # fmt: skip
 
     async def work(s: Scoped) -> ForgetResult:
@@ -438,7 +438,7 @@ async def rollback_episode(
     if apply is not None:
         dry_run = not apply
         _renamed(notes, "apply", "dry_run")
-    req = checked(RollbackRequest, {"episode_ids": [episode_id], "apply": not dry_run})
+    req = checked(RollbackRequest, {"episode_ids": [episode_id], "dry_run": dry_run})
 
     async def work(s: Scoped) -> RollbackResult:
         report = await s.rollback(req)
