@@ -15,6 +15,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from kg import KG
 from kg.schemas.ontology import Ontology
 from kg.server.mcp import build_mcp, refresh_instructions
 from kg.server.service import ShuttingDownError
@@ -132,3 +133,21 @@ def test_over_http_the_instructions_follow_the_store_once_open() -> None:
     refresh_instructions(server)  # type: ignore[arg-type]
     assert "RESIDES_IN" in (server.instructions or "")
     assert "LIVES_IN" not in (server.instructions or "")
+
+
+@pytest.mark.skipif(
+    not hasattr(KG, "resolve_id"), reason="id prefixes come with KG.resolve_id (issue 24 item 3)"
+)
+async def test_an_agent_may_give_the_ids_it_was_shown_in_short(served: Served) -> None:
+    """The 8 characters a table shows, or any unique prefix of 6+, wherever a tool takes an
+    id: why, get_fact and rollback_episode."""
+    async with mcp_http(served, served.key("agent", "admin")) as s:
+        added = await call(
+            s, "add_memory", source="facts",
+            facts=[{"subject": "Pia", "predicate": "WORKS_AT", "object": "Nimbus"}],
+        )  # fmt: skip
+        [fact] = (await call(s, "facts_as_of", subject="Pia"))["items"]
+        assert (await call(s, "get_fact", fact_id=fact["id"][:8]))["id"] == fact["id"]
+        assert (await call(s, "why", fact_id=fact["id"][:6]))["fact"]["id"] == fact["id"]
+        plan = await call(s, "rollback_episode", episode_id=added["episode_id"][:8])
+        assert plan["episodes"] == [added["episode_id"]]
