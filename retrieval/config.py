@@ -131,7 +131,7 @@ class SearchConfig(BaseModel):
         ge=0.0,
         description="A question that asks when ('When did...', 'what year', '언제'): episodes "
         "that say when by their own words ('yesterday', 'last week', 'in May') get their fused "
-        "score times (1 + this); 0 turns it off (kg.retrieval.dated).",
+        "score times (1 + this), with score fusion; 0 turns it off (kg.retrieval.dated).",
     )
     trust_weights: dict[TrustTier, float] = Field(
         default_factory=lambda: dict(TRUST_WEIGHTS),
