@@ -6,6 +6,7 @@ import json
 import sys
 from typing import Any
 
+from kg.schemas.errors import InputError, KGError
 from kg.schemas.validation import check_group_id, validation_message
 
 __all__ = [
@@ -23,14 +24,6 @@ __all__ = [
     "json_object",
     "validation_message",
 ]
-
-
-class KGError(Exception):
-    """Base class: anything kg raises deliberately."""
-
-
-class InputError(KGError, ValueError):
-    """The caller's input is malformed; nothing was written."""
 
 
 class NotFoundError(InputError):

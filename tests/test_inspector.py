@@ -101,8 +101,9 @@ def episode(name: str, channel: str, when: str, facts: list[Said]) -> dict[str, 
 
 
 def ok(r: Any) -> Any:
-    assert r.status_code == 200, r.text
-    return r.json()
+    assert r.status_code in (200, 201), r.text
+    body = r.json()
+    return body["items"] if isinstance(body, dict) and "next_cursor" in body else body
 
 
 @pytest.fixture(scope="module")
@@ -348,7 +349,7 @@ def test_forget_needs_the_name_typed_and_shows_the_receipt(
     expect(receipt).to_contain_text("episodes deleted")
     page.screenshot(path=str(shots / "erase-receipt.png"))
     with served.client("alice") as c:
-        found = ok(c.post("/v1/search", json={"query": "Carol Lisbon", "include_history": True}))
+        found = ok(c.post("/v1/search", json={"query": "Carol Lisbon", "include_closed": True}))
         assert not any("Carol" in h["fact"]["subject"] for h in found["facts"])
         assert not any(h["entity"]["name"] == "Carol" for h in found["entities"])
         assert ok(c.get("/v1/entities", params={"q": "carol"})) == []
@@ -380,10 +381,10 @@ def test_a_read_key_sees_no_write_controls_and_the_api_refuses_them(
         r = c.post(f"/v1/facts/{fact}/correct",
                    json={"object": "Rome", "valid_at": "2025-01-01T00:00:00Z"})  # fmt: skip
         assert r.status_code == 403, r.text
-        r = c.post("/v1/erase/entity", json={"name": "Alice", "confirm": "Alice"})
+        r = c.post("/v1/erase/entity", json={"subject": "Alice", "confirm": "Alice"})
         assert r.status_code == 403, r.text
-        ep = ok(c.get("/v1/episodes"))["items"][0]["uuid"]
-        r = c.post("/v1/rollback", json={"episode_ids": [ep], "apply": True})
+        ep = ok(c.get("/v1/episodes"))[0]["uuid"]
+        r = c.post("/v1/rollback", json={"episode_ids": [ep], "dry_run": False})
         assert r.status_code == 403, r.text
 
 

@@ -110,3 +110,59 @@ async def test_quarantine_pages_read_only_quarantined_episodes(
     assert seen[0] <= 3 and first.next_cursor is not None
     rest = await reader(kg).quarantine(limit=2, cursor=first.next_cursor)
     assert [e.episode_uuid for e in rest.items] == held[:1] and rest.next_cursor is None
+
+
+async def walk(read: Any, limit: int) -> tuple[list[Any], int]:
+    """Every item of a list, page by page to the end; and how many pages it took."""
+    out: list[Any] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = await read(limit=limit, cursor=cursor)
+        assert len(page.items) <= limit
+        out += page.items
+        pages += 1
+        if page.next_cursor is None:
+            return out, pages
+        cursor = page.next_cursor
+
+
+async def test_every_other_list_walks_to_its_end(kg: KG) -> None:
+    """Facts, history, entities and the log are pages too: walking their cursors gives the
+    whole list, once, in the list's own order."""
+    from kg.server.models import FactsFilter, HistoryFilter
+
+    for i in range(7):
+        await add(kg, t(2020 + i), ("Ann", "LIVES_IN", f"City{i}"), (f"P{i}", "KNOWS", "Ann"))
+    r = reader(kg)
+    facts, pages = await walk(lambda **k: r.fact_page(FactsFilter(), **k), 3)
+    whole = await kg.facts(limit=1000)
+    assert [f.edge.uuid for f in facts] == [f.edge.uuid for f in whole] and pages == 3
+    assert len(facts) == 8  # Ann's latest city and the seven KNOWS
+    history, _ = await walk(lambda **k: r.history_page(HistoryFilter(subject="Ann"), **k), 2)
+    assert [f.edge.uuid for f in history] == [f.edge.uuid for f in await kg.history(subject="Ann")]
+    assert len(history) == 13  # seven cities, six of them closed: 7 + 6 closing versions
+    names, _ = await walk(lambda **k: r.entity_page(contains="", **k), 4)
+    assert [e.entity.uuid for e in names] == [e.entity.uuid for e in await kg.entities(limit=1000)]
+    assert len({e.entity.name for e in names}) == len(names) == 15
+    log, _ = await walk(lambda **k: r.log_page(closures=True, **k), 4)
+    assert [e.uuid for e in log] == [e.uuid for e in await kg.log(limit=1000)]
+    assert len(log) == 6
+
+
+async def test_a_facts_page_keeps_the_first_pages_now(kg: KG) -> None:
+    """Later pages of `facts` read the view the first page was read in: a fact written
+    between two pages neither appears in the second nor shifts it."""
+    from kg.server.models import FactsFilter
+
+    for i in range(4):
+        await add(kg, t(2020), (f"P{i}", "LIKES", "Tea"))
+    first = await reader(kg).fact_page(FactsFilter(), limit=2, cursor=None)
+    await add(kg, t(2020), ("Zed", "LIKES", "Tea"))
+    rest = await reader(kg).fact_page(FactsFilter(), limit=10, cursor=first.next_cursor)
+    walked = [f.subject for f in [*first.items, *rest.items]]
+    assert sorted(walked) == ["P0", "P1", "P2", "P3"]
+    with pytest.raises(InputError, match=r"cursor: not a cursor from this list \(history\)"):
+        from kg.server.models import HistoryFilter
+
+        await reader(kg).history_page(HistoryFilter(), limit=1, cursor=first.next_cursor)

@@ -29,9 +29,23 @@ def facts_episode(
     }
 
 
-def ok(r: httpx.Response) -> Any:
-    assert r.status_code == 200, r.text
+def ok(r: httpx.Response, status: int = 200) -> Any:
+    assert r.status_code == status, r.text
     return r.json()
+
+
+def made(r: httpx.Response, status: int = 201) -> Any:
+    """A new episode: 201 written (202 queued), `Location` naming it."""
+    body = ok(r, status)
+    assert r.headers["location"] == f"/v1/episodes/{body['episode_uuid']}"
+    return body
+
+
+def items(r: httpx.Response) -> list[Any]:
+    """A list's one page (asserting it is the last)."""
+    page = ok(r)
+    assert set(page) == {"items", "next_cursor"} and page["next_cursor"] is None, page
+    return list(page["items"])
 
 
 def problem(r: httpx.Response, status: int) -> str:
@@ -58,13 +72,13 @@ def seeded(served: Served) -> dict[str, Any]:
     """Alice moved from Paris to Berlin; a note about her is stored unextracted; Bob (another
     group) lives in Rome."""
     with served.client("alice") as a, served.client("bob") as b:
-        paris = ok(
+        paris = made(
             a.post(
                 "/v1/episodes",
                 json=facts_episode(("Alice", "LIVES_IN", "Paris", "2020-01-01T00:00:00Z")),
             )
         )
-        berlin = ok(
+        berlin = made(
             a.post(
                 "/v1/episodes",
                 json=facts_episode(
@@ -73,7 +87,7 @@ def seeded(served: Served) -> dict[str, Any]:
                 ),
             )
         )
-        note = ok(
+        note = made(
             a.post(
                 "/v1/episodes",
                 json={
@@ -84,14 +98,14 @@ def seeded(served: Served) -> dict[str, Any]:
                 },
             )
         )
-        rome = ok(
+        rome = made(
             b.post(
                 "/v1/episodes",
                 json=facts_episode(("Bob", "LIVES_IN", "Rome", "2021-01-01T00:00:00Z")),
             )
         )
-        berlin_fact = ok(a.get("/v1/facts", params={"subject": "Alice"}))[0]["edge"]["uuid"]
-        rome_fact = ok(b.get("/v1/facts", params={"subject": "Bob"}))[0]["edge"]["uuid"]
+        berlin_fact = items(a.get("/v1/facts", params={"subject": "Alice"}))[0]["edge"]["uuid"]
+        rome_fact = items(b.get("/v1/facts", params={"subject": "Bob"}))[0]["edge"]["uuid"]
     return {
         "paris": paris,
         "berlin": berlin,
@@ -140,24 +154,24 @@ def test_every_read_endpoint(served: Served, seeded: dict[str, Any]) -> None:
             "key_id": served.key("alice", "read")[3:15],
             "channel": "agent",  # the default: what a key writes claims the lowest trust
         }
-        now = ok(c.get("/v1/facts", params={"subject": "Alice"}))
+        now = items(c.get("/v1/facts", params={"subject": "Alice"}))
         assert [f["object"] for f in now] == ["Berlin"]
-        march21 = ok(
+        march21 = items(
             c.get("/v1/facts", params={"subject": "Alice", "valid_at": "2021-03-01T00:00:00Z"})
         )
         assert [f["object"] for f in march21] == ["Paris"]
         # As kg knew it before Berlin was ingested: Paris, still true.
         paris_at = seeded["paris"]["summary"]["edges_added"][0]
-        known = ok(c.get("/v1/history", params={"subject": "Alice"}))
+        known = items(c.get("/v1/history", params={"subject": "Alice"}))
         first = next(f for f in known if f["edge"]["uuid"] == paris_at)
-        before = ok(
+        before = items(
             c.get("/v1/facts", params={"subject": "Alice", "known_at": first["edge"]["created_at"]})
         )
         assert [f["object"] for f in before] == ["Paris"]
         assert {f["object"] for f in known} == {"Paris", "Berlin"}
         why = ok(c.get(f"/v1/facts/{seeded['berlin_fact']}/why"))
         assert seeded["berlin"]["episode_uuid"] in {e["uuid"] for e in why["episodes"]}
-        found = ok(c.post("/v1/search", json={"query": "Alice lives", "include_history": True}))
+        found = ok(c.post("/v1/search", json={"query": "Alice lives", "include_closed": True}))
         assert {h["fact"]["object"] for h in found["facts"]} == {"Paris", "Berlin"}
         assert found["branches"], "each branch's hits and latency (the --explain view)"
         ctx = ok(c.post("/v1/context", json={"query": "where does Alice live", "max_tokens": 200}))
@@ -170,7 +184,7 @@ def test_every_read_endpoint(served: Served, seeded: dict[str, Any]) -> None:
         ]
         one = ok(c.get(f"/v1/episodes/{seeded['note']['episode_uuid']}"))
         assert one["content"] == "Alice likes green tea"
-        events = ok(c.get("/v1/log"))
+        events = items(c.get("/v1/log"))
         assert any(e["kind"] == "closure" and "Paris" in e["detail"] for e in events)
         assert ok(c.get("/v1/quarantine")) == {"items": [], "next_cursor": None}
         stats = ok(c.get("/v1/stats"))
@@ -237,30 +251,31 @@ def test_roles(served: Served, seeded: dict[str, Any]) -> None:
                 "/v1/episodes",
                 json=facts_episode(("Alice", "LIKES", "Tea", "2020-01-01T00:00:00Z")),
             ),
-            r.post("/v1/rollback", json={"episode_ids": [berlin], "apply": True}),
-            w.post("/v1/rollback", json={"episode_ids": [berlin], "apply": True}),
-            w.post("/v1/erase/entity", json={"name": "Alice", "confirm": "Alice"}),
+            r.post("/v1/rollback", json={"episode_ids": [berlin], "dry_run": False}),
+            w.post("/v1/rollback", json={"episode_ids": [berlin], "dry_run": False}),
+            w.post("/v1/erase/entity", json={"subject": "Alice", "confirm": "Alice"}),
             w.post("/v1/erase/group", json={"confirm": "alice"}),
             w.get("/v1/export"),
         ):
             assert "role" in problem(resp, 403)
-        added = ok(
+        added = made(
             w.post(
                 "/v1/episodes",
                 json=facts_episode(("Carol", "WORKS_AT", "Acme", "2020-01-01T00:00:00Z")),
             )
         )
         assert added["status"] == "added"
-        again = ok(
+        again = made(
             w.post(
                 "/v1/episodes",
                 json=facts_episode(("Carol", "WORKS_AT", "Acme", "2020-01-01T00:00:00Z")),
-            )
+            ),
+            200,
         )
         assert again["status"] == "duplicate"
     # The roles held: Berlin is still current.
     with served.client("alice") as a:
-        assert [f["object"] for f in ok(a.get("/v1/facts", params={"subject": "Alice"}))] == [
+        assert [f["object"] for f in items(a.get("/v1/facts", params={"subject": "Alice"}))] == [
             "Berlin"
         ]
 
@@ -329,7 +344,7 @@ def test_errors_are_one_line_problems(served: Served) -> None:
         malformed = w.post(
             "/v1/search", content=b"{not json", headers={"content-type": "application/json"}
         )
-        problem(malformed, 422)
+        assert "not valid JSON" in problem(malformed, 400)
 
 
 def test_isolation_every_endpoint(served: Served, seeded: dict[str, Any]) -> None:
@@ -339,10 +354,10 @@ def test_isolation_every_endpoint(served: Served, seeded: dict[str, Any]) -> Non
     alice_fact = seeded["berlin_fact"]
     with served.client("bob") as b:
         assert ok(b.get("/v1/whoami"))["group_id"] == "bob"
-        assert ok(b.get("/v1/facts", params={"subject": "Alice"})) == []
-        assert ok(b.get("/v1/facts", params={"object": "Berlin"})) == []
-        assert ok(b.get("/v1/history", params={"subject": "Alice"})) == []
-        assert {f["subject"] for f in ok(b.get("/v1/history"))} == {"Bob"}
+        assert items(b.get("/v1/facts", params={"subject": "Alice"})) == []
+        assert items(b.get("/v1/facts", params={"object": "Berlin"})) == []
+        assert items(b.get("/v1/history", params={"subject": "Alice"})) == []
+        assert {f["subject"] for f in items(b.get("/v1/history"))} == {"Bob"}
         for recipe in ("combined_hybrid_rrf", "episodes_bm25", "entities_hybrid_rrf", None):
             found = ok(
                 b.post(
@@ -350,7 +365,7 @@ def test_isolation_every_endpoint(served: Served, seeded: dict[str, Any]) -> Non
                     json={
                         "query": "Alice Berlin Paris green tea",
                         "recipe": recipe,
-                        "include_history": True,
+                        "include_closed": True,
                     },
                 )
             )
@@ -366,19 +381,19 @@ def test_isolation_every_endpoint(served: Served, seeded: dict[str, Any]) -> Non
         for ep in alice_ids:
             problem(b.get(f"/v1/episodes/{ep}"), 404)
             problem(b.post("/v1/rollback", json={"episode_ids": [ep]}), 404)
-            problem(b.post("/v1/rollback", json={"episode_ids": [ep], "apply": True}), 404)
+            problem(b.post("/v1/rollback", json={"episode_ids": [ep], "dry_run": False}), 404)
         none = ok(b.post("/v1/rollback", json={"source_description": "alice's notes"}))
         assert none["episodes"] == []
-        problem(b.post("/v1/erase/entity", json={"name": "Alice", "confirm": "Alice"}), 404)
+        problem(b.post("/v1/erase/entity", json={"subject": "Alice", "confirm": "Alice"}), 404)
         assert "group id" in problem(b.post("/v1/erase/group", json={"confirm": "alice"}), 422)
-        assert "Alice" not in json.dumps(ok(b.get("/v1/log")))
+        assert "Alice" not in json.dumps(items(b.get("/v1/log")))
         exported = b.get("/v1/export")
         assert exported.status_code == 200 and "Alice" not in exported.text
         assert "Rome" in exported.text
         assert not any(i in exported.text for i in [*alice_ids, alice_fact])
         assert ok(b.get("/v1/stats"))["stats"]["episodes"] == 1
     with served.client("alice") as a:  # nothing of Alice's moved
-        assert [f["object"] for f in ok(a.get("/v1/facts", params={"subject": "Alice"}))] == [
+        assert [f["object"] for f in items(a.get("/v1/facts", params={"subject": "Alice"}))] == [
             "Berlin"
         ]
         assert len(ok(a.get("/v1/episodes"))["items"]) >= 3
@@ -386,7 +401,7 @@ def test_isolation_every_endpoint(served: Served, seeded: dict[str, Any]) -> Non
 
 def test_admin_rollback_erase_export(served: Served, seeded: dict[str, Any]) -> None:
     with served.client("alice") as a:
-        poison = ok(
+        poison = made(
             a.post(
                 "/v1/episodes",
                 json=facts_episode(
@@ -395,22 +410,22 @@ def test_admin_rollback_erase_export(served: Served, seeded: dict[str, Any]) -> 
                 ),
             )
         )
-        assert [f["object"] for f in ok(a.get("/v1/facts", params={"subject": "Alice"}))] == [
+        assert [f["object"] for f in items(a.get("/v1/facts", params={"subject": "Alice"}))] == [
             "Mars"
         ]
         plan = ok(a.post("/v1/rollback", json={"episode_ids": [poison["episode_uuid"]]}))
         assert not plan["applied"]
         done = ok(
-            a.post("/v1/rollback", json={"episode_ids": [poison["episode_uuid"]], "apply": True})
+            a.post("/v1/rollback", json={"episode_ids": [poison["episode_uuid"]], "dry_run": False})
         )
         assert done["applied"] and [x["object"] for x in done["restored"]] == ["Berlin"]
-        assert [f["object"] for f in ok(a.get("/v1/facts", params={"subject": "Alice"}))] == [
+        assert [f["object"] for f in items(a.get("/v1/facts", params={"subject": "Alice"}))] == [
             "Berlin"
         ]
         lines = a.get("/v1/export", params={"embeddings": False})
         assert lines.headers["content-type"].startswith("application/x-ndjson")
         assert "Berlin" in lines.text and len(lines.text.splitlines()) > 5
-        ok(
+        made(
             a.post(
                 "/v1/episodes",
                 json=facts_episode(
@@ -419,20 +434,20 @@ def test_admin_rollback_erase_export(served: Served, seeded: dict[str, Any]) -> 
                 ),
             )
         )
-        preview = ok(a.post("/v1/erase/entity", json={"name": "Dave", "dry_run": True}))
+        preview = ok(a.post("/v1/erase/entity", json={"subject": "Dave", "dry_run": True}))
         assert preview["dry_run"] and preview["episodes_deleted"] == 1
         assert [(f["subject"], f["object"]) for f in preview["other_facts_removed"]] == [
             ("Erin", "chess")
         ]
-        assert len(ok(a.get("/v1/facts", params={"subject": "Dave"}))) == 1  # nothing erased
-        assert "confirm" in problem(a.post("/v1/erase/entity", json={"name": "Dave"}), 422)
+        assert len(items(a.get("/v1/facts", params={"subject": "Dave"}))) == 1  # nothing erased
+        assert "confirm" in problem(a.post("/v1/erase/entity", json={"subject": "Dave"}), 422)
         assert "confirm" in problem(
-            a.post("/v1/erase/entity", json={"name": "Dave", "confirm": "dave"}), 422
+            a.post("/v1/erase/entity", json={"subject": "Dave", "confirm": "dave"}), 422
         )
-        receipt = ok(a.post("/v1/erase/entity", json={"name": "Dave", "confirm": "Dave"}))
+        receipt = ok(a.post("/v1/erase/entity", json={"subject": "Dave", "confirm": "Dave"}))
         assert receipt["subject"] == "Dave" and receipt["episodes_deleted"] == 1
-        assert ok(a.get("/v1/facts", params={"subject": "Dave"})) == []
-        problem(a.post("/v1/erase/entity", json={"name": "Dave", "confirm": "Dave"}), 404)
+        assert items(a.get("/v1/facts", params={"subject": "Dave"})) == []
+        problem(a.post("/v1/erase/entity", json={"subject": "Dave", "confirm": "Dave"}), 404)
 
 
 def test_wait_false_queues_and_the_server_writes_it(tmp_path: Path) -> None:
@@ -441,20 +456,20 @@ def test_wait_false_queues_and_the_server_writes_it(tmp_path: Path) -> None:
     s = serve(tmp_path / "home", [("carol", "write")])
     try:
         with s.client("carol", "write") as c:
-            r = ok(c.post("/v1/episodes", json={
+            r = made(c.post("/v1/episodes", json={
                 **facts_episode(("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")),
                 "wait": False,
-            }))  # fmt: skip
+            }), 202)  # fmt: skip
             assert r["status"] == "queued"
             deadline = time.monotonic() + 60
-            while not ok(c.get("/v1/facts", params={"subject": "Carol"})):
+            while not items(c.get("/v1/facts", params={"subject": "Carol"})):
                 assert time.monotonic() < deadline, "the queued episode was never written"
                 time.sleep(0.2)
             assert ok(c.get(f"/v1/episodes/{r['episode_uuid']}"))["status"] == "ingested"
-            again = ok(c.post("/v1/episodes", json={
+            again = made(c.post("/v1/episodes", json={
                 **facts_episode(("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")),
                 "wait": False,
-            }))  # fmt: skip
+            }), 200)  # fmt: skip
             assert again["status"] == "duplicate"
     finally:
         s.stop()

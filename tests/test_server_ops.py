@@ -87,7 +87,7 @@ def test_sigterm_in_the_middle_of_writes(tmp_path: Path) -> None:
                         failed.append(type(exc).__name__)
                     return  # the server is going away
                 with lock:
-                    if r.status_code == 200:
+                    if r.status_code == 201:
                         acked[subject] = r.json()["episode_uuid"]
                     else:
                         refused.append((r.status_code, r.text))
@@ -193,7 +193,7 @@ def test_sigterm_gives_up_a_background_extraction_at_the_graceful_timeout(
             body = {"source": "message", "content": "Minji: I live in Busan.",
                     "reference_time": "2024-01-01T00:00:00Z", "wait": False}  # fmt: skip
             r = c.post("/v1/episodes", json=body)
-        assert r.status_code == 200 and r.json()["status"] == "queued", r.text
+        assert r.status_code == 202 and r.json()["status"] == "queued", r.text
         deadline = time.monotonic() + 60
         while llm.requests == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -406,9 +406,9 @@ def test_api_metrics_reach_kg_stats(tmp_path: Path) -> None:
             for i in range(3):
                 body = {"source": "facts", "facts": [
                     {"subject": "Ann", "predicate": "KNOWS", "object": f"P{i}"}]}  # fmt: skip
-                assert a.post("/v1/episodes", json=body).status_code == 200
+                assert a.post("/v1/episodes", json=body).status_code == 201
             assert a.get("/v1/episodes/nope").status_code == 404
-            assert b.post("/v1/episodes", json=body).status_code == 200
+            assert b.post("/v1/episodes", json=body).status_code == 201
             assert b.get("/v1/facts").status_code == 200
             asyncio.run(_mcp_calls(served, served.key("alice", "write")))
             live = a.get("/v1/stats").json()["metrics"]["api"]
@@ -430,7 +430,7 @@ def test_api_metrics_reach_kg_stats(tmp_path: Path) -> None:
         served.start("--metrics-flush", "60")
         with served.client("alice", "write") as a:
             assert a.post("/v1/search", json={"query": "Ann"}).status_code == 200
-            assert a.post("/v1/episodes", json=body).status_code == 200
+            assert a.post("/v1/episodes", json=body).status_code == 201
         assert served.stop() == 0  # the final flush, at shutdown
         after = json.loads(kg_cli(home, "--group", "alice", "stats", "--json").stdout)["api"]
         assert after["routes"]["POST /v1/episodes"]["calls"] == 4  # summed, not replaced

@@ -1426,6 +1426,30 @@ def demo(ctx: typer.Context) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
+@app.command()
+def tools(
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="mcp, openai (Chat Completions), openai-responses (Responses API, Agents SDK) "
+            "or anthropic (Messages API).",
+        ),
+    ] = "mcp",
+) -> None:
+    """Print kg's MCP tools as JSON tool definitions for another framework: the same names,
+    descriptions and argument schemas an MCP client lists, for an agent built on the OpenAI
+    or Anthropic SDK that calls kg through its HTTP API."""
+    try:
+        from kg.server.tool_export import FORMATS, exported
+    except ImportError as exc:
+        raise _serve_missing(exc) from None
+    if fmt not in FORMATS:
+        raise _fail(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
+    out.print_json(json.dumps(_run(exported(fmt))))
+
+
 def _flowing(text: str) -> str:
     """Help text with each paragraph on one line: Typer keeps a docstring's line breaks, so
     without this the source's line length, not the terminal's, decided where lines end. A

@@ -1,5 +1,6 @@
-"""Who is calling, decided once per request, in front of the routes: the HTTP API's `caller`,
-the MCP door and the per-key limits all read the principal this leaves in the scope.
+"""Who is calling, decided once per request, in front of the routes: `authorized` is the one
+check of a key, for the HTTP API's `caller` dependency and the MCP door alike; the per-key
+limits read the principal `Authenticate` leaves in the scope.
 
 Only /v1 and /mcp take keys; a bearer credential elsewhere (the metrics token) is not a key.
 """
@@ -12,6 +13,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kg.errors import KGError
+from kg.server.errors import UnauthorizedError
 from kg.server.keys import Principal, authenticate
 from kg.server.service import Memory
 
@@ -57,3 +59,16 @@ def principal(scope: Scope) -> Principal | KGError | None:
     """What `Authenticate` found: None when no key was sent or the key is not valid."""
     found = scope.get("state", {}).get(AUTH)
     return found if isinstance(found, Principal | KGError) else None
+
+
+def authorized(scope: Scope) -> Principal:
+    """The caller of a /v1 or /mcp request, or the error to answer: no key or a key that is
+    not one (`UnauthorizedError`, 401), or why it could not be looked up (the store's error)."""
+    found = principal(scope)
+    if isinstance(found, KGError):
+        raise found
+    if found is None:
+        if bearer(scope) is None:
+            raise UnauthorizedError("no API key: send 'Authorization: Bearer <key>'")
+        raise UnauthorizedError("invalid or revoked API key")
+    return found

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.responses import FileResponse
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -43,12 +43,17 @@ class Hardened:
         await self.app(scope, receive, sending)
 
 
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/")
+async def index() -> FileResponse:
+    """The inspector's page (no key needed: it holds no data; every data request the page
+    makes carries the user's key)."""
+    return FileResponse(STATIC / "index.html", headers={**HEADERS, "Cache-Control": "no-store"})
+
+
 def mount_inspector(app: FastAPI) -> None:
-    """`/` is the inspector's page, `/ui/...` its scripts and styles (no key needed: they
-    hold no data; every data request the page makes carries the user's key)."""
-
-    @app.get("/", include_in_schema=False)
-    async def index() -> FileResponse:
-        return FileResponse(STATIC / "index.html", headers={**HEADERS, "Cache-Control": "no-store"})
-
+    """`/` is the inspector's page, `/ui/...` its scripts and styles."""
+    app.include_router(router)
     app.mount("/ui", Hardened(StaticFiles(directory=STATIC)), name="ui")

@@ -4,7 +4,10 @@ tools: one validation, one set of messages. None takes a group id: the key decid
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import contextlib
+import json
+from datetime import datetime
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -12,11 +15,13 @@ from pydantic.json_schema import SkipJsonSchema
 from kg.retrieval import SearchConfig
 from kg.retrieval import request as search
 from kg.schemas.episode import Channel, EpisodeSource, StructuredFact, TrustTier
-from kg.schemas.graph import EpisodicNode, Fact
+from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
 from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import StoreStats
 from kg.schemas.validation import Name, Text, UtcDatetime
+from kg.server.deprecation import Renamed, Renames, deprecated_names, renamed
+from kg.server.pages import MAX_CURSOR, MAX_PAGE
 
 MAX_CONTENT = 100_000  # characters of an episode's text
 MAX_FACTS = 500  # statements of one structured episode
@@ -30,7 +35,7 @@ MAX_CONTEXT_TOKENS = 20_000  # tokens of a context block
 Time = UtcDatetime
 
 
-class Strict(BaseModel):
+class Strict(Renamed):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -74,7 +79,10 @@ class AddEpisode(Strict):
     )
 
 
-class FactsQuery(Strict):
+class FactsFilter(Strict):
+    """Which facts: the view (`valid_at`, `known_at`) and the pattern; a page's size and
+    position are the list's `limit` and `cursor`."""
+
     subject: Name | None = None
     predicate: Name | None = None
     object: Name | None = None
@@ -83,25 +91,54 @@ class FactsQuery(Strict):
         default=None, description="Transaction time: as kg knew it then; default now."
     )
     include_contested: bool = False
+
+
+class FactsQuery(FactsFilter):
     limit: int = Field(default=1000, ge=1, le=10_000)
 
 
-class HistoryQuery(Strict):
+class FactsPage(FactsFilter):
+    """`GET /v1/facts`'s parameters: the filter, and a page's size and position."""
+
+    limit: int = Field(default=100, ge=1, le=MAX_PAGE, description="Items in a page.")
+    cursor: str | None = Field(
+        default=None, max_length=MAX_CURSOR, description="A previous page's `next_cursor`."
+    )
+
+
+class HistoryFilter(Strict):
     subject: Name | None = None
     predicate: Name | None = None
     object: Name | None = None
+
+
+class HistoryQuery(HistoryFilter):
     limit: int = Field(default=1000, ge=1, le=10_000)
 
 
-class SearchRequest(search.SearchRequest):
+class HistoryPage(HistoryFilter):
+    """`GET /v1/history`'s parameters."""
+
+    limit: int = Field(default=100, ge=1, le=MAX_PAGE, description="Items in a page.")
+    cursor: str | None = Field(
+        default=None, max_length=MAX_CURSOR, description="A previous page's `next_cursor`."
+    )
+
+
+class SearchRequest(search.SearchRequest, Renamed):
     """`kg.retrieval.request.SearchRequest` as the server takes it: the key decides the
     group, a query is at most MAX_QUERY characters, and a search is a named recipe (a
-    `SearchConfig` and BFS `seeds` are the library's: refused here, as unknown fields)."""
+    `SearchConfig` and BFS `seeds` are the library's: refused here, as unknown fields).
+    Closed facts are `include_closed` (`include_history` is its old name)."""
+
+    RENAMED: ClassVar[Renames] = {"include_history": renamed("include_closed")}
 
     query: Text = Field(min_length=1, max_length=MAX_QUERY)
     recipe: str | None = Field(default=None, max_length=100, description="A named recipe.")
     config: SkipJsonSchema[SearchConfig | None] = None
     seeds: SkipJsonSchema[list[Text]] = Field(default_factory=list)
+    include_closed: bool = Field(default=False, description="Also closed facts, marked.")
+    include_history: SkipJsonSchema[bool] = False
     center: Name | None = Field(default=None, description="Entity name to rank around.")
     min_score: float | None = Field(default=None, allow_inf_nan=False, ge=-1e9, le=1e9)
     abstain_below: float | None = Field(
@@ -120,6 +157,10 @@ class SearchRequest(search.SearchRequest):
                 raise ValueError(f"{name}: extra inputs are not permitted")
         return data
 
+    def library(self) -> search.SearchRequest:
+        """The request as the library reads it (its name for closed facts)."""
+        return self.model_copy(update={"include_history": self.include_closed})
+
 
 class ContextRequest(SearchRequest):
     """A search rendered for a prompt. Its cost is capped (hits and tokens), so one
@@ -134,18 +175,25 @@ class ContextResponse(BaseModel):
 
 
 class RollbackRequest(Strict):
-    """Episodes by id, or every episode from one source (optionally since a time)."""
+    """Episodes by id, or every episode from one source (optionally since a time). A dry
+    run (the plan) unless `dry_run: false` (`apply: true` is its old spelling)."""
+
+    RENAMED: ClassVar[Renames] = {"apply": renamed("dry_run", negate=True)}
 
     episode_ids: list[Name] = Field(default_factory=list, max_length=MAX_IDS)
     source_description: Text | None = Field(default=None, max_length=2000)
     since: Time | None = None
-    apply: bool = Field(default=False, description="false: the plan only (a dry run).")
+    dry_run: bool = Field(default=True, description="true: the plan only; false: carry it out.")
 
 
 class EraseEntityRequest(Strict):
-    name: Name
+    """Erase a subject (`name` is its old name)."""
+
+    RENAMED: ClassVar[Renames] = {"name": renamed("subject")}
+
+    subject: Name
     confirm: Name | None = Field(
-        default=None, description="The same name again: erasure cannot be undone. "
+        default=None, description="The subject again: erasure cannot be undone. "
         "Not needed for a dry run.",
     )  # fmt: skip
     dry_run: bool = Field(
@@ -193,6 +241,33 @@ class WhyResponse(BaseModel):
     )
 
 
+class LogEvent(BaseModel):
+    """One entry of the audit trail: a rollback or an erasure with its counts, or the
+    closure of a fact with its sentence."""
+
+    uuid: str
+    kind: str = Field(description="'rollback', 'erasure' or 'closure'.")
+    created_at: datetime
+    episodes: list[str] = Field(default_factory=list)
+    detail: str = Field(default="", description="A closure's sentence; empty otherwise.")
+    counts: dict[str, int] | None = Field(
+        default=None, description="A rollback's or an erasure's counts (ids and counts only)."
+    )
+
+    @classmethod
+    def of(cls, event: AuditEvent) -> LogEvent:
+        """The store keeps a rollback's counts as JSON text: answered as an object, so a
+        client decodes the answer once."""
+        counts = None
+        detail = event.detail
+        with contextlib.suppress(ValueError):
+            found = json.loads(detail) if detail.startswith("{") else None
+            if isinstance(found, dict) and all(isinstance(v, int) for v in found.values()):
+                counts, detail = found, ""
+        return cls(uuid=event.uuid, kind=event.kind, created_at=event.created_at,
+                   episodes=event.episodes, detail=detail, counts=counts)  # fmt: skip
+
+
 class Whoami(BaseModel):
     group_id: str
     role: Role
@@ -211,13 +286,28 @@ class Health(BaseModel):
     version: str
 
 
+class FieldError(BaseModel):
+    """One invalid input: where it is and what is wrong with it."""
+
+    pointer: str | None = Field(
+        default=None, description="JSON Pointer into the body (RFC 6901), e.g. '#/facts/0/subject'."
+    )
+    parameter: str | None = Field(default=None, description="The query or path parameter.")
+    field: str = Field(description="Dotted name of the input, e.g. 'facts.0.subject'.")
+    detail: str
+
+
 class Problem(BaseModel):
-    """An error, as RFC 9457 problem details; `detail` is the CLI's one-line message."""
+    """An error, as RFC 9457 problem details; `detail` is the CLI's one-line message, and
+    an invalid request lists each invalid input in `errors`."""
 
     type: str = "about:blank"
     title: str
     status: int
     detail: str
+    errors: list[FieldError] | None = Field(
+        default=None, description="One entry per invalid input (400 and 422)."
+    )
 
 
 __all__ = [
@@ -227,9 +317,15 @@ __all__ = [
     "Correction",
     "EraseEntityRequest",
     "EraseGroupRequest",
+    "FactsFilter",
+    "FactsPage",
     "FactsQuery",
+    "FieldError",
     "Health",
+    "HistoryFilter",
+    "HistoryPage",
     "HistoryQuery",
+    "LogEvent",
     "Problem",
     "RollbackRequest",
     "SearchRequest",
@@ -237,4 +333,5 @@ __all__ = [
     "StatsResponse",
     "Whoami",
     "WhyResponse",
+    "deprecated_names",
 ]

@@ -7,6 +7,11 @@ newest first, and start strictly after the cursor, so rows added meanwhile neith
 nor repeat a page) and cheap (the store reads only the page after it, never the rows
 before). Any list can use `read_page` with a store read that takes a limit and a
 `PageAfter`.
+
+Lists whose store read has no keyset position yet (facts, history, entities, the log) page
+by position (`read_offset_page`): their cursor holds how many rows came before and the time
+the first page was read at, which later pages read the same view at (so "now" does not move
+between pages); such a list reaches its store read's own cap (`most`) and no further.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import base64
 import binascii
 import json
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
@@ -24,6 +30,7 @@ from kg.schemas.store import PageAfter
 
 T = TypeVar("T")
 MAX_CURSOR = 1000  # characters: a cursor is a time and an id, well under this
+MAX_PAGE = 1000  # items in one page of any list
 
 
 class Page(BaseModel, Generic[T]):
@@ -68,3 +75,55 @@ async def read_page(
     more = len(rows) > limit
     rows = rows[:limit]
     return Page[T](items=rows, next_cursor=encode_cursor(kind, key(rows[-1])) if more else None)
+
+
+class Position(BaseModel):
+    """Where a positional page starts, and the time the list's first page was read at."""
+
+    offset: int = 0
+    at: datetime | None = None
+
+
+def encode_position(kind: str, position: Position) -> str:
+    at = position.at.isoformat() if position.at else None
+    raw = json.dumps({"k": kind, "o": position.offset, "t": at})
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_position(kind: str, cursor: str) -> Position:
+    bad = InputError(f"cursor: not a cursor from this list ({kind}); pass next_cursor back as is")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        data = json.loads(raw)
+        if not isinstance(data, dict) or data.get("k") != kind or "o" not in data:
+            raise bad
+        found = Position(offset=data["o"], at=data.get("t"))
+    except (binascii.Error, ValueError, KeyError, TypeError, ValidationError):
+        raise bad from None
+    if found.offset < 0:
+        raise bad
+    return found
+
+
+async def read_offset_page(
+    kind: str,
+    limit: int,
+    cursor: str | None,
+    read: Callable[[int, datetime | None], Awaitable[list[T]]],
+    *,
+    most: int,
+    now: datetime | None = None,
+) -> Page[T]:
+    """One page from `read(n, at)`, which returns the first n rows of the list as seen at
+    `at` (the first page's `now`, kept in the cursor). A page past `most` rows is refused."""
+    position = decode_position(kind, cursor) if cursor else Position(at=now)
+    want = position.offset + limit + 1
+    if position.offset >= most:
+        raise InputError(
+            f"cursor: this list pages through its first {most} rows only; narrow the query"
+        )
+    rows = await read(min(want, most), position.at)
+    page = rows[position.offset : position.offset + limit]
+    more = len(rows) > position.offset + limit
+    after = encode_position(kind, Position(offset=position.offset + limit, at=position.at))
+    return Page[T](items=page, next_cursor=after if more else None)

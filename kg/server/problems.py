@@ -8,7 +8,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from kg.server.keys import redact_keys
-from kg.server.models import Problem
+from kg.server.models import FieldError, Problem
 
 PROBLEM = "application/problem+json"
 
@@ -20,6 +20,7 @@ def problem(
     kind: str | None = None,
     request: Request | None = None,
     headers: dict[str, str] | None = None,
+    errors: list[FieldError] | None = None,
 ) -> JSONResponse:
     """A problem response; `kind` names it in /metrics (left in the request's state)."""
     if request is not None and kind is not None:
@@ -27,5 +28,7 @@ def problem(
     headers = dict(headers or {})
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="kg"'
-    body = Problem(title=title, status=status, detail=redact_keys(detail)).model_dump()
+    body = Problem(
+        title=title, status=status, detail=redact_keys(detail), errors=errors
+    ).model_dump(exclude_none=True)
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers or None)

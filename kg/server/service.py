@@ -28,7 +28,9 @@ from kg.server.models import (
     Correction,
     EraseEntityRequest,
     EraseGroupRequest,
+    FactsFilter,
     FactsQuery,
+    HistoryFilter,
     HistoryQuery,
     RollbackRequest,
     SearchRequest,
@@ -36,7 +38,7 @@ from kg.server.models import (
     StatsResponse,
     WhyResponse,
 )
-from kg.server.pages import Page, read_page
+from kg.server.pages import Page, read_offset_page, read_page
 
 T = TypeVar("T")
 
@@ -204,7 +206,8 @@ class Scoped:
         return await self.memory.writes.run(self.kg.add_episode(episode, extract=False))
 
     async def rollback(self, req: RollbackRequest) -> RollbackReport:
-        if req.apply:
+        apply = not req.dry_run
+        if apply:
             self.need(Role.admin, "applying a rollback")
         if bool(req.episode_ids) == (req.source_description is not None):
             raise InputError("give episode_ids or source_description, not both and not neither")
@@ -212,19 +215,19 @@ class Scoped:
             raise InputError("since goes with source_description")
         if req.source_description is not None:
             work = self.kg.rollback_source(
-                req.source_description, since=req.since, group_id=self.group, apply=req.apply
+                req.source_description, since=req.since, group_id=self.group, apply=apply
             )
         else:
-            work = self.kg.rollback(req.episode_ids, group_id=self.group, apply=req.apply)
-        if not req.apply:
+            work = self.kg.rollback(req.episode_ids, group_id=self.group, apply=apply)
+        if not apply:
             return await work
         return await self.memory.writes.run(work)
 
     async def erase_entity(self, req: EraseEntityRequest) -> ErasureReceipt:
         self.need(Role.admin, "erasing a subject")
-        if not req.dry_run and req.confirm != req.name:
-            raise InputError("confirm must repeat the name being erased; nothing erased")
-        work = self.kg.erase_entity(req.name, group_id=self.group, dry_run=req.dry_run,
+        if not req.dry_run and req.confirm != req.subject:
+            raise InputError("confirm must repeat the subject being erased; nothing erased")
+        work = self.kg.erase_entity(req.subject, group_id=self.group, dry_run=req.dry_run,
                                     keep_others=req.keep_others)  # fmt: skip
         return await (work if req.dry_run else self.memory.writes.run(work))
 
@@ -246,11 +249,44 @@ class Scoped:
     async def history(self, q: HistoryQuery) -> list[Fact]:
         return await self.kg.history(group_id=self.group, **q.model_dump())
 
+    async def fact_page(self, q: FactsFilter, *, limit: int, cursor: str | None) -> Page[Fact]:
+        """A page of `facts`; the view's defaults ("now") are the first page's, for every page."""
+
+        async def read(n: int, at: datetime | None) -> list[Fact]:
+            fields = q.model_dump(include=set(FactsFilter.model_fields))
+            fields["valid_at"] = fields["valid_at"] or at
+            fields["known_at"] = fields["known_at"] or at
+            return await self.kg.facts(group_id=self.group, limit=n, **fields)
+
+        now = self.kg.clock.now()
+        return await read_offset_page("facts", limit, cursor, read, most=10_000, now=now)
+
+    async def history_page(self, q: HistoryFilter, *, limit: int, cursor: str | None) -> Page[Fact]:
+        async def read(n: int, _: datetime | None) -> list[Fact]:
+            fields = q.model_dump(include=set(HistoryFilter.model_fields))
+            return await self.kg.history(group_id=self.group, limit=n, **fields)
+
+        return await read_offset_page("history", limit, cursor, read, most=100_000)
+
+    async def entity_page(
+        self, *, contains: str, limit: int, cursor: str | None
+    ) -> Page[EntitySummary]:
+        async def read(n: int, _: datetime | None) -> list[EntitySummary]:
+            return await self.entities(contains=contains, limit=n)
+
+        return await read_offset_page("entities", limit, cursor, read, most=10_000)
+
+    async def log_page(self, *, closures: bool, limit: int, cursor: str | None) -> Page[AuditEvent]:
+        async def read(n: int, _: datetime | None) -> list[AuditEvent]:
+            return await self.log(limit=n, closures=closures)
+
+        return await read_offset_page("log", limit, cursor, read, most=10_000)
+
     async def search(self, req: SearchRequest) -> SearchResults:
-        return await self.kg.search(req, group_id=self.group)
+        return await self.kg.search(req.library(), group_id=self.group)
 
     async def context(self, req: ContextRequest) -> str:
-        return await self.kg.context(req, max_tokens=req.max_tokens, group_id=self.group)
+        return await self.kg.context(req.library(), max_tokens=req.max_tokens, group_id=self.group)
 
     async def why(self, fact_id: str) -> Explanation:
         return await self.kg.why(fact_id, group_id=self.group)

@@ -35,4 +35,16 @@ export async function api(method, path, { query, body, key } = {}) {
 }
 
 export const get = (path, query, key) => api("GET", path, { query, key });
+
+// Every item of a list, page after page (`next_cursor`), up to `most` items.
+export async function getAll(path, query, most = 10000) {
+  const out = [];
+  let cursor;
+  do {
+    const page = await get(path, { ...query, cursor });
+    out.push(...page.items);
+    cursor = page.next_cursor;
+  } while (cursor && out.length < most);
+  return out;
+}
 export const post = (path, body) => api("POST", path, { body });

@@ -58,7 +58,7 @@ export async function rollbackDialog(episodeId, label, onDone) {
     apply.addEventListener("click", async () => {
       apply.disabled = true;
       try {
-        const done = await post("/v1/rollback", { episode_ids: [episodeId], apply: true });
+        const done = await post("/v1/rollback", { episode_ids: [episodeId], dry_run: false });
         out.replaceChildren(el("p", { class: "ok", role: "status", "data-testid": "rollback-applied",
           text: `Applied: ${done.restored.length} restored, ${done.removed.length} removed.` }));
         if (onDone) await onDone();

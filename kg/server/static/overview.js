@@ -66,6 +66,7 @@ export async function showOverview() {
       get("/v1/stats"), get("/v1/episodes", { limit: 200 }), get("/v1/quarantine", { limit: 1000 }), get("/v1/log", { limit: 20 }),
     ]);
     episodes = episodePage.items;
+    log = log.items;
   } catch (err) {
     root.replaceChildren(el("p", { class: "error", role: "alert", text: err.message }));
     return;
@@ -105,15 +106,20 @@ export async function showOverview() {
     el("section", { class: "card wide", "aria-label": "Recent episodes" },
       el("h3", {}, "Recent episodes ", failedCount ? el("span", { class: "badge failed", text: `${failedCount} failed` }) : null),
       table(["stored", "episode", "source", "status", "facts", ""], rows, { class: "episodes-table", "data-testid": "episodes" })),
-    card("Quarantined by the instruction guard", quarantine.length
-      ? table(["when", "channel", "rule", "text"], quarantine.map((e) => el("tr", {},
+    card("Quarantined by the instruction guard", quarantine.items.length
+      ? table(["when", "channel", "rule", "text"], quarantine.items.map((e) => el("tr", {},
         el("td", { text: when(e.created_at) }), el("td", { text: e.channel }),
         el("td", { text: e.item.reason }), el("td", { text: e.item.text }))), { "data-testid": "quarantine" })
       : el("p", { class: "hint", text: "Nothing quarantined." })),
     card("Audit log", log.length
-      ? el("ul", { class: "log" }, log.map((ev) => el("li", {}, el("strong", { text: ev.kind }), ` ${when(ev.created_at)} `, el("span", { class: "hint", text: ev.detail }))))
+      ? el("ul", { class: "log" }, log.map((ev) => el("li", {}, el("strong", { text: ev.kind }), ` ${when(ev.created_at)} `, el("span", { class: "hint", text: ev.detail || counted(ev.counts) }))))
       : el("p", { class: "hint", text: "No rollback, erasure or closure yet." })),
   );
+}
+
+// A rollback's or an erasure's counts, as "facts removed 1, episodes 1".
+function counted(counts) {
+  return Object.entries(counts || {}).filter(([, n]) => n).map(([k, n]) => `${k.replaceAll("_", " ")} ${n}`).join(", ");
 }
 
 function actions(ep) {

@@ -48,7 +48,7 @@ async function run() {
   const out = $("search-results");
   const body = {
     query: $("search-q").value,
-    include_history: $("search-history").checked,
+    include_closed: $("search-history").checked,
     ...view(),
   };
   if ($("search-recipe").value) body.recipe = $("search-recipe").value;

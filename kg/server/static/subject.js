@@ -1,5 +1,5 @@
 // The subject view: pick an entity, see each fact version as a bar, move the two cursors.
-import { get, post } from "./api.js";
+import { get, getAll, post } from "./api.js";
 import { openDialog } from "./dialog.js";
 import { can, state } from "./state.js";
 import { domain, drawTimeline, knownBy, statusAt } from "./timeline.js";
@@ -51,7 +51,7 @@ export function initSubject() {
 export async function listEntities() {
   const list = $("entity-list");
   try {
-    const found = await get("/v1/entities", { q: $("entity-q").value.trim(), limit: 200 });
+    const found = (await get("/v1/entities", { q: $("entity-q").value.trim(), limit: 200 })).items;
     list.replaceChildren(
       ...found.map((s) =>
         el("li", {},
@@ -79,7 +79,7 @@ export async function openSubject(name, { keepTime = false } = {}) {
   $("why").hidden = true;
   say($("subject-status"), "");
   try {
-    versions = await get("/v1/history", { subject: name, limit: 10000 });
+    versions = await getAll("/v1/history", { subject: name, limit: 1000 });
   } catch (err) {
     say($("subject-status"), err.message, "error");
     versions = [];
@@ -142,11 +142,11 @@ export async function redraw() {
   const mine = ++asked;
   let found = [];
   try {
-    found = await get("/v1/facts", {
+    found = await getAll("/v1/facts", {
       subject: state.subject,
       valid_at: state.valid === null ? null : instant(state.valid),
       known_at: known === null ? null : known.iso,
-      limit: 10000,
+      limit: 1000,
     });
   } catch (err) {
     if (mine === asked) say($("subject-status"), err.message, "error");
@@ -229,7 +229,7 @@ function eraseDialog(name) {
   go.addEventListener("click", async () => {
     go.disabled = true;
     try {
-      const r = await post("/v1/erase/entity", { name, confirm: input.value });
+      const r = await post("/v1/erase/entity", { subject: name, confirm: input.value });
       out.replaceChildren(el("h3", { text: "Receipt" }), table(["what", "count"], [
         ["episodes deleted", r.episodes_deleted], ["entities deleted", r.entities_deleted],
         ["fact versions deleted", r.fact_versions_deleted],

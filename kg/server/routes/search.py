@@ -1,0 +1,41 @@
+"""/v1/search, /v1/context and /v1/entities: finding things, and the prompt block."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from kg.retrieval import SearchResults
+from kg.schemas.store import EntitySummary
+from kg.server.models import ContextRequest, ContextResponse, SearchRequest
+from kg.server.openapi import problems
+from kg.server.pages import Page
+from kg.server.routes.deps import Caller, Cursor, PageLimit
+
+router = APIRouter(prefix="/v1", tags=["search"])
+
+
+@router.post("/search", responses=problems(body=True))
+async def search(c: Caller, body: SearchRequest) -> SearchResults:
+    """Hybrid search in any time view. The answer's `branches` holds each branch's hits and
+    latency (the CLI's --explain); `include_closed` adds closed facts, marked."""
+    return await c.search(body)
+
+
+@router.post("/context", responses=problems(body=True))
+async def get_context(c: Caller, body: ContextRequest) -> ContextResponse:
+    """Search, rendered as a quoted-data block for a prompt within `max_tokens`."""
+    return ContextResponse(context=await c.context(body))
+
+
+@router.get("/entities", responses=problems())
+async def list_entities(
+    c: Caller,
+    q: Annotated[str, Query(max_length=200, description="Part of the name; '' for all.")] = "",
+    limit: PageLimit = 100,
+    cursor: Cursor = None,
+) -> Page[EntitySummary]:
+    """Entities whose name contains `q`, those with the most fact versions first: what
+    to pick a subject from."""
+    return await c.entity_page(contains=q, limit=limit, cursor=cursor)
