@@ -513,8 +513,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 AbstainOpt = Annotated[
     float | None,
     typer.Option(
-        help="Return nothing when the best cosine similarity is below this "
-        "(about 0.49 for MiniLM): a question about something never said. Default: off."
+        help="Return nothing when the best cosine similarity is below this: a question about "
+        "something never said. It depends on what is indexed (MiniLM: 0.44 on unextracted "
+        "turns, 0.59 on kg eval's sets; 0.49 refuses 10% of answerable questions on turns: "
+        "calibrate, docs/retrieval.md). Default: off."
     ),
 ]
 AbstainJointOpt = Annotated[
