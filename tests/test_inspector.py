@@ -178,12 +178,16 @@ def bars(page: Page) -> list[dict[str, str]]:
 
 
 def expected_status(v: dict[str, Any], known: str | None = None) -> str:
-    e = v["edge"]
-    if e["expired_at"] and (known is None or e["expired_at"] <= known):
+    if v["known_to"] and (known is None or v["known_to"] <= known):
         return "retired"
-    if e["status"] == "contested":
+    if v["status"] == "contested":
         return "contested"
-    return "closed" if e["invalid_at"] else "current"
+    return "closed" if v["valid_to"] else "current"
+
+
+def version(f: dict[str, Any]) -> str:
+    """A fact version's key in the page (`data-version`): versions share the fact's id."""
+    return f"{f['id']}@{f['known_from']}"
 
 
 def test_the_page_is_served_without_a_key_and_loads_nothing_from_elsewhere(
@@ -211,7 +215,7 @@ def test_subject_view_draws_every_version_as_a_bar_coloured_by_status(
     assert sorted((b["object"], b["status"]) for b in drawn) == sorted(
         (v["object"], expected_status(v)) for v in history
     )
-    assert {b["version"] for b in drawn if b["holds"] == "true"} == {f["edge"]["uuid"] for f in now}
+    assert {b["version"] for b in drawn if b["holds"] == "true"} == {version(f) for f in now}
     assert {b["object"] for b in drawn if b["holds"] == "true"} == {"Berlin", "Acme"}
     # The colour coding has a text alternative on every bar.
     label = page.locator('.bar-g[data-object="Berlin"]').first.get_attribute("aria-label")
@@ -238,7 +242,7 @@ def test_the_cursors_show_what_was_true_then_as_known_then(
         def as_of(valid: str | None, known: str | None) -> set[str]:
             q = {"subject": "Alice", "valid_at": valid, "known_at": known}
             found = ok(c.get("/v1/facts", params={k: v for k, v in q.items() if v}))
-            return {f["edge"]["uuid"] for f in found}
+            return {version(f) for f in found}
 
         def holding() -> set[str]:
             ready(page)
@@ -255,10 +259,10 @@ def test_the_cursors_show_what_was_true_then_as_known_then(
         # Known-at slider to its first step (keyboard: Home): only the first episode was known.
         page.focus("#known-at")
         page.keyboard.press("Home")
-        first = min(v["edge"]["created_at"] for v in history)
+        first = min(v["known_from"] for v in history)
         expect(page.get_by_test_id("known-at")).to_contain_text(first)
         assert holding() == as_of("2021-03-01T00:00:00Z", first)
-        known_then = [v for v in history if v["edge"]["created_at"] <= first]
+        known_then = [v for v in history if v["known_from"] <= first]
         assert sorted((b["object"], b["status"]) for b in bars(page)) == sorted(
             (v["object"], expected_status(v, first)) for v in known_then
         )
@@ -301,9 +305,9 @@ def test_a_correction_closes_the_old_value_through_the_timeline(
         then = ok(c.get("/v1/facts", params=q))
         assert [f["object"] for f in then] == ["Acme"]
         acme = [v for v in ok(c.get("/v1/history", params={"subject": "Alice"}))
-                if v["object"] == "Acme" and not v["edge"]["expired_at"]]  # fmt: skip
-        assert [v["edge"]["invalid_at"] for v in acme] == ["2024-02-01T00:00:00Z"]
-        closer = ok(c.get(f"/v1/episodes/{acme[0]['edge']['invalidated_by']}"))
+                if v["object"] == "Acme" and not v["known_to"]]  # fmt: skip
+        assert [v["valid_to"] for v in acme] == ["2024-02-01T00:00:00Z"]
+        closer = ok(c.get(f"/v1/episodes/{acme[0]['closed_by_episode_id']}"))
         assert (closer["channel"], closer["source"]) == ("user", "facts")
     close(page)
 
@@ -350,8 +354,8 @@ def test_forget_needs_the_name_typed_and_shows_the_receipt(
     page.screenshot(path=str(shots / "erase-receipt.png"))
     with served.client("alice") as c:
         found = ok(c.post("/v1/search", json={"query": "Carol Lisbon", "include_closed": True}))
-        assert not any("Carol" in h["fact"]["subject"] for h in found["facts"])
-        assert not any(h["entity"]["name"] == "Carol" for h in found["entities"])
+        assert not any("Carol" in (h.get("subject") or "") for h in found["hits"])
+        assert not any(h.get("name") == "Carol" for h in found["hits"])
         assert ok(c.get("/v1/entities", params={"q": "carol"})) == []
     page.keyboard.press("Escape")
     expect(page.locator('#entity-list button[data-entity="Carol"]')).to_have_count(0)
@@ -383,7 +387,7 @@ def test_a_read_key_sees_no_write_controls_and_the_api_refuses_them(
         assert r.status_code == 403, r.text
         r = c.post("/v1/erase/entity", json={"subject": "Alice", "confirm": "Alice"})
         assert r.status_code == 403, r.text
-        ep = ok(c.get("/v1/episodes"))[0]["uuid"]
+        ep = ok(c.get("/v1/episodes"))[0]["id"]
         r = c.post("/v1/rollback", json={"episode_ids": [ep], "dry_run": False})
         assert r.status_code == 403, r.text
 

@@ -117,7 +117,7 @@ def test_each_operation_documents_exactly_the_statuses_it_answers(
 ) -> None:
     with served.client("ann") as a:
         ep = a.post("/v1/episodes", json=facts(("Ann", "LIVES_IN", "Oslo"))).json()
-        fact = a.get("/v1/facts", params={"subject": "Ann"}).json()["items"][0]["edge"]["uuid"]
+        fact = a.get("/v1/facts", params={"subject": "Ann"}).json()["items"][0]["id"]
     table = _requests(served, {"episode": ep["episode_uuid"], "fact": fact})
     with httpx.Client(base_url=served.url, timeout=60) as c:
         for path, ops in spec["paths"].items():
@@ -170,7 +170,7 @@ def test_a_new_episode_is_created_at_its_location(served: Served) -> None:
     with served.client("ann") as c:
         r = c.post("/v1/episodes", json=facts(("Bo", "LIVES_IN", "Rome")))
         assert r.status_code == 201 and r.json()["status"] == "added"
-        assert c.get(r.headers["location"]).json()["uuid"] == r.json()["episode_uuid"]
+        assert c.get(r.headers["location"]).json()["id"] == r.json()["episode_uuid"]
         again = c.post("/v1/episodes", json=facts(("Bo", "LIVES_IN", "Rome")))
         assert again.status_code == 200 and again.json()["status"] == "duplicate"
         assert again.headers["location"] == r.headers["location"]

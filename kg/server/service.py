@@ -21,11 +21,13 @@ from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import EntitySummary, PageAfter
 from kg.schemas.validation import name_key
+from kg.schemas.views import fact_view
 from kg.server.keys import Principal
 from kg.server.models import (
     AddEpisode,
     ContextRequest,
     Correction,
+    EpisodeDetail,
     EraseEntityRequest,
     EraseGroupRequest,
     FactsFilter,
@@ -300,7 +302,9 @@ class Scoped:
         for uuid in dict.fromkeys(ep for v in x.versions for ep in v.edge.episodes):
             if uuid in by_id:
                 statements += self._said(by_id[uuid], latest)
-        return WhyResponse(versions=x.versions, episodes=x.episodes, statements=statements)
+        return WhyResponse(versions=[fact_view(v) for v in x.versions],
+                           episodes=[EpisodeDetail.of(e) for e in x.episodes],
+                           statements=statements)  # fmt: skip
 
     def _said(self, episode: EpisodicNode, fact: Fact) -> list[Statement]:
         try:
@@ -321,7 +325,7 @@ class Scoped:
         text = episode.source is not EpisodeSource.facts
         return [
             Statement(
-                episode_uuid=episode.uuid, said=f,
+                episode_id=episode.uuid, said=f,
                 passage=_passage(episode.content, f.object, f.subject) if text else None,
             )
             for f in said

@@ -80,9 +80,9 @@ export async function showOverview() {
       ["quarantined", `${quarantine.items.length}${quarantine.next_cursor ? "+" : ""}`]]
       .map(([k, v]) => el("div", {}, el("dt", { text: k }), el("dd", { dataset: { count: k }, text: String(v) }))));
   const failedCount = episodes.filter((e) => e.status === "failed").length;
-  const rows = episodes.slice(0, 50).map((ep) => el("tr", { dataset: { episode: ep.uuid, status: ep.status } },
+  const rows = episodes.slice(0, 50).map((ep) => el("tr", { dataset: { episode: ep.id, status: ep.status } },
     el("td", { text: when(ep.created_at) }),
-    el("td", { text: ep.name || short(ep.uuid) }),
+    el("td", { text: ep.name || short(ep.id) }),
     el("td", { text: `${ep.source} · ${ep.channel}` }),
     el("td", {}, el("span", { class: `badge ${ep.status}`, text: ep.status.replace("_", " ") }),
       ep.error ? el("div", { class: "error small", text: ep.error }) : null),
@@ -130,7 +130,7 @@ function actions(ep) {
       b.disabled = true;
       b.textContent = "Retrying…";
       try {
-        await post(`/v1/episodes/${encodeURIComponent(ep.uuid)}/retry`);
+        await post(`/v1/episodes/${encodeURIComponent(ep.id)}/retry`);
         await showOverview();
       } catch (err) {
         b.disabled = false;
@@ -142,7 +142,7 @@ function actions(ep) {
   }
   if (ep.status === "ingested") {
     out.push(el("button", { type: "button", class: "small",
-      onclick: () => rollbackDialog(ep.uuid, ep.name || `episode ${short(ep.uuid)}`, showOverview) },
+      onclick: () => rollbackDialog(ep.id, ep.name || `episode ${short(ep.id)}`, showOverview) },
     can("admin") ? "Roll back…" : "Preview rollback…"));
   }
   return out;

@@ -61,26 +61,31 @@ async function run() {
   }
   const extra = explain ? ["fused", "rank per branch", "branch scores"] : [];
   const parts = [];
-  if (r.facts.length) {
-    parts.push(el("h3", { text: `Facts (${r.facts.length})` }), table(["fact", "subject", "valid", "", "score", ...extra],
-      r.facts.map((h) => el("tr", { dataset: { fact: h.fact.edge.uuid } },
-        el("td", { text: h.fact.edge.fact }),
-        el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.fact.subject) }, h.fact.subject)),
-        el("td", { text: interval(h.fact.edge.valid_at, h.fact.edge.invalid_at) }),
-        el("td", { text: h.closed ? "closed" : "" }),
+  // Each hit with how it ranked (rankings[i] is hits[i]'s), grouped by kind, best first.
+  const of = (kind) => r.hits.map((h, i) => ({ ...h, ...r.rankings[i], score: h.score })).filter((h) => h.kind === kind);
+  const facts = of("fact");
+  const entities = of("entity");
+  const episodes = of("episode");
+  if (facts.length) {
+    parts.push(el("h3", { text: `Facts (${facts.length})` }), table(["fact", "subject", "valid", "", "score", ...extra],
+      facts.map((h) => el("tr", { dataset: { fact: h.id } },
+        el("td", { text: h.text }),
+        el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.subject) }, h.subject)),
+        el("td", { text: interval(h.valid_from, h.valid_to) }),
+        el("td", { text: h.status === "closed" ? "closed" : "" }),
         ...ranks(h, explain))), { class: "results", "data-testid": "fact-hits" }));
   }
-  if (r.entities.length) {
-    parts.push(el("h3", { text: `Entities (${r.entities.length})` }), table(["entity", "score", ...extra],
-      r.entities.map((h) => el("tr", { dataset: { entity: h.entity.name } },
-        el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.entity.name) }, h.entity.name)),
+  if (entities.length) {
+    parts.push(el("h3", { text: `Entities (${entities.length})` }), table(["entity", "score", ...extra],
+      entities.map((h) => el("tr", { dataset: { entity: h.name } },
+        el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.name) }, h.name)),
         ...ranks(h, explain))), { class: "results", "data-testid": "entity-hits" }));
   }
-  if (r.episodes.length) {
-    parts.push(el("h3", { text: `Episodes (${r.episodes.length})` }), table(["episode", "text", "score", ...extra],
-      r.episodes.map((h) => el("tr", { dataset: { episode: h.episode.uuid } },
-        el("td", { text: h.episode.name || h.episode.uuid.slice(0, 8) }),
-        el("td", { text: h.episode.content.slice(0, 200) }),
+  if (episodes.length) {
+    parts.push(el("h3", { text: `Episodes (${episodes.length})` }), table(["episode", "text", "score", ...extra],
+      episodes.map((h) => el("tr", { dataset: { episode: h.id } },
+        el("td", { text: h.name || h.id.slice(0, 8) }),
+        el("td", { text: h.text.slice(0, 200) }),
         ...ranks(h, explain))), { class: "results", "data-testid": "episode-hits" }));
   }
   if (!parts.length) {

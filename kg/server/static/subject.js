@@ -3,7 +3,7 @@ import { get, getAll, post } from "./api.js";
 import { openDialog } from "./dialog.js";
 import { can, state } from "./state.js";
 import { domain, drawTimeline, knownBy, statusAt } from "./timeline.js";
-import { DAY, day, el, instant, interval, say, short, table, us, when } from "./util.js";
+import { DAY, day, el, instant, interval, say, short, table, us, versionOf, when } from "./util.js";
 import { openWhy } from "./why.js";
 
 const $ = (id) => document.getElementById(id);
@@ -57,11 +57,11 @@ export async function listEntities() {
         el("li", {},
           el("button", {
             type: "button",
-            class: s.entity.name === state.subject ? "picked" : "",
-            "aria-pressed": s.entity.name === state.subject ? "true" : "false",
-            dataset: { entity: s.entity.name },
-            onclick: () => openSubject(s.entity.name),
-          }, el("span", { class: "name", text: s.entity.name }),
+            class: s.name === state.subject ? "picked" : "",
+            "aria-pressed": s.name === state.subject ? "true" : "false",
+            dataset: { entity: s.name },
+            onclick: () => openSubject(s.name),
+          }, el("span", { class: "name", text: s.name }),
           el("span", { class: "count", text: `${s.as_subject}`, title: "fact versions as subject" }))),
       ),
     );
@@ -86,7 +86,7 @@ export async function openSubject(name, { keepTime = false } = {}) {
   }
   const times = new Map();
   for (const v of versions) {
-    for (const iso of [v.edge.created_at, v.edge.expired_at]) if (iso) times.set(us(iso), iso);
+    for (const iso of [v.known_from, v.known_to]) if (iso) times.set(us(iso), iso);
   }
   steps = [...times.entries()].sort((a, b) => a[0] - b[0]).map(([u, iso]) => ({ iso, us: u }));
   steps.push(null);
@@ -152,7 +152,7 @@ export async function redraw() {
     if (mine === asked) say($("subject-status"), err.message, "error");
   }
   if (mine !== asked) return;
-  holds = new Set(found.map((f) => f.edge.uuid));
+  holds = new Set(found.map((f) => versionOf(f)));
   const chart = drawTimeline({
     versions, known: known && known.us, valid: state.valid, holds, span,
     onOpen: (v) => openWhy(v, { onChange: refresh }),
@@ -162,9 +162,9 @@ export async function redraw() {
     el("h3", { text: `True at ${validText}, as known at ${knownText}` }),
     found.length
       ? el("ul", { class: "facts" }, found.map((f) =>
-        el("li", { dataset: { version: f.edge.uuid } },
+        el("li", { dataset: { version: versionOf(f) } },
           el("strong", { text: f.predicate }), ` ${f.object} `,
-          el("span", { class: "hint", text: interval(f.edge.valid_at, f.edge.invalid_at) }))))
+          el("span", { class: "hint", text: interval(f.valid_from, f.valid_to) }))))
       : el("p", { class: "hint", text: "Nothing about this subject was true then, as known then." }),
   );
   box.dataset.subject = state.subject;
@@ -182,25 +182,24 @@ async function refresh() {
 function versionTable(known) {
   const shown = knownBy(versions, known);
   const rows = shown.map((v) => {
-    const e = v.edge;
+    const e = v;
     const status = statusAt(v, known);
-    const closer = e.invalidated_by
-      ? el("span", { dataset: { episode: e.invalidated_by } },
-        `${episodeNames.get(e.invalidated_by) || `episode ${short(e.invalidated_by)}`}`,
-        e.invalidation_reason ? ` — ${e.invalidation_reason}` : "")
+    const closer = e.closed_by_episode_id
+      ? el("span", { dataset: { episode: e.closed_by_episode_id } },
+        `${episodeNames.get(e.closed_by_episode_id) || `episode ${short(e.closed_by_episode_id)}`}`)
       : "";
-    return el("tr", { dataset: { version: e.uuid } },
+    return el("tr", { dataset: { version: versionOf(e) } },
       el("td", {}, v.predicate), el("td", {}, v.object),
-      el("td", {}, interval(e.valid_at, e.invalid_at)),
-      el("td", {}, `${when(e.created_at)} → ${e.expired_at ? when(e.expired_at) : "still believed"}`),
-      el("td", {}, el("span", { class: `badge ${status}`, text: status }), holds.has(e.uuid) ? " ✓ at cursor" : ""),
+      el("td", {}, interval(e.valid_from, e.valid_to)),
+      el("td", {}, `${when(e.known_from)} → ${e.known_to ? when(e.known_to) : "still believed"}`),
+      el("td", {}, el("span", { class: `badge ${status}`, text: status }), holds.has(versionOf(e)) ? " ✓ at cursor" : ""),
       el("td", {}, closer));
   });
   $("versions-table").replaceChildren(
     table(["predicate", "value", "valid", "known (written → retired)", "status", "closed by"], rows,
       { "aria-label": `Versions of ${state.subject}'s facts`, class: "versions" }),
   );
-  nameEpisodes(shown.map((v) => v.edge.invalidated_by).filter(Boolean));
+  nameEpisodes(shown.map((v) => v.closed_by_episode_id).filter(Boolean));
 }
 
 // Which episode closed a version: its name, fetched once per episode.

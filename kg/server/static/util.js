@@ -64,3 +64,6 @@ export function say(node, text, kind = "") {
   node.textContent = text;
   node.className = `status ${kind}`;
 }
+
+// A fact version's own key: its fact's id and when kg wrote it (versions share the fact's id).
+export const versionOf = (f) => `${f.id}@${f.known_from}`;

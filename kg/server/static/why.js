@@ -4,9 +4,8 @@ import { get, post } from "./api.js";
 import { rollbackDialog } from "./dialog.js";
 import { can } from "./state.js";
 import { statusAt } from "./timeline.js";
-import { day, el, interval, say, short, table, when } from "./util.js";
+import { day, el, interval, say, short, table, versionOf, when } from "./util.js";
 
-const TRUST = ["agent", "document", "tool", "user"];
 const $ = (id) => document.getElementById(id);
 
 export async function openWhy(version, { onChange } = {}) {
@@ -18,51 +17,50 @@ export async function openWhy(version, { onChange } = {}) {
   panel.focus();
   $("why-close").onclick = () => {
     panel.hidden = true;
-    const bar = document.querySelector(`[data-version="${version.edge.uuid}"].bar-g`);
+    const bar = document.querySelector(`[data-version="${versionOf(version)}"].bar-g`);
     if (bar) bar.focus();
   };
   let x;
   try {
-    x = await get(`/v1/facts/${encodeURIComponent(version.edge.uuid)}/why`);
+    x = await get(`/v1/facts/${encodeURIComponent(version.id)}/why`);
   } catch (err) {
     body.replaceChildren(el("p", { class: "error", role: "alert", text: err.message }));
     return;
   }
-  const episodes = new Map(x.episodes.map((e) => [e.uuid, e]));
-  const closers = new Set(x.versions.map((v) => v.edge.invalidated_by).filter(Boolean));
-  const creator = x.versions[0].edge.episodes[0];
+  const episodes = new Map(x.episodes.map((e) => [versionOf(e), e]));
+  const closers = new Set(x.versions.map((v) => v.closed_by_episode_id).filter(Boolean));
+  const creator = x.versions[0].episode_id;
   const rows = x.versions.map((v) => {
-    const e = v.edge;
+    const e = v;
     const status = statusAt(v, null);
-    const closer = e.invalidated_by ? episodes.get(e.invalidated_by) : null;
-    return el("tr", { class: e.uuid === version.edge.uuid ? "picked" : "", dataset: { version: e.uuid } },
+    const closer = e.closed_by_episode_id ? episodes.get(e.closed_by_episode_id) : null;
+    return el("tr", { class: versionOf(e) === versionOf(version) ? "picked" : "", dataset: { version: versionOf(e) } },
       el("td", {}, v.object),
-      el("td", {}, interval(e.valid_at, e.invalid_at)),
-      el("td", {}, `${when(e.created_at)} → ${e.expired_at ? when(e.expired_at) : "still believed"}`),
+      el("td", {}, interval(e.valid_from, e.valid_to)),
+      el("td", {}, `${when(e.known_from)} → ${e.known_to ? when(e.known_to) : "still believed"}`),
       el("td", {}, el("span", { class: `badge ${status}`, text: status })),
-      el("td", {}, closer ? `${closer.name || short(closer.uuid)}${e.invalidation_reason ? ` — ${e.invalidation_reason}` : ""}` :
-        e.invalidation_reason || ""));
+      el("td", {}, closer ? closer.name || short(closer.id) : ""));
   });
   const said = new Map();
   for (const s of x.statements) {
-    if (!said.has(s.episode_uuid)) said.set(s.episode_uuid, []);
-    said.get(s.episode_uuid).push(s);
+    if (!said.has(s.episode_id)) said.set(s.episode_id, []);
+    said.get(s.episode_id).push(s);
   }
   const cards = x.episodes.map((ep) => {
     const roles = [];
-    if (ep.uuid === creator) roles.push("created it");
-    else if (x.versions.some((v) => v.edge.episodes.includes(ep.uuid))) roles.push("supports it");
-    if (closers.has(ep.uuid)) roles.push("closed it");
-    const statements = said.get(ep.uuid) || [];
-    return el("article", { class: "episode", dataset: { episode: ep.uuid, roles: roles.join(",") } },
-      el("h4", {}, ep.name || `episode ${short(ep.uuid)}`, " ",
+    if (ep.id === creator) roles.push("created it");
+    else if (said.has(ep.id)) roles.push("supports it");
+    if (closers.has(ep.id)) roles.push("closed it");
+    const statements = said.get(ep.id) || [];
+    return el("article", { class: "episode", dataset: { episode: ep.id, roles: roles.join(",") } },
+      el("h4", {}, ep.name || `episode ${short(ep.id)}`, " ",
         ...roles.map((r) => el("span", { class: `tag ${r.replace(" ", "-")}`, text: r }))),
       el("dl", { class: "meta" },
         el("dt", { text: "channel" }), el("dd", { text: ep.channel }),
-        el("dt", { text: "trust" }), el("dd", { text: TRUST[ep.trust] ?? String(ep.trust) }),
+        el("dt", { text: "trust" }), el("dd", { text: ep.trust }),
         el("dt", { text: "extractor" }), el("dd", { text: ep.extractor }),
         el("dt", { text: "source" }), el("dd", { text: `${ep.source}${ep.source_description ? ` · ${ep.source_description}` : ""}` }),
-        el("dt", { text: "happened" }), el("dd", { text: when(ep.valid_at) }),
+        el("dt", { text: "happened" }), el("dd", { text: when(ep.reference_time) }),
         el("dt", { text: "stored" }), el("dd", { text: when(ep.created_at) }),
         el("dt", { text: "status" }), el("dd", { text: ep.status })),
       statements.length
@@ -72,12 +70,12 @@ export async function openWhy(version, { onChange } = {}) {
             " ", el("span", { class: "hint", text: statementTime(s.said) }))))
         : ep.source !== "facts" ? el("blockquote", { text: ep.content.slice(0, 600) }) : null,
       ep.status === "ingested"
-        ? el("button", { type: "button", class: "small", onclick: () => rollbackDialog(ep.uuid, ep.name || `episode ${short(ep.uuid)}`, onChange) },
+        ? el("button", { type: "button", class: "small", onclick: () => rollbackDialog(ep.id, ep.name || `episode ${short(ep.id)}`, onChange) },
           can("admin") ? "Roll back…" : "Preview rollback…")
         : null);
   });
   body.replaceChildren(
-    el("p", { class: "fact-text", text: version.edge.fact }),
+    el("p", { class: "fact-text", text: version.text }),
     el("h3", { text: "Versions" }),
     table(["value", "valid", "known (written → retired)", "status", "closed by"], rows, { class: "versions", "data-testid": "why-versions" }),
     el("h3", { text: "Episodes" }),
@@ -107,7 +105,7 @@ function correctForm(version, onChange) {
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     try {
-      const r = await post(`/v1/facts/${encodeURIComponent(version.edge.uuid)}/correct`, {
+      const r = await post(`/v1/facts/${encodeURIComponent(version.id)}/correct`, {
         object: value.value.trim(),
         valid_at: `${since.value}T00:00:00Z`,
       });
