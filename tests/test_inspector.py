@@ -11,6 +11,7 @@ one run).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -411,3 +412,25 @@ def test_search_shows_fused_hits_and_on_demand_each_branch(
     expect(page.locator('[data-count="episodes"]')).not_to_have_text("0")
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
     close(page)
+
+
+def test_one_element_registry_and_no_module_level_mutable_state() -> None:
+    """The inspector's modules read the page's elements through dom.js only (no module of
+    its own `$`), every name there is an id of index.html, and no module keeps mutable state
+    of its own at its top level (it is in state.js's one object)."""
+    static = Path(__file__).parents[1] / "kg" / "server" / "static"
+    page = (static / "index.html").read_text()
+    registry = (static / "dom.js").read_text()
+    ids = re.findall(r'^\s+\w+: "([a-z0-9-]+)",$', registry, flags=re.M)
+    templated = {"view-subject", "view-search", "view-overview"}
+    assert ids and all(f'id="{i}"' in page for i in ids), "dom.js names an id the page lacks"
+    for js in sorted(static.glob("*.js")):
+        text = js.read_text()
+        if js.name != "dom.js":
+            assert "getElementById" not in text and "const $ =" not in text, js.name
+            assert not re.search(r"querySelector(All)?\([\"`]#", text), f"{js.name}: an id"
+        assert not re.search(r"^(let|var) ", text, flags=re.M), f"{js.name}: module-level let"
+        used = set(re.findall(r"\bdom\.(\w+)", text)) - {"js"}  # ./dom.js itself
+        names = set(re.findall(r"^\s+(\w+): \"", registry, flags=re.M))
+        assert used <= names, f"{js.name} reads {used - names}, not in dom.js"
+    assert templated <= set(ids)

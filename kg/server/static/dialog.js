@@ -1,19 +1,20 @@
 // One modal dialog (the platform's <dialog>: focus trapped, Escape closes).
+import { dom } from "./dom.js";
 import { el, interval, table } from "./util.js";
 import { post } from "./api.js";
 import { can } from "./state.js";
 
 export function openDialog(title, children) {
-  const d = document.getElementById("dialog");
-  document.getElementById("dialog-h").textContent = title;
-  document.getElementById("dialog-body").replaceChildren(...children);
+  const d = dom.dialog;
+  dom.dialogH.textContent = title;
+  dom.dialogBody.replaceChildren(...children);
   if (!d.open) d.showModal();
-  const first = d.querySelector("#dialog-body input, #dialog-body button");
+  const first = dom.dialogBody.querySelector("input, button");
   if (first) first.focus();
 }
 
 export function closeDialog() {
-  const d = document.getElementById("dialog");
+  const d = dom.dialog;
   if (d.open) d.close();
 }
 

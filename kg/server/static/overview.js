@@ -1,11 +1,11 @@
 // The group at a glance: counts, recent episodes (failed ones retryable), what the
 // instruction guard quarantined, the audit log, and ingest and query metrics as small charts.
+import { dom } from "./dom.js";
 import { get, post } from "./api.js";
 import { rollbackDialog } from "./dialog.js";
 import { can, state } from "./state.js";
 import { day, el, short, svg, table, when } from "./util.js";
 
-const $ = (id) => document.getElementById(id);
 
 function card(title, ...children) {
   return el("section", { class: "card", "aria-label": title }, el("h3", { text: title }), ...children);
@@ -57,7 +57,7 @@ function dayChart(episodes) {
 }
 
 export async function showOverview() {
-  const root = $("overview");
+  const root = dom.overview;
   root.replaceChildren(el("p", { class: "hint", text: "Loading…" }));
   let stats, episodes, quarantine, log;
   try {

@@ -1,27 +1,26 @@
 // Search: the fused results in the subject view's time view, and on demand each branch's
 // hits and each result's rank in every branch that found it (the CLI's --explain).
+import { dom } from "./dom.js";
 import { post } from "./api.js";
 import { state } from "./state.js";
 import { el, instant, interval, table } from "./util.js";
 
-const $ = (id) => document.getElementById(id);
-let wired = false;
 
 export function showSearch() {
-  if (!wired) {
-    wired = true;
-    $("search-form").addEventListener("submit", (ev) => {
+  if (!state.searchWired) {
+    state.searchWired = true;
+    dom.searchForm.addEventListener("submit", (ev) => {
       ev.preventDefault();
       run();
     });
-    $("search-explain").addEventListener("change", () => { if ($("search-q").value) run(); });
+    dom.searchExplain.addEventListener("change", () => { if (dom.searchQ.value) run(); });
   }
   describeView();
-  $("search-q").focus();
+  dom.searchQ.focus();
 }
 
 function view() {
-  if (!$("search-timeview").checked) return {};
+  if (!dom.searchTimeview.checked) return {};
   return {
     valid_at: state.valid === null ? undefined : instant(state.valid),
     known_at: state.known === null ? undefined : state.known.iso,
@@ -30,8 +29,8 @@ function view() {
 
 function describeView() {
   const v = view();
-  $("search-view").textContent = `Time view: true at ${v.valid_at || "now"}, as known at ${v.known_at || "now"}` +
-    ($("search-timeview").checked ? " (the subject view's cursors)." : ".");
+  dom.searchView.textContent = `Time view: true at ${v.valid_at || "now"}, as known at ${v.known_at || "now"}` +
+    (dom.searchTimeview.checked ? " (the subject view's cursors)." : ".");
 }
 
 function ranks(hit, explain) {
@@ -44,14 +43,14 @@ function ranks(hit, explain) {
 
 async function run() {
   describeView();
-  const explain = $("search-explain").checked;
-  const out = $("search-results");
+  const explain = dom.searchExplain.checked;
+  const out = dom.searchResults;
   const body = {
-    query: $("search-q").value,
-    include_closed: $("search-history").checked,
+    query: dom.searchQ.value,
+    include_closed: dom.searchHistory.checked,
     ...view(),
   };
-  if ($("search-recipe").value) body.recipe = $("search-recipe").value;
+  if (dom.searchRecipe.value) body.recipe = dom.searchRecipe.value;
   let r;
   try {
     r = await post("/v1/search", body);

@@ -1,4 +1,5 @@
 // The subject view: pick an entity, see each fact version as a bar, move the two cursors.
+import { dom } from "./dom.js";
 import { get, getAll, post } from "./api.js";
 import { openDialog } from "./dialog.js";
 import { can, state } from "./state.js";
@@ -6,52 +7,47 @@ import { domain, drawTimeline, knownBy, statusAt } from "./timeline.js";
 import { DAY, day, el, instant, interval, say, short, table, us, versionOf, when } from "./util.js";
 import { openWhy } from "./why.js";
 
-const $ = (id) => document.getElementById(id);
-let versions = [];
-let steps = []; // known-at steps: {iso, us}; the last is null (now)
-let span = { lo: 0, hi: 1 };
-let holds = new Set();
-let asked = 0; // the latest at-cursor request; older answers are dropped
-const episodeNames = new Map();
+// This view's state lives in the one shared state object (state.subjectView, see state.js).
+const view = () => state.subjectView;
 
 export function initSubject() {
   let timer = 0;
-  $("entity-q").addEventListener("input", () => {
+  dom.entityQ.addEventListener("input", () => {
     clearTimeout(timer);
     timer = setTimeout(listEntities, 150);
   });
-  $("valid-at").addEventListener("input", () => {
-    state.valid = Number($("valid-at").value) * DAY;
-    $("valid-date").value = day(state.valid);
+  dom.validAt.addEventListener("input", () => {
+    state.valid = Number(dom.validAt.value) * DAY;
+    dom.validDate.value = day(state.valid);
     redraw();
   });
-  $("valid-date").addEventListener("change", () => {
-    const t = Date.parse(`${$("valid-date").value}T00:00:00Z`);
+  dom.validDate.addEventListener("change", () => {
+    const t = Date.parse(`${dom.validDate.value}T00:00:00Z`);
     if (Number.isNaN(t)) return;
     state.valid = t;
     widen(t);
-    $("valid-at").value = String(Math.round(t / DAY));
+    dom.validAt.value = String(Math.round(t / DAY));
     redraw();
   });
-  $("valid-now").addEventListener("click", () => {
+  dom.validNow.addEventListener("click", () => {
     state.valid = null;
-    $("valid-at").value = String(Math.floor(Date.now() / DAY));
-    $("valid-date").value = "";
+    dom.validAt.value = String(Math.floor(Date.now() / DAY));
+    dom.validDate.value = "";
     redraw();
   });
-  $("known-at").addEventListener("input", () => {
-    state.known = steps[Number($("known-at").value)];
+  dom.knownAt.addEventListener("input", () => {
+    state.known = view().steps[Number(dom.knownAt.value)];
     redraw();
   });
-  const erase = $("erase-open");
+  const erase = dom.eraseOpen;
   if (erase) erase.addEventListener("click", () => eraseDialog(state.subject));
   listEntities();
 }
 
 export async function listEntities() {
-  const list = $("entity-list");
+  const list = dom.entityList;
   try {
-    const found = (await get("/v1/entities", { q: $("entity-q").value.trim(), limit: 200 })).items;
+    const found = (await get("/v1/entities", { q: dom.entityQ.value.trim(), limit: 200 })).items;
     list.replaceChildren(
       ...found.map((s) =>
         el("li", {},
@@ -74,44 +70,44 @@ export async function listEntities() {
 // Load a subject's every version; the cursors reset to now.
 export async function openSubject(name, { keepTime = false } = {}) {
   state.subject = name;
-  $("at-cursor").dataset.ready = "false";
-  $("subject-h").textContent = name;
-  $("why").hidden = true;
-  say($("subject-status"), "");
+  dom.atCursor.dataset.ready = "false";
+  dom.subjectH.textContent = name;
+  dom.why.hidden = true;
+  say(dom.subjectStatus, "");
   try {
-    versions = await getAll("/v1/history", { subject: name, limit: 1000 });
+    view().versions = await getAll("/v1/history", { subject: name, limit: 1000 });
   } catch (err) {
-    say($("subject-status"), err.message, "error");
-    versions = [];
+    say(dom.subjectStatus, err.message, "error");
+    view().versions = [];
   }
   const times = new Map();
-  for (const v of versions) {
+  for (const v of view().versions) {
     for (const iso of [v.known_from, v.known_to]) if (iso) times.set(us(iso), iso);
   }
-  steps = [...times.entries()].sort((a, b) => a[0] - b[0]).map(([u, iso]) => ({ iso, us: u }));
-  steps.push(null);
-  span = domain(versions);
-  const known = $("known-at");
-  known.max = String(steps.length - 1);
-  if (!keepTime || !steps.some((s) => s && state.known && s.us === state.known.us)) {
+  view().steps = [...times.entries()].sort((a, b) => a[0] - b[0]).map(([u, iso]) => ({ iso, us: u }));
+  view().steps.push(null);
+  view().span = domain(view().versions);
+  const known = dom.knownAt;
+  known.max = String(view().steps.length - 1);
+  if (!keepTime || !view().steps.some((s) => s && state.known && s.us === state.known.us)) {
     state.known = null;
     known.value = known.max;
   } else {
-    known.value = String(steps.findIndex((s) => s && s.us === state.known.us));
+    known.value = String(view().steps.findIndex((s) => s && s.us === state.known.us));
   }
   if (!keepTime) state.valid = null;
-  const valid = $("valid-at");
-  valid.min = String(Math.floor(span.lo / DAY));
-  valid.max = String(Math.floor(span.hi / DAY));
+  const valid = dom.validAt;
+  valid.min = String(Math.floor(view().span.lo / DAY));
+  valid.max = String(Math.floor(view().span.hi / DAY));
   valid.value = String(Math.floor((state.valid ?? Date.now()) / DAY));
-  $("valid-date").value = state.valid === null ? "" : day(state.valid);
-  $("time-controls").hidden = false;
-  $("legend").hidden = false;
-  $("versions-box").hidden = false;
-  const erase = $("erase-open");
-  if (erase) erase.hidden = !can("admin") || !versions.length;
-  if (!versions.length) say($("subject-status"), `No fact has ${name} as its subject.`);
-  for (const b of document.querySelectorAll("#entity-list button")) {
+  dom.validDate.value = state.valid === null ? "" : day(state.valid);
+  dom.timeControls.hidden = false;
+  dom.legend.hidden = false;
+  dom.versionsBox.hidden = false;
+  const erase = dom.eraseOpen;
+  if (erase) erase.hidden = !can("admin") || !view().versions.length;
+  if (!view().versions.length) say(dom.subjectStatus, `No fact has ${name} as its subject.`);
+  for (const b of dom.entityList.querySelectorAll("button")) {
     const picked = b.dataset.entity === name;
     b.classList.toggle("picked", picked);
     b.setAttribute("aria-pressed", picked ? "true" : "false");
@@ -120,10 +116,10 @@ export async function openSubject(name, { keepTime = false } = {}) {
 }
 
 function widen(t) {
-  if (t >= span.lo && t <= span.hi) return;
-  span = { lo: Math.min(span.lo, t - 30 * DAY), hi: Math.max(span.hi, t + 30 * DAY) };
-  $("valid-at").min = String(Math.floor(span.lo / DAY));
-  $("valid-at").max = String(Math.floor(span.hi / DAY));
+  if (t >= view().span.lo && t <= view().span.hi) return;
+  view().span = { lo: Math.min(view().span.lo, t - 30 * DAY), hi: Math.max(view().span.hi, t + 30 * DAY) };
+  dom.validAt.min = String(Math.floor(view().span.lo / DAY));
+  dom.validAt.max = String(Math.floor(view().span.hi / DAY));
 }
 
 // Re-draw for the cursors: the set "true at V as known at T" comes from the API (/v1/facts,
@@ -132,14 +128,14 @@ export async function redraw() {
   const known = state.known;
   const validText = state.valid === null ? "now" : day(state.valid);
   const knownText = known === null ? "now" : known.iso;
-  $("valid-text").textContent = `true at ${validText}`;
-  $("valid-at").setAttribute("aria-valuetext", validText);
-  $("known-text").textContent = `as known at ${knownText}` +
-    (known === null ? "" : ` (step ${steps.indexOf(known) + 1} of ${steps.length})`);
-  $("known-at").setAttribute("aria-valuetext", knownText);
-  const box = $("at-cursor");
+  dom.validText.textContent = `true at ${validText}`;
+  dom.validAt.setAttribute("aria-valuetext", validText);
+  dom.knownText.textContent = `as known at ${knownText}` +
+    (known === null ? "" : ` (step ${view().steps.indexOf(known) + 1} of ${view().steps.length})`);
+  dom.knownAt.setAttribute("aria-valuetext", knownText);
+  const box = dom.atCursor;
   box.dataset.ready = "false";
-  const mine = ++asked;
+  const mine = ++view().asked;
   let found = [];
   try {
     found = await getAll("/v1/facts", {
@@ -149,15 +145,15 @@ export async function redraw() {
       limit: 1000,
     });
   } catch (err) {
-    if (mine === asked) say($("subject-status"), err.message, "error");
+    if (mine === view().asked) say(dom.subjectStatus, err.message, "error");
   }
-  if (mine !== asked) return;
-  holds = new Set(found.map((f) => versionOf(f)));
+  if (mine !== view().asked) return;
+  view().holds = new Set(found.map((f) => versionOf(f)));
   const chart = drawTimeline({
-    versions, known: known && known.us, valid: state.valid, holds, span,
+    versions: view().versions, known: known && known.us, valid: state.valid, holds: view().holds, span: view().span,
     onOpen: (v) => openWhy(v, { onChange: refresh }),
   });
-  $("timeline").replaceChildren(chart);
+  dom.timeline.replaceChildren(chart);
   box.replaceChildren(
     el("h3", { text: `True at ${validText}, as known at ${knownText}` }),
     found.length
@@ -180,22 +176,22 @@ async function refresh() {
 }
 
 function versionTable(known) {
-  const shown = knownBy(versions, known);
+  const shown = knownBy(view().versions, known);
   const rows = shown.map((v) => {
     const e = v;
     const status = statusAt(v, known);
     const closer = e.closed_by_episode_id
       ? el("span", { dataset: { episode: e.closed_by_episode_id } },
-        `${episodeNames.get(e.closed_by_episode_id) || `episode ${short(e.closed_by_episode_id)}`}`)
+        `${view().episodeNames.get(e.closed_by_episode_id) || `episode ${short(e.closed_by_episode_id)}`}`)
       : "";
     return el("tr", { dataset: { version: versionOf(e) } },
       el("td", {}, v.predicate), el("td", {}, v.object),
       el("td", {}, interval(e.valid_from, e.valid_to)),
       el("td", {}, `${when(e.known_from)} → ${e.known_to ? when(e.known_to) : "still believed"}`),
-      el("td", {}, el("span", { class: `badge ${status}`, text: status }), holds.has(versionOf(e)) ? " ✓ at cursor" : ""),
+      el("td", {}, el("span", { class: `badge ${status}`, text: status }), view().holds.has(versionOf(e)) ? " ✓ at cursor" : ""),
       el("td", {}, closer));
   });
-  $("versions-table").replaceChildren(
+  dom.versionsTable.replaceChildren(
     table(["predicate", "value", "valid", "known (written → retired)", "status", "closed by"], rows,
       { "aria-label": `Versions of ${state.subject}'s facts`, class: "versions" }),
   );
@@ -205,16 +201,16 @@ function versionTable(known) {
 // Which episode closed a version: its name, fetched once per episode.
 async function nameEpisodes(ids) {
   for (const id of new Set(ids)) {
-    if (!episodeNames.has(id)) {
+    if (!view().episodeNames.has(id)) {
       try {
         const ep = await get(`/v1/episodes/${encodeURIComponent(id)}`);
-        episodeNames.set(id, `${ep.name || `episode ${short(id)}`} (${ep.channel})`);
+        view().episodeNames.set(id, `${ep.name || `episode ${short(id)}`} (${ep.channel})`);
       } catch {
-        episodeNames.set(id, `episode ${short(id)}`);
+        view().episodeNames.set(id, `episode ${short(id)}`);
       }
     }
-    for (const node of document.querySelectorAll(`#versions-table [data-episode="${id}"]`)) {
-      node.firstChild.textContent = episodeNames.get(id);
+    for (const node of dom.versionsTable.querySelectorAll(`[data-episode="${id}"]`)) {
+      node.firstChild.textContent = view().episodeNames.get(id);
     }
   }
 }
@@ -240,13 +236,13 @@ function eraseDialog(name) {
       { class: "receipt", "data-testid": "receipt" }));
       input.disabled = true;
       state.subject = null;
-      versions = [];
-      $("subject-h").textContent = `${name} was erased`;
-      $("timeline").replaceChildren();
-      $("at-cursor").replaceChildren();
-      $("versions-table").replaceChildren();
-      $("time-controls").hidden = true;
-      $("erase-open").hidden = true;
+      view().versions = [];
+      dom.subjectH.textContent = `${name} was erased`;
+      dom.timeline.replaceChildren();
+      dom.atCursor.replaceChildren();
+      dom.versionsTable.replaceChildren();
+      dom.timeControls.hidden = true;
+      dom.eraseOpen.hidden = true;
       listEntities();
     } catch (err) {
       go.disabled = false;

@@ -1,21 +1,21 @@
 // The why panel: every version of a fact, the episodes behind it (what each said, its
 // channel, trust and extractor), the episode that closed it; and "that changed".
+import { dom } from "./dom.js";
 import { get, post } from "./api.js";
 import { rollbackDialog } from "./dialog.js";
 import { can } from "./state.js";
 import { statusAt } from "./timeline.js";
 import { day, el, interval, say, short, table, versionOf, when } from "./util.js";
 
-const $ = (id) => document.getElementById(id);
 
 export async function openWhy(version, { onChange } = {}) {
-  const panel = $("why");
-  const body = $("why-body");
+  const panel = dom.why;
+  const body = dom.whyBody;
   panel.hidden = false;
-  $("why-h").textContent = `Why: ${version.predicate} ${version.object}`;
+  dom.whyH.textContent = `Why: ${version.predicate} ${version.object}`;
   body.replaceChildren(el("p", { class: "hint", text: "Loading…" }));
   panel.focus();
-  $("why-close").onclick = () => {
+  dom.whyClose.onclick = () => {
     panel.hidden = true;
     const bar = document.querySelector(`[data-version="${versionOf(version)}"].bar-g`);
     if (bar) bar.focus();
@@ -112,7 +112,7 @@ function correctForm(version, onChange) {
       say(status, `Saved as episode ${short(r.episode_uuid)}: ${r.summary.facts_added} added, ` +
         `${r.summary.facts_closed} closed.`, "ok");
       if (onChange) await onChange();
-      say($("subject-status"), `Correction saved (episode ${short(r.episode_uuid)}).`, "ok");
+      say(dom.subjectStatus, `Correction saved (episode ${short(r.episode_uuid)}).`, "ok");
     } catch (err) {
       say(status, err.message, "error");
     }
