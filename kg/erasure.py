@@ -280,26 +280,7 @@ async def _erase(
             still = [c for c in report.removed if not target.touches(c.subject, c.object)]
             kept, others = [c for c in others if c not in still], still
     queued = sum(1 for e in mentioning.values() if e.status in UNWRITTEN)
-    before = await store.stats(group_id, now)
-    plan.delete_episodes = sorted(mentioning)
-    plan.delete_entities = [e.uuid for e in target.entities]
-    plan.drop_mentions_from = []  # the episodes go entirely
-    plan.scrub_summaries = sorted({e.name for e in target.entities} | {subject or ""} - {""})
-    # Summaries that name the subject or drew on its episodes go too, before compaction.
-    # The turns after deleted ones lose them as their previous turn: no key keeps erased text.
-    plan.rekey = await rekeys(store, group_id, mentioning)
-    await _add_copies(store, plan, copies)
-    erased = {e.uuid for e in target.entities}
-    plan.delete_communities = sorted(
-        c.node.uuid for c in await store.communities(group_id)
-        if erased & set(c.members) or set(c.node.episodes) & set(mentioning)
-    )  # fmt: skip
-    touching: set[str] = set()
-    for e in target.entities:
-        for s_key, o_key in ((e.name_key, None), (None, e.name_key)):
-            history = await store.history(group_id, s_key, None, o_key, 100_000)
-            touching |= {v.edge.uuid for v in history}
-    deleted_versions = len(set(plan.delete_edges) | touching)
+    deleted_versions = await _widen(store, plan, group_id, target, subject, copies)
     if plan.audit is not None:
         plan.audit.detail = json.dumps({
             "episodes_deleted": len(mentioning), "fact_versions_deleted": deleted_versions,
@@ -319,6 +300,46 @@ async def _erase(
     if embed is not None:
         await embed(plan.new_edges, plan.rekey)
     plan.base = base
+    receipt = await _carry_out(store, plan, group_id, target, subject, now, record, counts, copies)
+    return receipt.model_copy(update={"other_facts_removed": others, "other_facts_kept": kept})
+
+
+async def _widen(
+    store: EntityEraser, plan: RewritePlan, group_id: str, target: _Target, subject: str | None,
+    copies: list[EpisodicNode],
+) -> int:  # fmt: skip
+    """The rollback's plan widened to everything the subject reached: its episodes, entities,
+    summaries and communities; the number of fact versions that go."""
+    mentioning = target.episodes
+    plan.delete_episodes = sorted(mentioning)
+    plan.delete_entities = [e.uuid for e in target.entities]
+    plan.drop_mentions_from = []  # the episodes go entirely
+    plan.scrub_summaries = sorted({e.name for e in target.entities} | {subject or ""} - {""})
+    # Summaries that name the subject or drew on its episodes go too, before compaction.
+    # The turns after deleted ones lose them as their previous turn: no key keeps erased text.
+    plan.rekey = await rekeys(store, group_id, mentioning)
+    await _add_copies(store, plan, copies)
+    erased = {e.uuid for e in target.entities}
+    plan.delete_communities = sorted(
+        c.node.uuid for c in await store.communities(group_id)
+        if erased & set(c.members) or set(c.node.episodes) & set(mentioning)
+    )  # fmt: skip
+    touching: set[str] = set()
+    for e in target.entities:
+        for s_key, o_key in ((e.name_key, None), (None, e.name_key)):
+            history = await store.history(group_id, s_key, None, o_key, 100_000)
+            touching |= {v.edge.uuid for v in history}
+    return len(set(plan.delete_edges) | touching)
+
+
+async def _carry_out(
+    store: EntityEraser, plan: RewritePlan, group_id: str, target: _Target, subject: str | None,
+    now: datetime, record: PendingErasure | None, counts: dict[str, int],
+    copies: list[EpisodicNode],
+) -> ErasureReceipt:  # fmt: skip
+    """The erasure done: recorded durably first, then written, counted and compacted."""
+    mentioning = target.episodes
+    before = await store.stats(group_id, now)
     if record is None:
         uuid = new_uuid()
         first = target.entities[0].uuid if target.entities else None
@@ -336,8 +357,7 @@ async def _erase(
         "entities_deleted": before.entities - after.entities, "episode_uuids": [],
     })  # fmt: skip
     await store.record_erasure(record)
-    receipt = await _compact_and_clear(store, record, subject, resumed=False)
-    return receipt.model_copy(update={"other_facts_removed": others, "other_facts_kept": kept})
+    return await _compact_and_clear(store, record, subject, resumed=False)
 
 
 def _redacted_copy(ep: EpisodicNode, target: _Target, now: datetime) -> EpisodicNode | None:

@@ -264,6 +264,21 @@ async def plan_replay(
     return plan, report
 
 
+def _report_of(
+    group_id: str, asked: list[EpisodicNode], kind: str
+) -> tuple[list[EpisodicNode], RollbackReport]:
+    """The episodes a rollback undoes (the ingested ones), and its report's first lines:
+    queued ones are cancelled (by a rollback; an erasure deletes them)."""
+    targets = [e for e in asked if e.status == EpisodeStatus.ingested]
+    report = RollbackReport(
+        group_id=group_id,
+        episodes=[e.uuid for e in targets],
+        already_rolled_back=[e.uuid for e in asked if e.status == EpisodeStatus.rolled_back],
+        cancelled=[e.uuid for e in asked if e.status in UNWRITTEN] if kind == "rollback" else [],
+    )
+    return targets, report
+
+
 async def plan_rollback(
     store: ReplayStore,
     ontology: Ontology,
@@ -280,14 +295,7 @@ async def plan_rollback(
     missing = [u for u in episode_uuids if u not in found]
     if missing:
         raise NotFoundError(f"no episode {missing[0]!r} in group {group_id!r}")
-    asked = list(dict.fromkeys(episode_uuids))
-    targets = [found[u] for u in asked if found[u].status == EpisodeStatus.ingested]
-    report = RollbackReport(
-        group_id=group_id,
-        episodes=[e.uuid for e in targets],
-        already_rolled_back=[u for u in asked if found[u].status == EpisodeStatus.rolled_back],
-        cancelled=[u for u in asked if found[u].status in UNWRITTEN] if kind == "rollback" else [],
-    )  # fmt: skip
+    targets, report = _report_of(group_id, [found[u] for u in dict.fromkeys(episode_uuids)], kind)
     if report.noop:
         return RewritePlan(group_id=group_id), report
     undone = {e.uuid for e in targets}

@@ -477,6 +477,22 @@ KnownAtOpt = Annotated[
     str | None, typer.Option(help="Transaction time: as kg knew it then (default: now).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+AbstainOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Return nothing when the best cosine similarity is below this "
+        "(about 0.49 for MiniLM): a question about something never said. Default: off."
+    ),
+]
+AbstainJointOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Return nothing when no hit is found by both meaning and words: the best "
+        "mean of a hit's cosine similarity and its share of the query's top BM25 score "
+        "is below this (0.27 for MiniLM; FalkorDB). Refuses more never-said questions "
+        "than --abstain-below. Default: off."
+    ),
+]
 
 
 def _facts_command(
@@ -899,13 +915,8 @@ def search(
     min_score: Annotated[
         float | None, typer.Option(help="Drop results scoring below this (may leave none).")
     ] = None,
-    abstain_below: Annotated[
-        float | None,
-        typer.Option(
-            help="Return nothing when the best cosine similarity is below this "
-            "(about 0.49 for MiniLM): a question about something never said."
-        ),
-    ] = None,
+    abstain_below: AbstainOpt = None,
+    abstain_joint_below: AbstainJointOpt = None,
     cross_encoder: Annotated[
         str | None,
         typer.Option(help="sentence-transformers CrossEncoder model path, for *_cross_encoder."),
@@ -959,6 +970,7 @@ def search(
         "center": center,
         "min_score": min_score,
         "abstain_below": abstain_below,
+        "abstain_joint_below": abstain_joint_below,
         "asked_at": asked,
     }
 
@@ -1339,10 +1351,8 @@ def eval_(
     ] = None,
     k: Annotated[int, typer.Option(min=1, max=100, help="Facts and turns retrieved.")] = 10,
     max_tokens: Annotated[int, typer.Option(min=50, help="Context block budget.")] = 1000,
-    abstain_below: Annotated[
-        float | None,
-        typer.Option(help="Abstention cutoff (cosine; about 0.49 for MiniLM). Default: off."),
-    ] = None,
+    abstain_below: AbstainOpt = None,
+    abstain_joint_below: AbstainJointOpt = None,
     embedder: Annotated[
         str, typer.Option(help="'minilm' (packaged), a model path, or 'none' (BM25 only).")
     ] = "minilm",
@@ -1392,7 +1402,8 @@ def eval_(
     with err.status("evaluating") as status:
         report = _run(run_eval(
             golden, mode=modes, systems=systems, k=k, max_tokens=max_tokens,
-            abstain_below=abstain_below, embedder=emb if emb != "auto" else None, llm=llm,
+            abstain_below=abstain_below, abstain_joint_below=abstain_joint_below,
+            embedder=emb if emb != "auto" else None, llm=llm,
             progress=lambda msg: status.update(msg), read_time=time_words,
         ))  # fmt: skip
     if items_out is not None:
@@ -1413,6 +1424,30 @@ def demo(ctx: typer.Context) -> None:
         _run(run_demo(home, out, settings.uri))
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+@app.command()
+def tools(
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="mcp, openai (Chat Completions), openai-responses (Responses API, Agents SDK) "
+            "or anthropic (Messages API).",
+        ),
+    ] = "mcp",
+) -> None:
+    """Print kg's MCP tools as JSON tool definitions for another framework: the same names,
+    descriptions and argument schemas an MCP client lists, for an agent built on the OpenAI
+    or Anthropic SDK that calls kg through its HTTP API."""
+    try:
+        from kg.server.tool_export import FORMATS, exported
+    except ImportError as exc:
+        raise _serve_missing(exc) from None
+    if fmt not in FORMATS:
+        raise _fail(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
+    out.print_json(json.dumps(_run(exported(fmt))))
 
 
 def _flowing(text: str) -> str:

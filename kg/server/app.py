@@ -131,10 +131,10 @@ def create_app(
     after every write in flight has finished."""
     opts = options or ServeOptions()
     metrics = ServerMetrics()
-    app: FastAPI
+    made: list[FastAPI] = []  # the app, once made: the MCP server asks for memory before it
 
     def memory() -> Memory:
-        found = getattr(app.state, "memory", None)
+        found = getattr(made[0].state, "memory", None) if made else None
         if not isinstance(found, Memory):
             raise ShuttingDownError("the server is not ready")
         return found
@@ -150,6 +150,7 @@ def create_app(
         dependencies=[Depends(known_query)],
         generate_unique_id_function=openapi.operation_id,
     )
+    made.append(app)
     app.state.metrics, app.state.metrics_token = metrics, opts.metrics_token
     errors.install(app)
     for router in ROUTERS:

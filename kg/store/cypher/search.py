@@ -13,6 +13,7 @@ Rows are projected without their embeddings, which would otherwise dominate tran
 from __future__ import annotations
 
 import abc
+import asyncio
 from typing import Any
 
 from kg.schemas.graph import VECTOR_FIELDS, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
@@ -34,6 +35,11 @@ _ENDPOINTS = {"source_node_uuid", "target_node_uuid"}
 VECTOR_K_MAX = 20_000
 BM25_POOL = 1000  # candidates the engine hands to the BM25 rescoring, at least
 OVER_FETCH = 2  # the engine's best matches read per pool row before the view filter
+# Pools of more documents than this are scored on a worker thread: analysing a thousand of
+# them holds the interpreter for tens of milliseconds (hundreds on a loaded machine), and on
+# the server's one event loop every other tenant's request would wait that long. On a
+# thread the loop takes its turn at each GIL switch interval (5 ms) instead.
+THREAD_POOL_FROM = 200
 
 
 def _projection(var: str, model: type[Any], skip: set[str]) -> str:
@@ -200,6 +206,16 @@ class CypherSearch(CypherBase):
         ranked, _ = await self._rescored(group_id, scope, pairs, pairs, (n, df), view, limit)
         return ranked
 
+    async def text_ceiling(self, group_id: str, scope: Scope, query: str) -> float | None:
+        if self.dialect.engine_scorer == "bm25":
+            return None  # Lucene's scores: its statistics span every group and field
+        pairs = query_tokens(query_terms(query))
+        if not pairs:
+            return 0.0
+        await self._search_ready(group_id, scope)
+        n, df = await self._term_stats(group_id, scope, [t for t, _ in pairs])  # cached
+        return sum(upper_bound(d, max(n, 1)) for d in {tok: df[t] for t, tok in pairs}.values())
+
     async def _engine_text(
         self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int,
         *, rows: bool,
@@ -260,8 +276,10 @@ class CypherSearch(CypherBase):
             pool = await self._read(group_id, every, params)
         if not pool:
             return [], 0.0
-        scores = bm25([tok for _, tok in pairs], [r["text"] or "" for r in pool],
-                      {tok: df[t] for t, tok in pairs}, n)  # fmt: skip
+        args = ([tok for _, tok in pairs], [r["text"] or "" for r in pool],
+                {tok: df[t] for t, tok in pairs}, n)  # fmt: skip
+        big = len(pool) > THREAD_POOL_FROM
+        scores = await asyncio.to_thread(bm25, *args) if big else bm25(*args)
         top = max(float(r["score"]) for r in pool) or 1.0
         # The engine's own score, scaled far below any BM25 term, only breaks ties and keeps
         # a document whose match the two stemmers disagree on.

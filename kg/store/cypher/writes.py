@@ -253,6 +253,21 @@ class CypherWrites(CypherBase):
                 new_mentions=mentions,
             )
         out += self.compile_communities(CommunityPlan(group_id=g, delete=plan.delete_communities))
+        out += self._compile_closing(plan)
+        out += self._rekey(plan)
+        if plan.audit is not None:
+            add("CREATE (a:AuditEvent) SET a += $audit", audit=self._encode(plan.audit))
+        return out  # fmt: skip
+
+    def _compile_closing(self, plan: RewritePlan) -> list[Statement]:
+        """A rewrite's last steps before the search keys: summaries scrubbed, entities and
+        orphans deleted, rolled-back episodes marked."""
+        g = plan.group_id
+        out: list[Statement] = []
+
+        def add(query: str, **params: Any) -> None:
+            out.append(Statement(query, {**params, "group_id": g}))
+
         if plan.scrub_summaries:
             add(
                 "UNWIND $scrub AS w MATCH (n:Entity) WHERE n.group_id = $group_id "
@@ -287,10 +302,7 @@ class CypherWrites(CypherBase):
                 rolled_back=plan.rolled_back,
                 rolled_back_at=self.dialect.encode_time(plan.audit.created_at),
             )
-        out += self._rekey(plan)
-        if plan.audit is not None:
-            add("CREATE (a:AuditEvent) SET a += $audit", audit=self._encode(plan.audit))
-        return out  # fmt: skip
+        return out
 
     async def rewrite(self, plan: RewritePlan) -> GroupVersion:
         """Serialised with the queue's transitions too: a rewrite may cancel or delete
