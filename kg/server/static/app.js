@@ -3,7 +3,7 @@ import { dom } from "./dom.js";
 import { ApiError, get, session } from "./api.js";
 import { showOverview } from "./overview.js";
 import { showSearch } from "./search.js";
-import { initSubject, openSubject } from "./subject.js";
+import { initSubject, linked, openSubject } from "./subject.js";
 
 import { can, state } from "./state.js";
 
@@ -35,6 +35,8 @@ async function signIn(key) {
   }
   initSubject();
   showView("subject");
+  const shared = linked(location.hash);
+  if (shared) await openSubject(shared.subject, { at: shared.at });
 }
 
 function signOut() {

@@ -23,6 +23,7 @@ const IDS = {
   searchResults: "search-results",
   searchTimeview: "search-timeview",
   searchView: "search-view",
+  showRetired: "show-retired",
   subjectH: "subject-h",
   subjectStatus: "subject-status",
   tabs: "tabs",

@@ -58,7 +58,7 @@ async function run() {
     out.replaceChildren(el("p", { class: "error", role: "alert", text: err.message }));
     return;
   }
-  const extra = explain ? ["fused", "rank per branch", "branch scores"] : [];
+  const extra = explain ? [["fused", "num"], "rank per branch", "branch scores"] : [];
   const parts = [];
   // Each hit with how it ranked (rankings[i] is hits[i]'s), grouped by kind, best first.
   const of = (kind) => r.hits.map((h, i) => ({ ...h, ...r.rankings[i], score: h.score })).filter((h) => h.kind === kind);
@@ -66,22 +66,22 @@ async function run() {
   const entities = of("entity");
   const episodes = of("episode");
   if (facts.length) {
-    parts.push(el("h3", { text: `Facts (${facts.length})` }), table(["fact", "subject", "valid", "", "score", ...extra],
+    parts.push(el("h3", { text: `Facts (${facts.length})` }), table(["fact", "subject", "valid", "status", ["score", "num"], ...extra],
       facts.map((h) => el("tr", { dataset: { fact: h.id } },
         el("td", { text: h.text }),
         el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.subject) }, h.subject)),
         el("td", { text: interval(h.valid_from, h.valid_to) }),
-        el("td", { text: h.status === "closed" ? "closed" : "" }),
+        el("td", { text: h.status || "" }),
         ...ranks(h, explain))), { class: "results", "data-testid": "fact-hits" }));
   }
   if (entities.length) {
-    parts.push(el("h3", { text: `Entities (${entities.length})` }), table(["entity", "score", ...extra],
+    parts.push(el("h3", { text: `Entities (${entities.length})` }), table(["entity", ["score", "num"], ...extra],
       entities.map((h) => el("tr", { dataset: { entity: h.name } },
         el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.name) }, h.name)),
         ...ranks(h, explain))), { class: "results", "data-testid": "entity-hits" }));
   }
   if (episodes.length) {
-    parts.push(el("h3", { text: `Episodes (${episodes.length})` }), table(["episode", "text", "score", ...extra],
+    parts.push(el("h3", { text: `Episodes (${episodes.length})` }), table(["episode", "text", ["score", "num"], ...extra],
       episodes.map((h) => el("tr", { dataset: { episode: h.id } },
         el("td", { text: h.name || h.id.slice(0, 8) }),
         el("td", { text: h.text.slice(0, 200) }),
@@ -92,7 +92,7 @@ async function run() {
     parts.push(el("p", { class: "hint", "data-testid": "no-results", text: `No results${why}.` }));
   }
   if (explain) {
-    parts.push(el("h3", { text: "Branches" }), table(["scope", "method", "hits", "ms", "error"],
+    parts.push(el("h3", { text: "Branches" }), table(["scope", "method", ["hits", "num"], ["ms", "num"], "error"],
       r.branches.map((b) => el("tr", {},
         el("td", { text: b.scope }), el("td", { text: b.method }), el("td", { class: "num", text: String(b.hits) }),
         el("td", { class: "num", text: b.latency_ms.toFixed(1) }), el("td", { text: b.error || "" }))),

@@ -4,7 +4,7 @@ import { get, getAll, post } from "./api.js";
 import { openDialog } from "./dialog.js";
 import { can, state } from "./state.js";
 import { domain, drawTimeline, knownBy, statusAt } from "./timeline.js";
-import { DAY, day, el, instant, interval, say, short, table, us, versionOf, when } from "./util.js";
+import { DAY, day, el, instant, interval, isoDay, say, short, table, us, versionOf, when } from "./util.js";
 import { openWhy } from "./why.js";
 
 // This view's state lives in the one shared state object (state.subjectView, see state.js).
@@ -22,8 +22,9 @@ export function initSubject() {
     redraw();
   });
   dom.validDate.addEventListener("change", () => {
-    const t = Date.parse(`${dom.validDate.value}T00:00:00Z`);
-    if (Number.isNaN(t)) return;
+    const t = isoDay(dom.validDate.value);
+    dom.validDate.setAttribute("aria-invalid", t === null ? "true" : "false");
+    if (t === null) return;
     state.valid = t;
     widen(t);
     dom.validAt.value = String(Math.round(t / DAY));
@@ -39,6 +40,14 @@ export function initSubject() {
     state.known = view().steps[Number(dom.knownAt.value)];
     redraw();
   });
+  dom.showRetired.addEventListener("change", () => {
+    view().retired = dom.showRetired.checked;
+    draw();
+  });
+  // The bars are drawn at the box's pixel width: again when that width changes.
+  new ResizeObserver(() => requestAnimationFrame(() => {
+    if (dom.timeline.clientWidth !== view().width && view().drawn) draw();
+  })).observe(dom.timeline);
   const erase = dom.eraseOpen;
   if (erase) erase.addEventListener("click", () => eraseDialog(state.subject));
   listEntities();
@@ -67,8 +76,9 @@ export async function listEntities() {
   }
 }
 
-// Load a subject's every version; the cursors reset to now.
-export async function openSubject(name, { keepTime = false } = {}) {
+// Load a subject's every version; the cursors reset to now, or are kept (`keepTime`), or
+// set from a shared link (`at`: {valid: ms|null, known: ISO text|null}).
+export async function openSubject(name, { keepTime = false, at = null } = {}) {
   state.subject = name;
   dom.atCursor.dataset.ready = "false";
   dom.subjectH.textContent = name;
@@ -80,15 +90,18 @@ export async function openSubject(name, { keepTime = false } = {}) {
     say(dom.subjectStatus, err.message, "error");
     view().versions = [];
   }
-  const times = new Map();
-  for (const v of view().versions) {
-    for (const iso of [v.known_from, v.known_to]) if (iso) times.set(us(iso), iso);
-  }
-  view().steps = [...times.entries()].sort((a, b) => a[0] - b[0]).map(([u, iso]) => ({ iso, us: u }));
+  view().steps = stepsOf(view().versions);
+  await describeSteps(view().steps);
   view().steps.push(null);
   view().span = domain(view().versions);
   const known = dom.knownAt;
   known.max = String(view().steps.length - 1);
+  if (at) {
+    keepTime = true;
+    state.valid = at.valid;
+    state.known = at.known ? view().steps.find((s) => s && s.us === us(at.known)) || null : null;
+    if (state.valid !== null) widen(state.valid);
+  }
   if (!keepTime || !view().steps.some((s) => s && state.known && s.us === state.known.us)) {
     state.known = null;
     known.value = known.max;
@@ -127,12 +140,12 @@ function widen(t) {
 export async function redraw() {
   const known = state.known;
   const validText = state.valid === null ? "now" : day(state.valid);
-  const knownText = known === null ? "now" : known.iso;
+  const knownText = known === null ? "now" : stepLabel(known);
   dom.validText.textContent = `true at ${validText}`;
   dom.validAt.setAttribute("aria-valuetext", validText);
-  dom.knownText.textContent = `as known at ${knownText}` +
-    (known === null ? "" : ` (step ${view().steps.indexOf(known) + 1} of ${view().steps.length})`);
-  dom.knownAt.setAttribute("aria-valuetext", knownText);
+  dom.knownText.textContent = known === null ? "as known now (every episode)" : `as known after ${knownText}`;
+  dom.knownText.dataset.iso = known === null ? "" : known.iso;
+  dom.knownAt.setAttribute("aria-valuetext", known === null ? "now" : `after ${knownText}`);
   const box = dom.atCursor;
   box.dataset.ready = "false";
   const mine = ++view().asked;
@@ -149,13 +162,9 @@ export async function redraw() {
   }
   if (mine !== view().asked) return;
   view().holds = new Set(found.map((f) => versionOf(f)));
-  const chart = drawTimeline({
-    versions: view().versions, known: known && known.us, valid: state.valid, holds: view().holds, span: view().span,
-    onOpen: (v) => openWhy(v, { onChange: refresh }),
-  });
-  dom.timeline.replaceChildren(chart);
+  draw();
   box.replaceChildren(
-    el("h3", { text: `True at ${validText}, as known at ${knownText}` }),
+    el("h3", { text: `True at ${validText}, as known ${known === null ? "now" : `after ${knownText}`}` }),
     found.length
       ? el("ul", { class: "facts" }, found.map((f) =>
         el("li", { dataset: { version: versionOf(f) } },
@@ -167,7 +176,95 @@ export async function redraw() {
   box.dataset.valid = validText;
   box.dataset.known = knownText;
   box.dataset.ready = "true";
+  share();
   versionTable(known && known.us);
+}
+
+// The view in the address (its fragment: never sent to the server), so a link shows the
+// same subject, valid-time cursor and known-at step to whoever opens it with their key.
+function share() {
+  const q = new URLSearchParams({ subject: state.subject });
+  if (state.valid !== null) q.set("valid", day(state.valid));
+  if (state.known !== null) q.set("known", state.known.iso);
+  history.replaceState(null, "", `#${q}`);
+}
+
+// The view a link names ({subject, at}), or null.
+export function linked(hash) {
+  const q = new URLSearchParams(hash.replace(/^#/, ""));
+  const subject = q.get("subject");
+  if (!subject) return null;
+  const valid = q.get("valid") ? isoDay(q.get("valid")) : null;
+  return { subject, at: { valid, known: q.get("known") || null } };
+}
+
+// The bars for the current cursors, at the box's width; focus stays on the bar it was on.
+function draw() {
+  const known = state.known;
+  const focused = document.activeElement && document.activeElement.dataset
+    ? document.activeElement.dataset.version : undefined;
+  view().width = dom.timeline.clientWidth;
+  view().drawn = true;
+  dom.timeline.replaceChildren(drawTimeline({
+    versions: view().versions, known: known && known.us, valid: state.valid, holds: view().holds, span: view().span,
+    onOpen: (v) => openWhy(v, { onChange: refresh }), width: view().width, retired: view().retired,
+  }));
+  if (focused) {
+    const again = dom.timeline.querySelector(`.bar-g[data-version="${CSS.escape(focused)}"]`);
+    if (again) again.focus();
+  }
+}
+
+// The known-at steps: each moment kg wrote or retired a version of this subject's facts,
+// with the episode that did it (the one whose new fact appears then, else the one that
+// closed a fact then, else the one behind a version written then).
+export function stepsOf(versions) {
+  const first = new Map(); // fact id -> its earliest known_from (us)
+  for (const v of versions) {
+    const u = us(v.known_from);
+    if (!first.has(v.id) || u < first.get(v.id)) first.set(v.id, u);
+  }
+  const steps = new Map();
+  const at = (iso) => {
+    const u = us(iso);
+    if (!steps.has(u)) steps.set(u, { iso, us: u, created: null, closed: null, other: null });
+    return steps.get(u);
+  };
+  for (const v of versions) {
+    const s = at(v.known_from);
+    if (first.get(v.id) === s.us) s.created = s.created || v.episode_id;
+    else if (v.closed_by_episode_id) s.closed = s.closed || v.closed_by_episode_id;
+    else s.other = s.other || v.episode_id;
+    if (v.known_to) at(v.known_to);
+  }
+  return [...steps.values()].sort((a, b) => a.us - b.us)
+    .map((s) => ({ iso: s.iso, us: s.us, episode: s.created || s.closed || s.other }));
+}
+
+// Each step's episode (name, source, channel, when it happened, first words), fetched once.
+async function describeSteps(steps) {
+  const wanted = [...new Set(steps.map((s) => s.episode).filter((id) => id && !view().episodes.has(id)))];
+  await Promise.all(wanted.map(async (id) => {
+    try {
+      view().episodes.set(id, await get(`/v1/episodes/${encodeURIComponent(id)}`));
+    } catch {
+      view().episodes.set(id, null);
+    }
+  }));
+}
+
+export function firstWords(text, n = 8) {
+  const words = (text || "").replace(/\s+/g, " ").trim().split(" ");
+  return words.length > n ? `${words.slice(0, n).join(" ")}…` : words.join(" ");
+}
+
+// A step as a person reads it: the episode that kg took in then, not a timestamp.
+function stepLabel(step) {
+  const ep = step.episode ? view().episodes.get(step.episode) : null;
+  if (!ep) return `a change stored ${when(step.iso)}`;
+  const said = ep.source === "facts" ? "" : `: “${firstWords(ep.content)}”`;
+  return `“${ep.name || `episode ${short(ep.id)}`}” (${ep.source}, ${ep.channel} channel, ` +
+    `happened ${when(ep.reference_time)})${said}`;
 }
 
 async function refresh() {
@@ -201,6 +298,8 @@ function versionTable(known) {
 // Which episode closed a version: its name, fetched once per episode.
 async function nameEpisodes(ids) {
   for (const id of new Set(ids)) {
+    const known = view().episodes.get(id);
+    if (known && !view().episodeNames.has(id)) view().episodeNames.set(id, `${known.name || `episode ${short(id)}`} (${known.channel})`);
     if (!view().episodeNames.has(id)) {
       try {
         const ep = await get(`/v1/episodes/${encodeURIComponent(id)}`);

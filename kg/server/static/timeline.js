@@ -2,8 +2,8 @@
 // per overlapping version, the status as colour *and* pattern, word and label.
 import { DAY, day, interval, ms, short, svg, us, versionOf } from "./util.js";
 
-const WIDTH = 1000;
 const GUTTER = 150;
+const NARROW = 320; // the least width drawn (the box is narrower only on a phone)
 const LANE = 28;
 const AXIS = 30;
 const RIGHT = 16;
@@ -44,6 +44,12 @@ export function describe(v, status) {
   }
   if (status === "retired") text += ` at ${e.known_to}`;
   return text;
+}
+
+// `text` cut to what `room` pixels hold at about `per` pixels a character ("" if too little).
+function fit(text, room, per) {
+  const n = Math.floor(room / per);
+  return text.length <= n ? text : n > 3 ? `${text.slice(0, n - 1)}…` : "";
 }
 
 function lanes(rows) {
@@ -89,9 +95,11 @@ function ticks(lo, hi) {
   return out;
 }
 
-// The SVG. `holds` is the set of version uuids true at the cursor (from the API).
-export function drawTimeline({ versions, known, valid, holds, span, onOpen }) {
-  const shown = knownBy(versions, known);
+// The SVG, `width` pixels wide (the box's own width: no scaling, no scrolling). `holds` is
+// the set of versions true at the cursor (from the API); retired versions only if `retired`.
+export function drawTimeline({ versions, known, valid, holds, span, onOpen, width, retired = false }) {
+  const WIDTH = Math.max(Math.floor(width || 1000), NARROW);
+  const shown = knownBy(versions, known).filter((v) => retired || statusAt(v, known) !== "retired");
   const rows = new Map();
   for (const v of shown) {
     if (!rows.has(v.predicate)) rows.set(v.predicate, []);
@@ -99,9 +107,12 @@ export function drawTimeline({ versions, known, valid, holds, span, onOpen }) {
   }
   const placed = lanes([...rows.entries()].sort(([a], [b]) => a.localeCompare(b)));
   const height = AXIS + placed.reduce((n, r) => n + r.lanes * LANE + 8, 0) + 8;
-  const x = (t) => GUTTER + ((t - span.lo) / (span.hi - span.lo)) * (WIDTH - GUTTER - RIGHT);
+  const gutter = Math.min(GUTTER, WIDTH / 4);
+  const x = (t) => gutter + ((t - span.lo) / (span.hi - span.lo)) * (WIDTH - gutter - RIGHT);
   const root = svg("svg", {
     viewBox: `0 0 ${WIDTH} ${height}`,
+    width: WIDTH,
+    height,
     class: "timeline-svg",
     role: "group",
     "aria-label": `Timeline: ${shown.length} fact versions, one row per predicate`,
@@ -114,16 +125,21 @@ export function drawTimeline({ versions, known, valid, holds, span, onOpen }) {
       svg("rect", { width: 5, height: 5, class: "dots-bg" }),
       svg("circle", { cx: 2.5, cy: 2.5, r: 1, class: "dots-dot" }))));
   const axis = svg("g", { class: "axis", "aria-hidden": "true" });
+  let free = gutter; // a tick's label only where it fits whole, apart from the last one
   for (const [t, label] of ticks(span.lo, span.hi)) {
     axis.append(svg("line", { x1: x(t), x2: x(t), y1: AXIS - 6, y2: height, class: "tick" }));
+    const width = label.length * 7 + 6;
+    if (x(t) < free || x(t) + width > WIDTH) continue;
     axis.append(svg("text", { x: x(t) + 3, y: AXIS - 10, text: label }));
+    free = x(t) + width;
   }
   root.append(axis);
   let y = AXIS;
   for (const row of placed) {
     const h = row.lanes * LANE;
     root.append(svg("rect", { x: 0, y, width: WIDTH, height: h + 4, class: "row-bg" }));
-    root.append(svg("text", { x: 8, y: y + 18, class: "row-label", text: row.predicate }));
+    root.append(svg("text", { x: 8, y: y + 18, class: "row-label", text: fit(row.predicate, gutter - 14, 7.5) },
+      svg("title", { text: row.predicate })));
     for (const { v, lane } of row.items) {
       const e = v;
       const status = statusAt(v, known);
@@ -133,8 +149,7 @@ export function drawTimeline({ versions, known, valid, holds, span, onOpen }) {
       const by = y + lane * LANE + 3;
       const holding = holds.has(versionOf(e));
       const label = `${v.object} · ${status}`;
-      const fits = Math.floor((w - 8) / 6.6);
-      const text = label.length <= fits ? label : fits > 3 ? `${label.slice(0, fits - 1)}…` : "";
+      const text = fit(label, w - 10, 7);
       const g = svg("g", {
         class: `bar-g ${status}${holding ? " holds" : ""}`,
         tabindex: 0,

@@ -5,7 +5,7 @@ import { get, post } from "./api.js";
 import { rollbackDialog } from "./dialog.js";
 import { can } from "./state.js";
 import { statusAt } from "./timeline.js";
-import { day, el, interval, say, short, table, versionOf, when } from "./util.js";
+import { day, el, interval, isoDay, say, short, table, versionOf, when } from "./util.js";
 
 
 export async function openWhy(version, { onChange } = {}) {
@@ -92,7 +92,8 @@ function statementTime(f) {
 // "That's wrong / that changed": stored as a user-channel structured episode.
 function correctForm(version, onChange) {
   const value = el("input", { id: "correct-value", required: true, autocomplete: "off" });
-  const since = el("input", { id: "correct-since", type: "date", required: true, value: day(Date.now()) });
+  const since = el("input", { id: "correct-since", type: "text", required: true, value: day(Date.now()),
+    inputmode: "numeric", pattern: "\\d{4}-\\d{2}-\\d{2}", placeholder: "YYYY-MM-DD", "aria-describedby": "correct-since-hint" });
   const status = el("p", { class: "status", role: "status" });
   const form = el("form", { class: "correct", "aria-labelledby": "correct-h" },
     el("h3", { id: "correct-h", text: "That's wrong / that changed" }),
@@ -101,13 +102,18 @@ function correctForm(version, onChange) {
       "and a rollback of that episode undoes it."),
     el("label", { for: "correct-value", text: "Right value" }), value,
     el("label", { for: "correct-since", text: "True since" }), since,
+    el("span", { id: "correct-since-hint", class: "hint", text: "a day, YYYY-MM-DD (UTC)" }),
     el("button", { type: "submit", text: "Save correction" }), status);
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
+    if (isoDay(since.value) === null) {
+      say(status, `True since: "${since.value}" is not a day like 2024-03-01.`, "error");
+      return;
+    }
     try {
       const r = await post(`/v1/facts/${encodeURIComponent(version.id)}/correct`, {
         object: value.value.trim(),
-        valid_at: `${since.value}T00:00:00Z`,
+        valid_at: `${since.value.trim()}T00:00:00Z`,
       });
       say(status, `Saved as episode ${short(r.episode_uuid)}: ${r.summary.facts_added} added, ` +
         `${r.summary.facts_closed} closed.`, "ok");
