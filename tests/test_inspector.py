@@ -5,7 +5,7 @@ Debian's /usr/bin/chromium is driven by Playwright's Python package through
 CI=true (or with KG_INSTALL_CHROMIUM=1) they first install it from Debian's archive
 (docker/chromium-dev/install), and under CI=true they fail, naming why, if that fails.
 KG_SCREENSHOTS=<dir> keeps the screenshots (docs/screenshots holds the committed copies of
-one run).
+one run; most are taken by tests/test_inspector_views.py, on a realistic group).
 """
 
 from __future__ import annotations
@@ -226,7 +226,6 @@ def test_subject_view_draws_every_version_as_a_bar_coloured_by_status(
     # The colour coding has a text alternative on every bar.
     label = page.locator('.bar-g[data-object="Berlin"]').first.get_attribute("aria-label")
     assert label is not None and "current" in label and "LIVES_IN Berlin" in label
-    page.screenshot(path=str(shots / "subject-view.png"), full_page=True)
     # A lower-trust claim against what Dave said is drawn, contested, and not true now.
     pick(page, "Dave")
     assert sorted((b["object"], b["status"], b["holds"]) for b in bars(page)) == [
@@ -296,7 +295,6 @@ def test_a_correction_closes_the_old_value_through_the_timeline(
     expect(why.get_by_test_id("why-versions")).to_be_visible()
     expect(why.locator("article.episode")).to_have_count(1)
     expect(why.locator("article.episode dd").first).to_have_text("user")
-    page.screenshot(path=str(shots / "why-panel.png"), full_page=True)
     page.fill("#correct-value", "Globex")
     page.fill("#correct-since", "2024-02-01")
     page.click("#why form.correct button[type=submit]")
@@ -334,7 +332,6 @@ def test_rollback_from_the_why_panel_restores_what_the_poisoned_episode_closed(
     expect(dialog.get_by_test_id("removed")).to_contain_text("Mars")
     with served.client("alice") as c:  # the dry run changed nothing
         assert [f["object"] for f in ok(c.get("/v1/facts", params={"subject": "Bob"}))] == ["Mars"]
-    page.screenshot(path=str(shots / "rollback-dry-run.png"))
     dialog.get_by_role("button", name="Apply rollback").click()
     expect(dialog.get_by_test_id("rollback-applied")).to_be_visible()
     page.keyboard.press("Escape")
@@ -413,11 +410,9 @@ def test_search_shows_fused_hits_and_on_demand_each_branch(
     page.check("#search-explain")
     expect(page.get_by_test_id("branches")).to_be_visible()
     expect(hits).to_contain_text("#1")
-    page.screenshot(path=str(shots / "search-explain.png"), full_page=True)
     page.click('#tabs button[data-view="overview"]')
     expect(page.get_by_test_id("episodes")).to_be_visible()
     expect(page.locator('[data-count="episodes"]')).not_to_have_text("0")
-    page.screenshot(path=str(shots / "overview.png"), full_page=True)
     close(page)
 
 

@@ -10,14 +10,17 @@ episodes stored within a second), a contested claim and text kept without extrac
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from kg import KG
 from tests.axe import axe_source
 from tests.served import Served, serve
 from tests.test_inspector import MISSING, browser, close, ok, open_page, pick, ready, shots
@@ -103,9 +106,24 @@ def history() -> list[dict[str, Any]]:
     return out
 
 
+async def enqueue(home: Path) -> None:
+    """Two text episodes left to the server's queue, due in an hour or two: still queued
+    when the page looks."""
+    async with await KG.open(home=home) as kg:
+        for name, text, later in [
+            ("chat with Joon", "Joon adopted a second cat, Nabi, last week.", 3600.0),
+            ("voice memo", "Minji starts at Toss in January.", 7200.0),
+        ]:  # fmt: skip
+            await kg.add_episode(content=text, source="text", name=name, group_id="minji",
+                                 reference_time=datetime(2026, 11, 20, tzinfo=UTC),
+                                 wait=False, after_seconds=later)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    s = serve(tmp_path_factory.mktemp("inspector-views") / "home", KEYS)
+    home = tmp_path_factory.mktemp("inspector-views") / "home"
+    asyncio.run(enqueue(home))
+    s = serve(home, KEYS)
     try:
         with s.client("minji") as c:
             for ep in history():
@@ -205,7 +223,8 @@ def test_nothing_spills_or_is_clipped_with_the_why_panel_open(
     # The bar labels are 12 px, as drawn: the chart is not scaled down to fit.
     size = page.eval_on_selector(".row-label", "t => t.getBoundingClientRect().height")
     assert size >= 11
-    page.screenshot(path=str(shots / f"why-panel-{width}.png"), full_page=True)
+    name = "why-panel.png" if width == 1280 else f"why-panel-{width}.png"
+    page.screenshot(path=str(shots / name), full_page=True)
     done(page)
 
 
@@ -270,6 +289,9 @@ def test_the_overview_lists_episodes_by_when_they_happened_with_what_they_said(
     assert happened == sorted(happened, reverse=True)
     assert happened[0].startswith("2027-01-01")
     expect(table).not_to_contain_text("+1 / \N{MINUS SIGN}")
+    queued = table.locator("tr", has_text="chat with Joon")
+    expect(queued).to_contain_text("waiting for extraction")
+    expect(queued).to_contain_text("adopted a second cat")
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
     done(page)
 
@@ -424,4 +446,21 @@ def test_every_control_is_reachable_by_keyboard(served: Served, browser: Browser
       .map(n => n.id || n.dataset.version || n.dataset.entity
                 || n.textContent.trim().slice(0, 30))""")
     assert set(controls) - reached == set()
+    done(page)
+
+
+def test_screenshots_of_the_subject_view_and_search(
+    served: Served, browser: Browser, shots: Path
+) -> None:
+    """docs/screenshots' subject view and search (the others are taken by the tests above)."""
+    page = signed_in(browser, served)
+    pick(page, "Minji")
+    expect(page.locator('.bar-g[data-status="contested"]')).to_have_count(1)
+    page.screenshot(path=str(shots / "subject-view.png"), full_page=True)
+    page.click('#tabs button[data-view="search"]')
+    page.fill("#search-q", "where does Minji live")
+    page.check("#search-explain")
+    page.click("#search-form button[type=submit]")
+    expect(page.get_by_test_id("branches")).to_be_visible()
+    page.screenshot(path=str(shots / "search-explain.png"), full_page=True)
     done(page)

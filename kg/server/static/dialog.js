@@ -20,6 +20,7 @@ export function closeDialog() {
 
 const said = (c) => `${c.subject} ${c.predicate} ${c.object}`;
 const span = (c) => interval(c.valid_at, c.invalid_at);
+const word = (status) => (status === "active" ? "current" : status); // the store's word, the page's
 
 function changes(title, items, testid) {
   if (!items.length) return null;
@@ -43,7 +44,7 @@ function report(r) {
       reopened.push(el("li", {}, el("strong", { text: said(c) }), `: ${change}`));
     } else {
       removed.push(el("li", {}, el("strong", { text: said(c) }), " ",
-        el("span", { class: "hint", text: `(${span(c)}, ${c.status}) no longer believed` })));
+        el("span", { class: "hint", text: `(${span(c)}, ${word(c.status)}) no longer believed` })));
     }
   }
   const restored = [...back.values()].map((c) => el("li", {}, el("strong", { text: said(c) }), " ",

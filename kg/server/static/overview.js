@@ -29,18 +29,20 @@ function barChart(title, entries) {
 // Episodes by when they happened (reference time, by month: an imported history spreads
 // over its own dates, not the second it was stored), stacked by status.
 function dayChart(episodes) {
+  const months = new Set(episodes.map((ep) => ep.reference_time.slice(0, 7)));
+  const byYear = months.size > 12; // a long history by year, a short one by month
   const byDay = new Map();
   for (const ep of episodes) {
-    const d = day(Date.parse(ep.reference_time)).slice(0, 7);
+    const d = day(Date.parse(ep.reference_time)).slice(0, byYear ? 4 : 7);
     const c = byDay.get(d) || { ingested: 0, failed: 0, rolled_back: 0 };
     c[ep.status] = (c[ep.status] || 0) + 1;
     byDay.set(d, c);
   }
-  const days = [...byDay.keys()].sort().slice(-12);
+  const days = [...byDay.keys()].sort().slice(-16);
   const max = Math.max(1, ...days.map((d) => Object.values(byDay.get(d)).reduce((a, b) => a + b, 0)));
   const w = 360 / Math.max(days.length, 1);
   const chart = svg("svg", { viewBox: "0 0 360 110", class: "chart", role: "img",
-    "aria-label": "Episodes by the month they happened: " + days.map((d) => {
+    "aria-label": `Episodes by the ${byYear ? "year" : "month"} they happened: ` + days.map((d) => {
       const c = byDay.get(d);
       return `${d}: ${c.ingested} ingested, ${c.failed} failed, ${c.rolled_back} rolled back`;
     }).join("; ") });
@@ -52,9 +54,10 @@ function dayChart(episodes) {
       y -= h;
       chart.append(svg("rect", { x: i * w + 2, y, width: w - 4, height: h, class: `col ${status}` }));
     }
-    chart.append(svg("text", { x: i * w + w / 2, y: 104, class: "chart-label mid", text: d }));
+    const every = Math.ceil((d.length * 7 + 4) / w); // labels that fit, every n-th column
+    if (i % every === 0) chart.append(svg("text", { x: i * w + w / 2, y: 104, class: "chart-label mid", text: d }));
   });
-  return el("figure", {}, chart, el("figcaption", { class: "hint", text: "Episodes by the month they happened (the latest 200 stored): ingested (green), failed (red), rolled back (grey)." }));
+  return el("figure", {}, chart, el("figcaption", { class: "hint", text: `Episodes by the ${byYear ? "year" : "month"} they happened (the latest 200 stored): ingested (green), failed (red), rolled back (grey).` }));
 }
 
 export async function showOverview() {
@@ -86,7 +89,7 @@ export async function showOverview() {
   const rows = shown.map((ep) => el("tr", { dataset: { episode: ep.id, status: ep.status } },
     el("td", {}, when(ep.reference_time), el("div", { class: "hint", text: `stored ${when(ep.created_at)}` })),
     el("td", {}, el("strong", { text: ep.name || `episode ${short(ep.id)}` }),
-      ep.content ? el("div", { class: "said-text", "data-testid": "episode-content", text: clip(ep.content) }) : null),
+      ep.content ? el("div", { class: "said-text", "data-testid": "episode-content", text: clip(saidIn(ep)) }) : null),
     el("td", { text: `${ep.source} · ${ep.channel}` }),
     el("td", {}, el("span", { class: `badge ${ep.status}`, text: ep.status.replace("_", " ") }),
       ep.error ? el("div", { class: "error small", text: ep.error }) : null),
@@ -134,6 +137,18 @@ async function withContent(episodes) {
   }));
 }
 
+// What an episode said: its text, or a structured episode's statements as sentences.
+function saidIn(ep) {
+  if (ep.source !== "facts") return ep.content;
+  try {
+    return JSON.parse(ep.content).map((f) =>
+      `${f.subject} ${f.predicate} ${f.object}${f.valid_at ? ` from ${when(f.valid_at)}` : ""}` +
+      `${f.invalid_at ? ` until ${when(f.invalid_at)}` : ""}`).join("; ");
+  } catch {
+    return ep.content;
+  }
+}
+
 const clip = (text) => (text.length > 240 ? `${text.slice(0, 239)}…` : text);
 
 // What an episode did to the facts, in words ("2 facts added, 1 closed"; "no fact" when its
@@ -141,7 +156,9 @@ const clip = (text) => (text.length > 240 ? `${text.slice(0, 239)}…` : text);
 function factsText(ep) {
   if (ep.status === "queued" || ep.status === "processing") return "waiting for extraction";
   if (ep.status !== "ingested") return "";
-  if (!ep.facts_added && !ep.facts_closed) return "no fact (text kept, searchable)";
+  if (!ep.facts_added && !ep.facts_closed) {
+    return ep.source === "facts" ? "nothing new (already known, or held back as contested)" : "no fact (text kept, searchable)";
+  }
   return `${ep.facts_added} added, ${ep.facts_closed} closed`;
 }
 

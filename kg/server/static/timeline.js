@@ -149,7 +149,7 @@ export function drawTimeline({ versions, known, valid, holds, span, onOpen, widt
       const by = y + lane * LANE + 3;
       const holding = holds.has(versionOf(e));
       const label = `${v.object} · ${status}`;
-      const text = fit(label, w - 10, 7);
+      const text = fit(label, w - 10, 7) === label ? label : fit(v.object, w - 10, 7);
       const g = svg("g", {
         class: `bar-g ${status}${holding ? " holds" : ""}`,
         tabindex: 0,

@@ -34,12 +34,13 @@ export async function openWhy(version, { onChange } = {}) {
     const e = v;
     const status = statusAt(v, null);
     const closer = e.closed_by_episode_id ? episodes.get(e.closed_by_episode_id) : null;
+    // Three columns, so the panel's width holds them: the value, its two times, its status.
     return el("tr", { class: versionOf(e) === versionOf(version) ? "picked" : "", dataset: { version: versionOf(e) } },
       el("td", {}, v.object),
-      el("td", {}, interval(e.valid_from, e.valid_to)),
-      el("td", {}, `${when(e.known_from)} → ${e.known_to ? when(e.known_to) : "still believed"}`),
-      el("td", {}, el("span", { class: `badge ${status}`, text: status })),
-      el("td", {}, closer ? closer.name || short(closer.id) : ""));
+      el("td", {}, el("div", { text: `true ${interval(e.valid_from, e.valid_to)}` }),
+        el("div", { class: "hint", text: `written ${when(e.known_from)}${e.known_to ? `, retired ${when(e.known_to)}` : ", still believed"}` })),
+      el("td", {}, el("span", { class: `badge ${status}`, text: status }),
+        closer ? el("div", { class: "hint", text: `closed by ${closer.name || short(closer.id)}` }) : null));
   });
   const said = new Map();
   for (const s of x.statements) {
@@ -77,7 +78,7 @@ export async function openWhy(version, { onChange } = {}) {
   body.replaceChildren(
     el("p", { class: "fact-text", text: version.text }),
     el("h3", { text: "Versions" }),
-    table(["value", "valid", "known (written → retired)", "status", "closed by"], rows, { class: "versions", "data-testid": "why-versions" }),
+    table(["value", "true (valid) · written (known)", "status"], rows, { class: "versions", "data-testid": "why-versions" }),
     el("h3", { text: "Episodes" }),
     el("div", { class: "episodes" }, cards),
     can("write") ? correctForm(version, onChange) : null,
