@@ -1,5 +1,6 @@
 """axe-core for the browser tests: from npm, kept in a local cache (as the Neo4j tests keep
-their jars), installed by the tests themselves on first use. Not shipped with kg."""
+their jars), installed by the tests themselves on first use (npm too, from Debian's archive, under
+CI=true or KG_INSTALL_CHROMIUM=1, as the browser is). Not shipped with kg."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 VERSION = "4.10.2"
 CACHE = Path(os.environ.get("KG_AXE_CACHE", Path.home() / ".cache" / "kg-axe-core")) / VERSION
+INSTALLER = Path(__file__).resolve().parents[1] / "docker" / "chromium-dev" / "install"
 SCRIPT = CACHE / "node_modules" / "axe-core" / "axe.min.js"
 
 
@@ -32,8 +34,12 @@ def axe_source() -> str:
 def _install() -> str:
     """'' once axe-core is in the cache, else why not."""
     npm = shutil.which("npm")
+    if not npm and (os.environ.get("CI") == "true" or os.environ.get("KG_INSTALL_CHROMIUM") == "1"):
+        subprocess.run([str(INSTALLER), "npm"], capture_output=True, timeout=1200, check=False)
+        npm = shutil.which("npm")
     if not npm:
-        return "the axe-core check needs npm (Debian: apt-get install npm)"
+        return ("the axe-core check needs npm (Debian: docker/chromium-dev/install npm, or "
+                "KG_INSTALL_CHROMIUM=1 to let the tests run it)")  # fmt: skip
     CACHE.mkdir(parents=True, exist_ok=True)
     command = [npm, "install", "--prefix", str(CACHE), "--no-audit", "--no-fund",
                "--no-save", "--ignore-scripts", f"axe-core@{VERSION}"]  # fmt: skip

@@ -412,6 +412,10 @@ def test_axe_finds_no_serious_violation_in_any_view(served: Served, browser: Bro
     page.locator('.bar-g[data-object="Pyongyang"]').first.click()
     expect(page.get_by_test_id("why-versions")).to_be_visible()
     assert axe(page) == []
+    page.locator("#why").get_by_role("button", name="Roll back…").first.click()
+    expect(page.get_by_test_id("dry-run")).to_be_visible()
+    assert axe(page) == []  # the rollback dialog
+    page.keyboard.press("Escape")
     page.click('#tabs button[data-view="search"]')
     page.fill("#search-q", "Minji")
     page.check("#search-explain")
