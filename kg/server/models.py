@@ -21,7 +21,8 @@ from kg.schemas.graph import AuditEvent, EpisodicNode
 from kg.schemas.keys import Role
 from kg.schemas.metrics import EpisodeMetrics, Metrics
 from kg.schemas.store import EntitySummary, StoreStats
-from kg.schemas.validation import Name, Text, UtcDatetime
+from kg.schemas.timeparse import TimeInput
+from kg.schemas.validation import Name, Text
 from kg.schemas.views import (
     EntityView,
     EpisodeView,
@@ -46,8 +47,9 @@ MAX_CONTEXT_HITS = 100  # hits a context is rendered from (per scope)
 MAX_CONTEXT_TOKENS = 20_000  # tokens of a context block
 
 
-# ISO 8601 with a timezone; numbers are refused (kg.schemas.validation.no_number_times).
-Time = UtcDatetime
+# Read by the one time parser (kg.schemas.timeparse): ISO 8601 (no offset: UTC), a date,
+# year-month or year, or time words ('last year'); numbers are refused.
+Time = TimeInput
 
 
 class Strict(Renamed):
@@ -140,7 +142,7 @@ class HistoryPage(HistoryFilter):
     )
 
 
-class SearchRequest(search.SearchRequest, Renamed):
+class SearchRequest(Renamed, search.SearchRequest):
     """`kg.retrieval.request.SearchRequest` as the server takes it: the key decides the
     group, a query is at most MAX_QUERY characters, and a search is a named recipe (a
     `SearchConfig` and BFS `seeds` are the library's: refused here, as unknown fields).
@@ -152,8 +154,6 @@ class SearchRequest(search.SearchRequest, Renamed):
     recipe: str | None = Field(default=None, max_length=100, description="A named recipe.")
     config: SkipJsonSchema[SearchConfig | None] = None
     seeds: SkipJsonSchema[list[Text]] = Field(default_factory=list)
-    include_closed: bool = Field(default=False, description="Also closed facts, marked.")
-    include_history: SkipJsonSchema[bool] = False
     center: Name | None = Field(default=None, description="Entity name to rank around.")
     min_score: float | None = Field(default=None, allow_inf_nan=False, ge=-1e9, le=1e9)
     abstain_below: float | None = Field(
@@ -171,10 +171,6 @@ class SearchRequest(search.SearchRequest, Renamed):
             if isinstance(data, dict) and name in data:
                 raise ValueError(f"{name}: extra inputs are not permitted")
         return data
-
-    def library(self) -> search.SearchRequest:
-        """The request as the library reads it (its name for closed facts)."""
-        return self.model_copy(update={"include_history": self.include_closed})
 
 
 class ContextRequest(SearchRequest):

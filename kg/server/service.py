@@ -217,10 +217,11 @@ class Scoped:
             raise InputError("since goes with source_description")
         if req.source_description is not None:
             work = self.kg.rollback_source(
-                req.source_description, since=req.since, group_id=self.group, apply=apply
-            )
+                req.source_description, since=req.since, group_id=self.group,
+                dry_run=not apply,
+            )  # fmt: skip
         else:
-            work = self.kg.rollback(req.episode_ids, group_id=self.group, apply=apply)
+            work = self.kg.rollback(req.episode_ids, group_id=self.group, dry_run=not apply)
         if not apply:
             return await work
         return await self.memory.writes.run(work)
@@ -285,10 +286,10 @@ class Scoped:
         return await read_offset_page("log", limit, cursor, read, most=10_000)
 
     async def search(self, req: SearchRequest) -> SearchResults:
-        return await self.kg.search(req.library(), group_id=self.group)
+        return await self.kg.search(req, group_id=self.group)
 
     async def context(self, req: ContextRequest) -> str:
-        return await self.kg.context(req.library(), max_tokens=req.max_tokens, group_id=self.group)
+        return await self.kg.context(req, max_tokens=req.max_tokens, group_id=self.group)
 
     async def why(self, fact_id: str) -> Explanation:
         return await self.kg.why(fact_id, group_id=self.group)
@@ -349,6 +350,7 @@ class Scoped:
         )
 
     async def episode(self, episode_id: str) -> EpisodicNode:
+        episode_id = await self.kg.resolve_id("episode", episode_id, group_id=self.group)
         found = await self.kg.store.episodes(self.group, [episode_id])
         if not found:
             raise NotFoundError(f"no episode {episode_id!r} in group {self.group!r}")
