@@ -214,6 +214,7 @@ def test_nothing_spills_or_is_clipped_with_the_why_panel_open(
     page = signed_in(browser, served, width=width)
     pick(page, "Minji")
     assert page.evaluate(OVERFLOWS) == []
+    page.click("#versions-box summary")  # every version as a table, too
     page.locator('.bar-g[data-object="Pyongyang"]').first.click()
     expect(page.get_by_test_id("why-versions")).to_be_visible()
     ready(page)
@@ -467,4 +468,28 @@ def test_screenshots_of_the_subject_view_and_search(
     page.click("#search-form button[type=submit]")
     expect(page.get_by_test_id("branches")).to_be_visible()
     page.screenshot(path=str(shots / "search-explain.png"), full_page=True)
+    done(page)
+
+
+def test_a_busy_button_says_so_and_keeps_its_colours(served: Served, browser: Browser) -> None:
+    page = signed_in(browser, served)
+    pick(page, "Dubu")
+    page.locator('.bar-g[data-object="Hana"]').first.click()
+    card = page.locator("#why article.episode", has_text="shelter record 5")
+    card.get_by_role("button", name="Roll back…").click()
+    expect(page.get_by_test_id("dry-run")).to_be_visible()
+    held: list[Any] = []  # the apply request, held until the button has been looked at
+    page.route("**/v1/rollback", lambda route: held.append(route))
+    apply = page.get_by_role("button", name="Apply rollback")
+    idle = apply.evaluate("b => getComputedStyle(b).backgroundColor")
+    apply.click()
+    busy = page.locator("#dialog button.danger")
+    expect(busy).to_have_attribute("aria-busy", "true")
+    expect(busy).to_have_text("Applying…")
+    assert busy.evaluate("b => [getComputedStyle(b).opacity, b.disabled]") == ["1", False]
+    assert busy.evaluate("b => getComputedStyle(b).backgroundColor") in (idle, "rgb(143, 29, 23)")
+    held[0].continue_()
+    expect(page.get_by_test_id("rollback-applied")).to_be_visible()
+    expect(busy).not_to_have_attribute("aria-busy", "true")
+    page.keyboard.press("Escape")
     done(page)

@@ -1,6 +1,6 @@
 // One modal dialog (the platform's <dialog>: focus trapped, Escape closes).
 import { dom } from "./dom.js";
-import { el, interval, when } from "./util.js";
+import { busy, el, interval, when } from "./util.js";
 import { post } from "./api.js";
 import { can } from "./state.js";
 
@@ -82,14 +82,16 @@ export async function rollbackDialog(episodeId, label, onDone) {
   if (can("admin")) {
     const apply = el("button", { type: "button", class: "danger", text: "Apply rollback" });
     apply.addEventListener("click", async () => {
-      apply.disabled = true;
+      if (busy(apply, true, "Applying…")) return;
       try {
         const done = await post("/v1/rollback", { episode_ids: [episodeId], dry_run: false });
+        busy(apply, false, "Applied");
+        apply.disabled = true; // done: once is all
         out.replaceChildren(el("p", { class: "ok", role: "status", "data-testid": "rollback-applied",
           text: `Applied: ${done.restored.length} restored, ${done.removed.length} removed.` }));
         if (onDone) await onDone();
       } catch (err) {
-        apply.disabled = false;
+        busy(apply, false, "Apply rollback");
         out.replaceChildren(el("p", { class: "error", role: "alert", text: err.message }));
       }
     });

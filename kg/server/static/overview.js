@@ -4,7 +4,7 @@ import { dom } from "./dom.js";
 import { get, post } from "./api.js";
 import { rollbackDialog } from "./dialog.js";
 import { can, state } from "./state.js";
-import { day, el, short, svg, table, when } from "./util.js";
+import { busy, day, el, short, svg, table, when } from "./util.js";
 
 
 function card(title, ...children) {
@@ -172,14 +172,12 @@ function actions(ep) {
   if (ep.status === "failed" && can("write")) {
     const b = el("button", { type: "button", class: "small", text: "Retry" });
     b.addEventListener("click", async () => {
-      b.disabled = true;
-      b.textContent = "Retrying…";
+      if (busy(b, true, "Retrying…")) return;
       try {
         await post(`/v1/episodes/${encodeURIComponent(ep.id)}/retry`);
         await showOverview();
       } catch (err) {
-        b.disabled = false;
-        b.textContent = "Retry";
+        busy(b, false, "Retry");
         b.after(el("div", { class: "error small", role: "alert", text: err.message }));
       }
     });

@@ -78,3 +78,13 @@ export function say(node, text, kind = "") {
 
 // A fact version's own key: its fact's id and when kg wrote it (versions share the fact's id).
 export const versionOf = (f) => `${f.id}@${f.known_from}`;
+
+// Mark a button busy while its request runs (it keeps its colours and its focus, unlike a
+// disabled one, and says so to assistive technology); `true` if it already was.
+export function busy(button, on, text) {
+  const was = button.getAttribute("aria-busy") === "true";
+  if (on) button.setAttribute("aria-busy", "true");
+  else button.removeAttribute("aria-busy");
+  if (text) button.textContent = text;
+  return was;
+}
