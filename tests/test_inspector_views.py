@@ -195,10 +195,12 @@ OVERFLOWS = """() => {
       out.push(`${n.tagName}#${n.id} scrolls ${n.scrollWidth} > ${n.clientWidth}`);
   }
   for (const svg of document.querySelectorAll(".timeline-svg")) {
+    if (svg.closest("[hidden]")) continue;
     const drawn = svg.viewBox.baseVal.width, shown = svg.getBoundingClientRect().width;
     if (Math.abs(drawn - shown) > 1) out.push(`timeline scaled ${shown / drawn}`);
   }
   for (const g of document.querySelectorAll(".bar-g")) {
+    if (g.closest("[hidden]")) continue;
     const bar = g.querySelector("rect").getBoundingClientRect();
     const t = g.querySelector(".bar-label").getBoundingClientRect();
     if (t.width && t.right > bar.right + 1) out.push(`label ${g.dataset.object} spills its bar`);
@@ -226,6 +228,15 @@ def test_nothing_spills_or_is_clipped_with_the_why_panel_open(
     assert size >= 11
     name = "why-panel.png" if width == 1280 else f"why-panel-{width}.png"
     page.screenshot(path=str(shots / name), full_page=True)
+    page.click('#tabs button[data-view="overview"]')  # and the other views at this width
+    expect(page.get_by_test_id("episodes")).to_be_visible()
+    assert page.evaluate(OVERFLOWS) == []
+    page.click('#tabs button[data-view="search"]')
+    page.fill("#search-q", "Minji")
+    page.check("#search-explain")
+    page.click("#search-form button[type=submit]")
+    expect(page.get_by_test_id("branches")).to_be_visible()
+    assert page.evaluate(OVERFLOWS) == []
     done(page)
 
 
