@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +23,7 @@ from kg.pipeline import BulkResult, EpisodeResult
 from kg.retrieval import SearchResults
 from kg.schemas.answers import Explanation
 from kg.schemas.graph import Fact
-from tests.served import Served, free_port, serve
+from tests.served import ROOT, Served, free_port, kg_env, serve
 
 KEYS = [("alice", "admin"), ("alice", "write"), ("alice", "read"), ("bob", "admin")]
 
@@ -210,3 +213,30 @@ def test_a_rate_limited_call_waits_or_raises_with_retry_after(tmp_path: Path) ->
         asyncio.run(main())
     finally:
         assert s.stop() == 0
+
+
+def switched_quickstart(readme: str, url: str) -> str:
+    """The README's first Python block with its ```diff block applied: each `-` line
+    replaced by the `+` line after it."""
+    block = re.findall(r"^```python\n(.*?)^```", readme, re.S | re.M)[0]
+    diff = re.findall(r"^```diff\n(.*?)^```", readme, re.S | re.M)[0].splitlines()
+    assert [line[0] for line in diff] == ["-", "+", "-", "+"]  # two lines, each replaced
+    pairs = [(a[1:], b[1:]) for a, b in zip(diff[::2], diff[1::2], strict=True)]
+    for old, new in pairs:
+        assert block.count(old) == 1, old
+        block = block.replace(old, new.replace("http://127.0.0.1:8321", url))
+    return block
+
+
+def test_the_readme_quickstart_runs_against_a_server_with_two_lines_changed(
+    served: Served, tmp_path: Path
+) -> None:
+    """The README's promise: its quickstart, with the two lines its diff shows, runs
+    against `kg serve` (the key from KG_API_KEY) and prints what the embedded one does."""
+    code = switched_quickstart((ROOT / "README.md").read_text(), served.url)
+    env = {**kg_env(tmp_path / "unused"), "KG_API_KEY": served.key("alice", "write")}
+    run = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["['Busan']", "['Seoul']"]
+    assert not (tmp_path / "unused").exists()  # no embedded store was opened
