@@ -27,6 +27,15 @@ from pydantic import ValidationError
 
 from kg.cli import render
 from kg.cli.demo import run_demo
+from kg.cli.serve_options import (
+    AllowedHostOpt,
+    HostOpt,
+    LogFormatOpt,
+    LogLevelOpt,
+    MetricsTokenOpt,
+    PortOpt,
+    check_log_format,
+)
 from kg.erasure import ErasureReceipt
 from kg.errors import (
     DataDirLockedError,
@@ -1014,22 +1023,15 @@ def _group(settings: Settings, group: str | None) -> str:
 @app.command()
 def serve(
     ctx: typer.Context,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8321,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8321,
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmBaseUrlOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
     max_body: Annotated[
         int, typer.Option(min=1024, help="Largest request body accepted, in bytes.")
     ] = 1 << 20,
-    metrics_token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="KG_METRICS_TOKEN",
-            show_default=False,
-            help="Bearer token that also gets every keyed group's metrics at /metrics.",
-        ),
-    ] = None,
+    metrics_token: MetricsTokenOpt = None,
     graceful_timeout: Annotated[
         int,
         typer.Option(
@@ -1042,17 +1044,9 @@ def serve(
         float,
         typer.Option(min=0.1, help="Seconds between saves of query and API metrics to the store."),
     ] = 30.0,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            envvar="KG_ALLOWED_HOSTS",
-            show_default=False,
-            help="A Host name clients reach the server by, besides the loopback names and "
-            "--host (repeat it; in KG_ALLOWED_HOSTS, separate by commas). Needed with --host "
-            "0.0.0.0; '*' accepts any Host (behind a proxy that checks it).",
-        ),
-    ] = None,
+    log_level: LogLevelOpt = "info",
+    log_format: LogFormatOpt = "text",
+    allowed_host: AllowedHostOpt = None,
     key_concurrency: Annotated[
         int,
         typer.Option(
@@ -1127,6 +1121,8 @@ def serve(
         )
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise _fail(f"--log-level: {log_level!r} is not one of debug, info, warning, error")
+    if bad_format := check_log_format(log_format):
+        raise _fail(bad_format)
     llm = _llm(llm_model, llm_base_url, llm_api_key)
     options = ServeOptions(
         max_body=max_body,
@@ -1165,7 +1161,11 @@ def serve(
             port=port,
             log_level=log_level.lower(),
             # Every logger at this level, API keys and these secrets masked in every line.
-            log_config=log_config(log_level, [t for t in (metrics_token, llm_api_key) if t]),
+            log_config=log_config(
+                log_level,
+                [t for t in (metrics_token, llm_api_key) if t],
+                "json" if log_format == "json" else "text",
+            ),
             timeout_graceful_shutdown=graceful_timeout,
             lifespan="on",
             server_header=False,
