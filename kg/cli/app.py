@@ -25,7 +25,8 @@ from typing import Annotated, Any, Literal, TypeVar
 import typer
 from pydantic import ValidationError
 
-from kg.cli import render
+from kg.cli import config_file, render
+from kg.cli.config_cmd import ConfigOpt, config_app
 from kg.cli.demo import run_demo
 from kg.cli.serve_options import (
     AllowedHostOpt,
@@ -211,6 +212,7 @@ def main_options(
             "it is acknowledged).",
         ),
     ] = DurabilityOpt.everysec,
+    config: ConfigOpt = None,  # read before the command runs (kg.cli.config_file)
 ) -> None:
     if home == "":  # Path("") is the current directory: never a data directory by accident
         raise _fail("--home / KG_HOME is empty; unset it for the default ~/.kg")
@@ -1459,6 +1461,7 @@ def _reflow_help(typer_app: typer.Typer) -> None:
             _reflow_help(group.typer_instance)
 
 
+app.add_typer(config_app, name="config")
 _reflow_help(app)
 
 
@@ -1468,4 +1471,9 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper) and not render.writes_unicode(stream):
             stream.reconfigure(errors="backslashreplace")
-    app()
+    try:  # kg.toml: the defaults below the flags and the environment
+        defaults = config_file.defaults_for(typer.main.get_command(app), sys.argv[1:])
+    except KGError as exc:
+        render.error(err, str(exc))
+        sys.exit(1)
+    app(default_map=defaults)
