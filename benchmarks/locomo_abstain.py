@@ -43,7 +43,7 @@ from kg.store.cypher.bm25 import idf
 
 
 def signals(
-    data: dict[str, Any], convs: list[str], cache: L.EmbeddingCache
+    data: dict[str, Any], convs: list[str], cache: L.EmbeddingCache, key: str = "turn"
 ) -> list[dict[str, Any]]:
     """One row per question: its kind, R@10 of the default recipe, and candidate signals."""
     rows = []
@@ -51,8 +51,9 @@ def signals(
     for conv in convs:
         cv = L.conversation(data, conv)
         ids = {d: i for i, d in enumerate(cv.ids)}
-        bm = F.Bm25Index(cv.texts())
-        dv = cache.get(cv.texts())
+        docs = cv.round(1, 0) if key == "prev" else cv.texts()
+        bm = F.Bm25Index(docs)
+        dv = cache.get(docs)
         own = [q for q in data["queries"] if q["conv"] == conv and q["gold_dia_ids"]]
         foreign = L.foreign_questions(data, conv, pairs[conv])
         names = re.compile(r"\b(" + "|".join(map(re.escape, L.speakers(data, conv))) + r")('s)?\b")
@@ -96,11 +97,14 @@ def main() -> None:
                     help="share of answerable dev questions the cutoff may refuse")  # fmt: skip
     ap.add_argument("--cosine", type=float, default=None,
                     help="also report this fixed cosine cutoff, e.g. 0.49")  # fmt: skip
+    ap.add_argument("--key", choices=("turn", "prev"), default="turn",
+                    help="what a turn is indexed by: itself, or the engine's key for an "
+                    "unextracted turn (the previous turn and the turn)")  # fmt: skip
     args = ap.parse_args()
     data = L.load(args.data)
     cache = L.EmbeddingCache()
     parts = L.split(data)
-    rows = {p: signals(data, parts[p], cache) for p in ("dev", "held-out")}
+    rows = {p: signals(data, parts[p], cache, args.key) for p in ("dev", "held-out")}
     rows["all"] = rows["dev"] + rows["held-out"]
     kinds = ("answerable", "adversarial", "foreign")
     counts = {p: {k: sum(r["kind"] == k for r in rs) for k in kinds} for p, rs in rows.items()}

@@ -27,7 +27,10 @@ tuned there), the held-out ones (the other three) and all six, with R@10 per cat
 
 A method is a recipe name, optionally with modifiers: `@bm25=2` weights BM25's vote,
 `+words` keeps question words in the full-text query (the engine before they were dropped),
-and `facts:RECIPE` searches the observation facts and maps them to their source turns.
+`!joint=0.31` or `!cosine=0.49` abstains below that cutoff (`abstain_joint_below`,
+`abstain_below`; a refused question retrieves nothing), and `facts:RECIPE` searches the
+observation facts and maps them to their source turns. `--never-said` also asks questions
+about things never said (locomo_data.foreign_questions) and prints the share refused.
 Reference points (all 10 conversations, the paper's Table 3): DRAGON dialog-level
 R@5/10/25/50 = 56.7 / 66.2 / 76.7 / 82.7; plain BM25 48.6 / 56.3 / 65.2 / 72.9. This data set
 has 6 of the 10 conversations.
@@ -75,7 +78,7 @@ def pct(values: list[float], q: int) -> float:
 
 def wide(method: str) -> SearchConfig:
     """The method's recipe with 50 results and a fused window wide enough to fill them."""
-    recipe = method.removeprefix("facts:")
+    recipe, _, abstain = method.removeprefix("facts:").partition("!")
     recipe, words, _ = recipe.partition("+words")
     recipe, _, weight = recipe.partition("@bm25=")
     cfg = RECIPES[recipe]
@@ -84,6 +87,9 @@ def wide(method: str) -> SearchConfig:
         update["weights"] = {Method.bm25: float(weight)}
     if words:
         update["drop_question_words"] = False
+    if abstain:  # !joint=0.31 or !cosine=0.49
+        signal, _, cut = abstain.partition("=")
+        update[{"joint": "abstain_joint_below", "cosine": "abstain_below"}[signal]] = float(cut)
     for scope in ("facts", "episodes"):
         if getattr(cfg, scope) is not None:
             update[scope] = getattr(cfg, scope).model_copy(update={"limit": 50})
@@ -167,7 +173,7 @@ def report(methods: list[str], rows: list[dict[str, Any]], parts: dict[str, list
     width = max(32, *(len(m) + 2 for m in methods))
     names = [p for p in ("dev", "held-out", "all") if any(r["conv"] in parts[p] for r in rows)]
     for part in names:
-        qs = [r for r in rows if r["conv"] in parts[part]]
+        qs = [r for r in rows if r["conv"] in parts[part] and r["category"]]
         if not qs:
             continue
         present = sorted({r["conv"] for r in qs})
@@ -182,8 +188,9 @@ def report(methods: list[str], rows: list[dict[str, Any]], parts: dict[str, list
         if part == "all":
             for name, ref in PAPER.items():
                 print(f"{name:<{width}}" + "".join(f"{v:>8.1f}" for v in ref))
+    refusals(methods, rows, parts, names, width)
     for part in names:
-        qs = [r for r in rows if r["conv"] in parts[part]]
+        qs = [r for r in rows if r["conv"] in parts[part] and r["category"]]
         cats = sorted({r["category"] for r in qs})
         print(f"\nR@10 by category, {part}:")
         print(f"{'method':<{width}}" + "".join(f"{L.CATEGORIES[c]:>13}" for c in cats))
@@ -195,6 +202,27 @@ def report(methods: list[str], rows: list[dict[str, Any]], parts: dict[str, list
         print("questions: " + ", ".join(counts))
 
 
+def refusals(methods: list[str], rows: list[dict[str, Any]], parts: dict[str, list[str]],
+             names: list[str], width: int) -> None:  # fmt: skip
+    """Share of questions each method left empty (abstained), by kind: answerable (LoCoMo
+    categories 1-4), adversarial (5) and never said (category 0: another conversation's
+    questions, its speakers renamed, asked with --never-said)."""
+    if not any("!" in m for m in methods):
+        return
+    kinds = {"answerable": (1, 2, 3, 4), "adversarial": (5,), "never said": (0,)}
+    for part in names:
+        qs = [r for r in rows if r["conv"] in parts[part]]
+        print(f"\nrefused, {part}:")
+        print(f"{'method':<{width}}" + "".join(f"{k:>13}" for k in kinds))
+        for m in methods:
+            cells = []
+            for cats in kinds.values():
+                mine = [r for r in qs if r["category"] in cats]
+                share = 100 * statistics.mean(r["refused"][m] for r in mine) if mine else 0.0
+                cells.append(f"{share:>8.1f}/{len(mine):<4}")
+            print(f"{m:<{width}}" + "".join(cells))
+
+
 async def main(args: argparse.Namespace) -> None:
     data = L.load(args.data)
     parts = L.split(data)
@@ -202,6 +230,10 @@ async def main(args: argparse.Namespace) -> None:
     if args.conversations:
         convs = convs[: args.conversations]
     queries = L.questions(data, convs)
+    if args.never_said:
+        pairs = L.foreign_pairs(data)
+        queries += [{**q, "category": 0, "gold_dia_ids": []} for conv in convs
+                    for q in L.foreign_questions(data, conv, pairs[conv])]  # fmt: skip
     methods = list(args.methods)
     cross = None
     if args.cross_encoder:
@@ -228,12 +260,13 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"{n} questions", file=sys.stderr, flush=True)
             gold = set(q["gold_dia_ids"])
             row: dict[str, Any] = {"conv": q["conv"], "category": q["category"],
-                                   "recall": {}, "ms": {}}  # fmt: skip
+                                   "recall": {}, "ms": {}, "refused": {}}  # fmt: skip
             for m in methods:
                 t0 = time.perf_counter()
                 got = await retrieve(kg, m, q)
                 row["ms"][m] = (time.perf_counter() - t0) * 1000
-                row["recall"][m] = [len(gold & set(got[:k])) / len(gold) for k in KS]
+                row["refused"][m] = not got
+                row["recall"][m] = [len(gold & set(got[:k])) / max(len(gold), 1) for k in KS]
             rows.append(row)
     report(methods, rows, parts)
 
@@ -246,6 +279,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--methods", nargs="*", default=DEFAULT_METHODS,
                     help="recipes, with @bm25=W, +words, or facts:RECIPE")  # fmt: skip
     ap.add_argument("--cross-encoder", default=None, help="sentence-transformers model path")
+    ap.add_argument("--never-said", action="store_true",
+                    help="also ask each conversation another one's questions, speakers renamed "
+                    "(never said here), and report the share each !joint= / !cosine= method "
+                    "refuses")  # fmt: skip
     ap.add_argument("--turns", choices=("raw", "extracted"), default="raw",
                     help="store turns unextracted, or extract the observation facts")  # fmt: skip
     add_store_options(ap)

@@ -778,6 +778,7 @@ class KG:
         seeds: list[str] | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
+        abstain_joint_below: float | None = None,
         asked_at: datetime | None = None,
     ) -> SearchResults:
         """Hybrid search: BM25, cosine and BFS branches, fused (scores or RRF), then reranked.
@@ -788,7 +789,9 @@ class KG:
         (see `retrieval.RECIPES`; the default, facts_hybrid, is BM25 + cosine over facts,
         score-fused; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
         `seeds` are entity names (node distance, BFS). `abstain_below` leaves a scope empty
-        when its best cosine similarity is below it (see `SearchConfig.abstain_below`).
+        when its best cosine similarity is below it (see `SearchConfig.abstain_below`);
+        `abstain_joint_below` when no hit is found by both meaning and words
+        (`SearchConfig.abstain_joint_below`).
 
         Time words in the query ("in 2022", "last March", "작년 3월") are read against
         `asked_at` (default: `valid_at`, else now) as a window: facts must be valid in it
@@ -819,6 +822,7 @@ class KG:
         seeds: list[str] | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
+        abstain_joint_below: float | None = None,
         asked_at: datetime | None = None,
     ) -> str:
         """`search` with the same arguments, then the hits rendered as a quoted-data block for

@@ -57,6 +57,11 @@ TRUST_WEIGHTS = {TrustTier.user: 1.0, TrustTier.tool: 1.0, TrustTier.document: 0
                  TrustTier.agent: 0.7}  # fmt: skip
 
 
+# Chosen on LoCoMo's development conversations (benchmarks/locomo_fusion.py --dated), see
+# docs/retrieval.md, "Questions that ask when".
+DATED_BOOST = 1.0
+
+
 class SearchConfig(BaseModel):
     """Scopes left as None are not searched."""
 
@@ -95,6 +100,17 @@ class SearchConfig(BaseModel):
         "For all-MiniLM-L6-v2, 0.49 refused 3% of LoCoMo's answerable held-out questions and "
         "35% of questions about things never said (benchmarks/locomo_abstain.py).",
     )
+    abstain_joint_below: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="Return nothing for a scope when no candidate is found by both meaning and "
+        "words: the best, over the candidates, of the mean of its cosine similarity and its "
+        "BM25 score as a share of the most the query could score, is below this. Needs the "
+        "bm25 and cosine methods, an embedder, and kg's own BM25 (FalkorDB). For "
+        "all-MiniLM-L6-v2 over episodes, 0.27 refused 4% of LoCoMo's answerable development "
+        "questions and 56% of questions about things never said (docs/retrieval.md).",
+    )
     min_score: float | None = Field(
         default=None, description="Drop results whose final score is below this; may leave none."
     )
@@ -109,6 +125,13 @@ class SearchConfig(BaseModel):
         ge=0.0,
         description="Episodes whose reference time is in the query's window get their fused "
         "score times (1 + this). A boost, not a filter: a turn may speak of an earlier time.",
+    )
+    dated_boost: float = Field(
+        default=DATED_BOOST,
+        ge=0.0,
+        description="A question that asks when ('When did...', 'what year', '언제'): episodes "
+        "that say when by their own words ('yesterday', 'last week', 'in May') get their fused "
+        "score times (1 + this); 0 turns it off (kg.retrieval.dated).",
     )
     trust_weights: dict[TrustTier, float] = Field(
         default_factory=lambda: dict(TRUST_WEIGHTS),

@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -63,6 +64,13 @@ class SearchRequest(BaseModel):
         "this (about 0.49 for MiniLM): a question about something never said. Needs an "
         "embedder and the cosine method; `abstained` names the scopes left empty.",
     )
+    abstain_joint_below: float | None = Field(
+        default=None,
+        description="Leave a scope empty when no candidate is found by both meaning and words: "
+        "the best mean of a candidate's cosine similarity and its BM25 share of the most the "
+        "query could score is below this (0.27 for MiniLM, see docs/retrieval.md). Needs an "
+        "embedder, the bm25 and cosine methods, and FalkorDB.",
+    )
     asked_at: When | None = Field(
         default=None,
         description="When the question is asked: time words in the query ('last March', "
@@ -97,11 +105,11 @@ class SearchRequest(BaseModel):
             raise ValueError(f"min_score must be a finite number, got {value!r}")
         return value
 
-    @field_validator("abstain_below")
+    @field_validator("abstain_below", "abstain_joint_below")
     @classmethod
-    def _cosine(cls, value: float | None) -> float | None:
+    def _cosine(cls, value: float | None, info: ValidationInfo) -> float | None:
         if value is not None and not -1.0 <= value <= 1.0:
-            raise ValueError(f"abstain_below is a cosine similarity, in -1..1: {value}")
+            raise ValueError(f"{info.field_name} is a similarity, in -1..1: {value}")
         return value
 
     @model_validator(mode="after")
@@ -112,13 +120,15 @@ class SearchRequest(BaseModel):
 
     def search_config(self) -> SearchConfig:
         """The config the search runs: the recipe's (or the one given), with the request's
-        limit, min_score and abstain_below."""
+        limit, min_score and abstention cutoffs."""
         config = self.config or RECIPES[self.recipe or DEFAULT_RECIPE]
         update: dict[str, Any] = {}
         if self.min_score is not None:
             update["min_score"] = self.min_score
         if self.abstain_below is not None:
             update["abstain_below"] = self.abstain_below
+        if self.abstain_joint_below is not None:
+            update["abstain_joint_below"] = self.abstain_joint_below
         if self.limit is not None:
             for scope in SCOPES:
                 sc = getattr(config, scope)

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from kg.retrieval.config import Fusion, Method, Reranker, ScopeConfig, SearchConfig
+from kg.retrieval.dated import asks_when, says_when
 from kg.retrieval.fusion import mmr, rrf, score_fusion
 from kg.retrieval.query import keyword_query
 from kg.retrieval.rerankers import CrossEncoder, by_key
@@ -156,6 +157,17 @@ class Search:
                 raise SearchError(
                     f"{scope.value}: abstain_below compares cosine similarities; add the "
                     "cosine method to this scope"
+                )
+            joint = self.config.abstain_joint_below is not None
+            if joint and not {Method.bm25, Method.cosine} <= set(c.methods):
+                raise SearchError(
+                    f"{scope.value}: abstain_joint_below weighs BM25 and cosine together; "
+                    "this scope needs both methods"
+                )
+            if joint and self.embedder is None:
+                raise SearchError(
+                    "abstain_joint_below needs an embedder (it weighs cosine similarity): "
+                    "KG.open(embedder=...)"
                 )
             if self.config.abstain_below is not None and self.embedder is None:
                 # The cosine branch would be dead, its best similarity -1: every scope empty.
@@ -303,6 +315,17 @@ class Search:
             out.append((u, score * (1.0 + self.config.time_boost) if inside else score))
         return _resorted(out, fused)
 
+    def _dated(self, fused: list[tuple[str, float]], found: _Scope) -> list[tuple[str, float]]:
+        """A question asking when: the episodes that say when ('yesterday', 'last week')
+        rank higher (kg.retrieval.dated); none is dropped."""
+        factor = 1.0 + self.config.dated_boost
+        out = []
+        for u, score in fused:
+            item = found.items.get(u)
+            dated = isinstance(item, EpisodicNode) and says_when(item.content)
+            out.append((u, score * factor if dated else score))
+        return _resorted(out, fused)
+
     # -- branches -------------------------------------------------------------------------
 
     async def _timed(
@@ -321,11 +344,13 @@ class Search:
         ))  # fmt: skip
         return hits
 
-    async def _bm25(self, scope: Scope) -> list[tuple[str, float]]:
+    def _full_text_query(self) -> str:
         text = self._text_query or self.query
-        query = keyword_query(text) if self.config.drop_question_words else text
+        return keyword_query(text) if self.config.drop_question_words else text
+
+    async def _bm25(self, scope: Scope) -> list[tuple[str, float]]:
         return await self.store.rank_text(
-            self.group_id, scope, query, self.view, self.config.window
+            self.group_id, scope, self._full_text_query(), self.view, self.config.window
         )
 
     async def _cosine(self, scope: Scope) -> list[tuple[str, float]]:
@@ -401,12 +426,9 @@ class Search:
         hits = await asyncio.gather(*(self._branch(scope, m) for m in first))
         for m, h in zip(first, hits, strict=True):
             found.rank(m.value, h)
-        if self.config.abstain_below is not None:
-            cosine = found.rankings.get(Method.cosine.value, [])
-            best = max((found.scores[u][Method.cosine.value] for u in cosine), default=-1.0)
-            if best < self.config.abstain_below:
-                self.abstained[scope] = best
-                return []
+        if (best := await self._confidence(scope, found)) is not None:
+            self.abstained[scope] = best
+            return []
         if Method.bfs in c.methods:
             found.add("bfs", await self._timed(scope, "bfs", lambda: self._bfs(scope, found)))
         fused = self._fuse(found, self.config.window)
@@ -420,6 +442,9 @@ class Search:
         elif scope is Scope.episodes and self._time is not None and self._time.applied:
             await self._hydrate(scope, found, [u for u, _ in fused])
             fused = self._boost(fused, found)
+        if scope is Scope.episodes and self.config.dated_boost and asks_when(self.query):
+            await self._hydrate(scope, found, [u for u, _ in fused])
+            fused = self._dated(fused, found)
         fused_score = dict(fused)
         ranked = await self._rerank(scope, c, fused, found)
         if self.config.min_score is not None:
@@ -430,6 +455,37 @@ class Search:
             await self._hydrate(scope, found, [u for u, _ in batch])
             top += [(u, s) for u, s in batch if found.items.get(u) is not None]
         return [self._hit(scope, found, u, s, fused_score[u]) for u, s in top]
+
+    async def _confidence(self, scope: Scope, found: _Scope) -> float | None:
+        """The signal that fell below its abstention cutoff, or None to go on."""
+        cos = Method.cosine.value
+        cosine = {u: found.scores[u][cos] for u in found.rankings.get(cos, [])}
+        cut = self.config.abstain_below
+        if cut is not None and (best := max(cosine.values(), default=-1.0)) < cut:
+            return best
+        cut = self.config.abstain_joint_below
+        if cut is not None and (joint := await self._joint(scope, found, cosine)) < cut:
+            return joint
+        return None
+
+    async def _joint(self, scope: Scope, found: _Scope, cosine: dict[str, float]) -> float:
+        """Agreement of the two branches on one candidate: the best, over the candidates, of
+        the mean of its cosine similarity and its BM25 score as a share of the most the query
+        could score. A never-said question may match a turn by meaning (the speakers' names
+        alone lift it) or by a word, rarely by both (benchmarks/locomo_abstain.py)."""
+        ceiling = await self.store.text_ceiling(self.group_id, scope, self._full_text_query())
+        if ceiling is None:
+            raise SearchError(
+                "abstain_joint_below needs kg's own BM25 scores, which this store's full-text "
+                "engine does not give (Lucene on Neo4j); use abstain_below"
+            )
+        bm = Method.bm25.value
+        text = {u: found.scores[u][bm] / ceiling for u in found.rankings.get(bm, [])} if (
+            ceiling > 0) else {}  # fmt: skip
+        # A candidate outside the cosine window is at most as similar as the window's last.
+        floor = min(cosine.values(), default=-1.0)
+        return max((0.5 * cosine.get(u, floor) + 0.5 * text.get(u, 0.0)
+                    for u in cosine.keys() | text.keys()), default=-1.0)  # fmt: skip
 
     async def _rerank(
         self, scope: Scope, c: ScopeConfig, fused: list[tuple[str, float]], found: _Scope

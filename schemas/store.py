@@ -382,6 +382,12 @@ class SearchIndex(Protocol):
         """`search_vector` as (uuid, cosine similarity)."""
         ...
 
+    async def text_ceiling(self, group_id: str, scope: Scope, query: str) -> float | None:
+        """The most a document could score for `query` on `rank_text`'s scale (every term
+        matched, at the term frequency that saturates), so a hit's score can be read as a
+        share of what the query asks; None where the engine scores (Lucene on Neo4j)."""
+        ...
+
     async def items(self, group_id: str, scope: Scope, uuids: list[str]) -> list[SearchItem]:
         """The scope's items by uuid, in any order; unknown uuids are absent."""
         ...

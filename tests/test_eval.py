@@ -262,6 +262,9 @@ def test_cli_eval_prints_the_table_and_writes_items(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "needs an LLM" in bad.output
     bad = runner.invoke(app, ["eval", str(path), "--embedder", "none", "--abstain-below", "0.5"])
     assert bad.exit_code == 1 and "abstain_below needs an embedder" in bad.output, bad.output
+    bad = runner.invoke(app, ["eval", str(path), "--embedder", "none",
+                              "--abstain-joint-below", "0.27"])  # fmt: skip
+    assert bad.exit_code == 1 and "abstain_joint_below needs an embedder" in bad.output, bad.output
 
 
 def test_the_documented_example_records_parse() -> None:

@@ -515,6 +515,28 @@ async def test_abstention_leaves_a_never_said_question_empty(kg: KG, minilm: Emb
         await kg.search("Alice", recipe="facts_bm25", abstain_below=0.49)
 
 
+async def test_joint_abstention_needs_meaning_and_words_on_one_hit(kg: KG) -> None:
+    from kg.schemas.search import Scope
+
+    await seed(kg)
+    question = "What music does Alice like?"
+    if kg.store.dialect.engine_scorer == "bm25":  # Lucene on Neo4j: no BM25 ceiling to share
+        with pytest.raises(InputError, match="use abstain_below"):
+            await kg.search(question, abstain_joint_below=0.27)
+        return
+    said = await kg.search(question, abstain_joint_below=0.27)
+    assert texts(said)[0] == "Alice likes Jazz music" and not said.abstained
+    # Every term of the query matched at once scores the ceiling's share, never above it.
+    ceiling = await kg.store.text_ceiling("default", Scope.facts, "music Alice like")
+    assert ceiling is not None and 0 < said.facts[0].branch_scores["bm25"] <= ceiling
+    # Named, but never said: the name alone matches a word, and no hit has both.
+    never = await kg.search("What is Alice's favourite boiling point of mercury?",
+                            abstain_joint_below=0.27)  # fmt: skip
+    assert never.facts == [] and never.abstained[Scope.facts] < 0.27
+    with pytest.raises(InputError, match="needs both methods"):
+        await kg.search("Alice", recipe="facts_bm25", abstain_joint_below=0.27)
+
+
 async def test_abstention_without_an_embedder_is_refused_not_silently_empty(
     backend: Backend, home: Path
 ) -> None:
@@ -612,6 +634,21 @@ async def test_common_terms_are_set_aside_only_when_they_cannot_change_the_top_k
     # Four facts say "Oslo": a top 5 needs "lives" too, so the whole query runs after all.
     unpruned, _ = await ranked(5, 10_000)
     assert await ranked(5, 1) == (unpruned, [["oslo"], ["lives", "oslo"]])
+
+
+async def test_the_rescored_bm25_counts_what_the_engine_matched(falkor_kg: KG) -> None:
+    # RediSearch matches "family" with "families" and "focus" with "focused" (Snowball);
+    # kg's own stemmer used to tokenise them apart, so the engine's match scored only its
+    # tie-break (about 1e-6), below a document matching a common word.
+    await add(falkor_kg, t(2020), ("Ann", "VISITS", "her families in Oslo"),
+              ("Bo", "IS", "focused on chess"), ("Cy", "VISITS", "Oslo"))  # fmt: skip
+    view = SearchView(valid_at=t(2030), known_at=datetime.now(UTC))
+    for query, said in (("family Oslo", "families"), ("focus", "focused")):
+        got = await falkor_kg.store.rank_text("default", Scope.facts, query, view, 3)
+        facts = {f.edge.uuid: f.edge.fact for f in await falkor_kg.store.items(
+            "default", Scope.facts, [u for u, _ in got])}  # fmt: skip
+        best, score = got[0]
+        assert said in facts[best] and score > 0.1, (query, got, facts)
 
 
 async def test_an_unsettled_pool_asks_the_next_rarest_term_not_the_whole_query(

@@ -14,6 +14,7 @@ from kg.cli import render
 from kg.ingest.embeddings import Embedder, local_minilm
 from kg.retrieval import RECIPES, SearchConfig, SearchResults, render_context
 from kg.retrieval.config import Method, ScopeConfig
+from kg.retrieval.dated import asks_when, says_when
 from kg.retrieval.when import read_time
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Decay, EntityType, Ontology, Predicate
 from tests.conftest import add, t
@@ -265,3 +266,45 @@ async def test_superseded_facts_are_filtered_in_every_recipe(ekg: KG) -> None:
     r = await ekg.search("Where did Alice live in 2021?", recipe="facts_hybrid", asked_at=ASKED)
     assert [(h.fact.object, h.closed) for h in r.facts if h.fact.predicate == "LIVES_IN"
             and h.fact.subject == "Alice"] == [("Seoul", True)]  # fmt: skip
+
+
+# -- questions that ask when ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [("When did Caroline go to the LGBTQ support group?", True),
+     ("In what year did Bo move?", True), ("Which month did Mina start?", True),
+     ("민지는 언제 이사했어?", True),
+     ("What did Caroline research?", False), ("Where does Bo work?", False)],
+)  # fmt: skip
+def test_a_question_asks_when(question: str, asks: bool) -> None:
+    assert asks_when(question) is asks
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("I went to a LGBTQ support group yesterday.", True),
+     ("that roadtrip this past weekend", True),
+     ("Let's do it next month", True), ("Last Friday I made a dessert", True),
+     ("We moved in May 2022.", True), ("지난주에 부산에 갔어", True),
+     ("How did it go?", False), ("I love painting sunsets.", False)],
+)  # fmt: skip
+def test_a_turn_says_when(text: str, says: bool) -> None:
+    assert says_when(text) is says
+
+
+async def test_a_question_asking_when_lifts_the_turns_that_say_when(kg: KG) -> None:
+    # LoCoMo's temporal questions are answered by the turn that dates the event in its own
+    # words; the fused default ranked the turns phrased like the question above it.
+    for text in ("Bob: Kimchi! I cooked kimchi, so much kimchi.",
+                 "Bob: I cooked kimchi yesterday after a long day at work."):  # fmt: skip
+        await kg.add_episode(source="message", content=text, reference_time=ASKED,
+                             extract=False)  # fmt: skip
+    when = await kg.search("When did Bob cook kimchi?", config=EPISODES_BM25)
+    assert "yesterday" in when.episodes[0].episode.content
+    off = EPISODES_BM25.model_copy(update={"dated_boost": 0.0})
+    plain = await kg.search("When did Bob cook kimchi?", config=off)
+    assert "yesterday" not in plain.episodes[0].episode.content  # the boost made the difference
+    what = await kg.search("What did Bob cook with kimchi?", config=EPISODES_BM25)
+    assert "yesterday" not in what.episodes[0].episode.content  # only a question asking when

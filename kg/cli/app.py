@@ -488,6 +488,22 @@ KnownAtOpt = Annotated[
     str | None, typer.Option(help="Transaction time: as kg knew it then (default: now).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+AbstainOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Return nothing when the best cosine similarity is below this "
+        "(about 0.49 for MiniLM): a question about something never said. Default: off."
+    ),
+]
+AbstainJointOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Return nothing when no hit is found by both meaning and words: the best "
+        "mean of a hit's cosine similarity and its share of the query's top BM25 score "
+        "is below this (0.27 for MiniLM; FalkorDB). Refuses more never-said questions "
+        "than --abstain-below. Default: off."
+    ),
+]
 
 
 def _facts_command(
@@ -910,13 +926,8 @@ def search(
     min_score: Annotated[
         float | None, typer.Option(help="Drop results scoring below this (may leave none).")
     ] = None,
-    abstain_below: Annotated[
-        float | None,
-        typer.Option(
-            help="Return nothing when the best cosine similarity is below this "
-            "(about 0.49 for MiniLM): a question about something never said."
-        ),
-    ] = None,
+    abstain_below: AbstainOpt = None,
+    abstain_joint_below: AbstainJointOpt = None,
     cross_encoder: Annotated[
         str | None,
         typer.Option(help="sentence-transformers CrossEncoder model path, for *_cross_encoder."),
@@ -970,6 +981,7 @@ def search(
         "center": center,
         "min_score": min_score,
         "abstain_below": abstain_below,
+        "abstain_joint_below": abstain_joint_below,
         "asked_at": asked,
     }
 
@@ -1341,10 +1353,8 @@ def eval_(
     ] = None,
     k: Annotated[int, typer.Option(min=1, max=100, help="Facts and turns retrieved.")] = 10,
     max_tokens: Annotated[int, typer.Option(min=50, help="Context block budget.")] = 1000,
-    abstain_below: Annotated[
-        float | None,
-        typer.Option(help="Abstention cutoff (cosine; about 0.49 for MiniLM). Default: off."),
-    ] = None,
+    abstain_below: AbstainOpt = None,
+    abstain_joint_below: AbstainJointOpt = None,
     embedder: Annotated[
         str, typer.Option(help="'minilm' (packaged), a model path, or 'none' (BM25 only).")
     ] = "minilm",
@@ -1394,7 +1404,8 @@ def eval_(
     with err.status("evaluating") as status:
         report = _run(run_eval(
             golden, mode=modes, systems=systems, k=k, max_tokens=max_tokens,
-            abstain_below=abstain_below, embedder=emb if emb != "auto" else None, llm=llm,
+            abstain_below=abstain_below, abstain_joint_below=abstain_joint_below,
+            embedder=emb if emb != "auto" else None, llm=llm,
             progress=lambda msg: status.update(msg), read_time=time_words,
         ))  # fmt: skip
     if items_out is not None:

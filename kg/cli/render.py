@@ -638,7 +638,9 @@ def eval_report(console: Console, report: EvalReport, *, wide: bool = False) -> 
     every column."""
     title = (
         f"kg eval: {report.name} ({report.mode.value} ingest, k={report.k}, abstain below "
-        f"{report.abstain_below}, embedder {report.embedder or 'none'})"
+        f"{report.abstain_below}"
+        + (f", joint below {report.abstain_joint_below}" if report.abstain_joint_below else "")
+        + f", embedder {report.embedder or 'none'})"
     )
     if wide:
         _eval_wide(console, report, title)

@@ -60,14 +60,16 @@ def add_only(ontology: Ontology) -> Ontology:
 
 
 def eval_config(
-    k: int, *, cosine: bool, abstain_below: float | None, read_time: bool = True
-) -> SearchConfig:
+    k: int, *, cosine: bool, abstain_below: float | None, read_time: bool = True,
+    abstain_joint_below: float | None = None,
+) -> SearchConfig:  # fmt: skip
     """Facts and turns, top k of each: BM25 + cosine score-fused (the default recipes)."""
     methods = (Method.bm25, Method.cosine) if cosine else (Method.bm25,)
     scope = ScopeConfig(methods=methods, limit=k)
     return SearchConfig(facts=scope, episodes=scope, fusion=Fusion.score,
                         weights=SCORE_WEIGHTS if cosine else {},
                         abstain_below=abstain_below if cosine else None,
+                        abstain_joint_below=abstain_joint_below if cosine else None,
                         read_time=read_time)  # fmt: skip
 
 
@@ -113,6 +115,7 @@ class EvalReport(BaseModel):
     k: int
     max_tokens: int
     abstain_below: float | None
+    abstain_joint_below: float | None = None
     read_time: bool = True
     embedder: str | None
     llm: str | None
@@ -156,6 +159,7 @@ class Runner:
         k: int = 10,
         max_tokens: int = 1000,
         abstain_below: float | None = None,
+        abstain_joint_below: float | None = None,
         judge: Judge | None = None,
         progress: Callable[[str], None] | None = None,
         read_time: bool = True,
@@ -164,12 +168,15 @@ class Runner:
             raise InputError("ingest mode 'llm' needs an LLM (--llm-model)")
         if abstain_below is not None and kg.embedder is None:
             raise InputError("abstain_below needs an embedder (it cuts on cosine similarity)")
+        if abstain_joint_below is not None and kg.embedder is None:
+            raise InputError("abstain_joint_below needs an embedder (it weighs cosine similarity)")
         self.kg = kg
         self.golden = golden
         self.mode = mode
         self.k = k
         self.max_tokens = max_tokens
         self.abstain_below = abstain_below
+        self.abstain_joint_below = abstain_joint_below
         self.judge = judge
         self.read_time = read_time
         self.progress = progress or (lambda _: None)
@@ -209,7 +216,8 @@ class Runner:
         judge = self.judge
         return EvalReport(
             name=self.golden.meta.name, mode=self.mode, k=self.k, max_tokens=self.max_tokens,
-            abstain_below=self.abstain_below, read_time=self.read_time,
+            abstain_below=self.abstain_below, abstain_joint_below=self.abstain_joint_below,
+            read_time=self.read_time,
             embedder=EmbeddingModel.of(self.kg.embedder).model if self.kg.embedder else None,
             llm=judge.llm.model if judge is not None else None,
             notes=self.notes, rows=summarise(results), items=results,
@@ -235,7 +243,8 @@ class Runner:
         self, kg: KG, system: System, gid: str, item: Item, turn_of: dict[str, set[str]]
     ) -> ItemResult:
         cfg = eval_config(self.k, cosine=kg.embedder is not None,
-                          abstain_below=self.abstain_below, read_time=self.read_time)  # fmt: skip
+                          abstain_below=self.abstain_below, read_time=self.read_time,
+                          abstain_joint_below=self.abstain_joint_below)  # fmt: skip
         t0 = time.perf_counter()
         results = await kg.search(item.question, group_id=gid, config=cfg,
                                   valid_at=item.asked_at, asked_at=item.asked_at)  # fmt: skip
@@ -313,6 +322,7 @@ async def run_eval(
     max_tokens: int = 1000,
     abstain_below: float | None = None,
     embedder: Embedder | None = None,
+    abstain_joint_below: float | None = None,
     llm: StructuredLLM | None = None,
     progress: Callable[[str], None] | None = None,
     read_time: bool = True,
@@ -329,6 +339,7 @@ async def run_eval(
         try:
             runner = Runner(kg, golden, mode=mode, systems=systems, k=k, max_tokens=max_tokens,
                             abstain_below=abstain_below, judge=Judge(llm) if llm else None,
+                            abstain_joint_below=abstain_joint_below,
                             progress=progress, read_time=read_time)  # fmt: skip
             return await runner.run()
         finally:

@@ -8,10 +8,10 @@ with BM25 (k1 = 1.2, b = 0.75) from collection statistics: document frequencies 
 index (one count per term, cached per group until the collection grows by a tenth) and the
 pool's mean length as the average document length.
 
-Tokens are lower-cased words reduced by a light English suffix stripper (a word and its forms
-meet: 'live'/'lives'/'lived', 'movie'/'movies'; 'time' stays apart from 'Tim'), plus the CJK
-bigrams of `kg.store.cypher.analyzer`; the engine stems with Snowball, so the two can disagree on
-rare forms, in which case the document still keeps the engine's match as a small score.
+Tokens are lower-cased words stemmed by Snowball's English stemmer (`snowballstemmer`), the
+one RediSearch matches with, so a BM25 token and the engine's term agree ('family' and
+'families' meet in both), plus the CJK bigrams of `kg.store.cypher.analyzer`. On Neo4j, Lucene
+scores with its own analyser and none of this runs (`Dialect.engine_scorer`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,12 @@ from __future__ import annotations
 import functools
 import math
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+
+import snowballstemmer
 
 from kg.store.cypher.analyzer import grams
 
@@ -45,55 +48,24 @@ STOPWORDS = frozenset({
     "these", "they", "this", "to", "was", "will", "with",
 })  # fmt: skip
 _WORD = re.compile(r"[^\W_]+")
-_SUFFIXES = ("ingly", "edly", "ings", "ing", "ied", "ies", "ed", "es", "ly", "s")
-
-
-_SIBILANTS = ("s", "x", "z", "ch", "sh")
-
-
-# One short syllable ('tim', 'hop', 'car', 'liv'): its final e is part of the word ('time',
-# 'hope', 'care', 'live'), and an -ed or -ing stripped down to it had one ('hoped', 'living').
-_SHORT = re.compile(r"[^aeiouy]*[aeiouy][^aeiouywx]")
+# Words shorter than this are kept as they are: RediSearch's MIN_STEMMING_LEN default (4),
+# so 'gps' is not 'gp'.
+MIN_STEM = 4
+_STEMMERS = threading.local()  # a Snowball stemmer object is not safe to share between threads
 
 
 @functools.lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    """A light English suffix stripper: 'painted', 'paints', 'painting' -> 'paint'; a word and
-    its forms meet ('live', 'lives', 'lived', 'living' -> 'live'; 'story', 'stories' ->
-    'stori'; 'movie', 'movies' -> 'movi') while a short word keeps its e apart from the
-    one without ('time' is not 'tim', 'care' not 'car', 'hope' not 'hop')."""
-    if not word.isascii() or len(word) <= 3 or word.endswith("ss"):  # 'glass' is no plural
+    """Snowball's English (Porter 2) stem, the one RediSearch indexes and queries with, so a
+    word's BM25 token is the engine's term: 'family' and 'families' -> 'famili', 'focus' and
+    'focused' -> 'focus', 'live' / 'lives' / 'lived' / 'living' -> 'live'. Non-ASCII words (the
+    engine's stemmer is English) and words under MIN_STEM letters are kept."""
+    if not word.isascii() or len(word) < MIN_STEM:
         return word
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            base = word[: -len(suffix)]
-            if suffix in ("ied", "ies"):
-                return base + "i"
-            if suffix == "es" and not base.endswith(_SIBILANTS):
-                base += "e"  # 'lives' is 'live' + s; 'boxes' is 'box' + es
-            elif suffix not in ("s", "es"):
-                if _doubled(base):
-                    return _ending(base[:-1])  # 'stopped' -> 'stop', 'planned' -> 'plan'
-                if _SHORT.fullmatch(base):
-                    base += "e"  # 'hoped' -> 'hope', 'timing' -> 'time'
-            return _ending(base)
-    return _ending(word)
-
-
-def _doubled(word: str) -> bool:
-    """A consonant doubled by inflection ('stopp'), not one a word is spelt with ('stuff',
-    'call', 'buzz') nor a vowel ('tattoo')."""
-    return len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouflsz"
-
-
-def _ending(word: str) -> str:
-    # A final e goes ('agree', 'agreed' -> 'agr'; 'dance', 'danced' -> 'danc') unless the
-    # word is one short syllable before it ('time', 'here', 'plane').
-    while len(word) > 3 and word.endswith("e") and not _SHORT.fullmatch(word[:-1]):
-        word = word[:-1]
-    if len(word) > 3 and word.endswith("y") and word[-2] not in "aeiouy":
-        word = word[:-1] + "i"  # 'story' as 'stori(es)', 'study' as 'studi(ed)'
-    return word
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return str(stemmer.stemWord(word))
 
 
 def tokens(text: str) -> list[str]:

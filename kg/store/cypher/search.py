@@ -206,6 +206,16 @@ class CypherSearch(CypherBase):
         ranked, _ = await self._rescored(group_id, scope, pairs, pairs, (n, df), view, limit)
         return ranked
 
+    async def text_ceiling(self, group_id: str, scope: Scope, query: str) -> float | None:
+        if self.dialect.engine_scorer == "bm25":
+            return None  # Lucene's scores: its statistics span every group and field
+        pairs = query_tokens(query_terms(query))
+        if not pairs:
+            return 0.0
+        await self._search_ready(group_id, scope)
+        n, df = await self._term_stats(group_id, scope, [t for t, _ in pairs])  # cached
+        return sum(upper_bound(d, max(n, 1)) for d in {tok: df[t] for t, tok in pairs}.values())
+
     async def _engine_text(
         self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int,
         *, rows: bool,
