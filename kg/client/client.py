@@ -270,13 +270,19 @@ class AsyncClient:
 
     async def erase_entity(
         self,
-        name: str,
+        subject: str | None = None,
         *,
+        name: str | None = None,
         group_id: str | None = None,
         dry_run: bool = False,
         keep_others: bool = False,
     ) -> ErasureReceipt:
-        """`KG.erase_entity` (admin key): physically delete a subject; not undoable."""
+        """`KG.erase_entity` (admin key): physically delete a subject; not undoable.
+        `name=` is the subject's older keyword."""
+        if (subject is None) == (name is None):
+            raise TypeError("erase_entity takes the subject once (subject=, or name=)")
+        name = subject if subject is not None else name
+        assert name is not None
         await self._group(group_id)
         body = {"subject": name, "confirm": name, "dry_run": dry_run, "keep_others": keep_others}
         return await self.session.post("/v1/erase/entity", ErasureReceipt, body)
