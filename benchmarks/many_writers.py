@@ -210,7 +210,7 @@ async def _roll(uri: str, group: str, count: int, seed: int, start_at: float) ->
             if episodes:
                 target = rng.choice(episodes).uuid
                 try:
-                    report = await kg.rollback(target, group_id=group, apply=True)
+                    report = await kg.rollback(target, group_id=group, dry_run=False)
                     done += report.episodes if report.applied else []
                 except KGError as exc:
                     failed[f"{type(exc).__name__}: {str(exc)[:240]}"] += 1

@@ -5,7 +5,7 @@ removes it (docs/production.md#erasure-on-neo4j).
 
 On a Neo4j 5.26 Community dev server of its own (docker/neo4j-dev/run, a fresh directory), kg
 writes `--episodes` episodes about other people and a few naming the subject (structured
-facts, and unextracted text that BM25 indexes), erases the subject with `kg erase --entity`,
+facts, and unextracted text that BM25 indexes), erases the subject with `kg erase --subject`,
 then greps every file of the server's directory for the subject's name (bytes, ASCII case
 folded) after each stage:
 
@@ -113,7 +113,7 @@ def main() -> None:
         print(kg(a.uri, "ingest", "--no-extract", "-", stdin=episodes(args.episodes)).strip())
         print(kg(a.uri, "--group", "other", "ingest", "--no-extract", "-",
                  stdin=episodes(20).replace(SECRET, "Someone Else")).strip())  # fmt: skip
-        print(kg(a.uri, "erase", "--entity", SECRET, "--yes").strip())
+        print(kg(a.uri, "erase", "--subject", SECRET, "--yes").strip())
         report("1. after `kg erase`, server running", work / "a")
         a.stop()
         a.start()

@@ -31,6 +31,7 @@ from kg.pipeline import BulkResult, EpisodeResult, Pipeline
 from kg.planners import RAW_EXTRACTOR
 from kg.retrieval import CrossEncoder, SearchConfig, SearchResults
 from kg.retrieval import render_context as _render_context
+from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
 from kg.retrieval.context import approx_tokens
 from kg.retrieval.request import SearchRequest
 from kg.rollback import UNWRITTEN, ReplayReport, RollbackReport, plan_replay, plan_rollback
@@ -46,6 +47,7 @@ from kg.schemas.metrics import (
     QueryMetrics,
     valid_call_name,
 )
+from kg.schemas.names import deprecated
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import Community, EntitySummary, FactQuery, GraphStore, StoreStats
@@ -53,7 +55,7 @@ from kg.schemas.validation import check_text
 from kg.searcher import Searcher
 from kg.store import open_store
 from kg.store.falkordb.embedded import Durability, ProgressCallback
-from kg.times import TransactionClock, utc
+from kg.times import TransactionClock, parse_time
 from kg.transfer import TransferReport, export_lines, import_lines
 from kg.vectors import recorded_embedder_for
 from kg.versioned import retrying
@@ -65,6 +67,9 @@ __all__ = [
 log = logging.getLogger("kg")
 
 
+ID_PREFIX = 6  # the shortest id prefix accepted for a whole id (tables show 8 characters)
+UUID_LENGTH = 36
+IdKind = Literal["episode", "fact"]
 SourceName = Literal["message", "text", "json", "facts"]
 ChannelName = Literal["user", "tool", "document", "agent"]
 
@@ -84,9 +89,20 @@ def _text(field: str, value: str) -> str:
         raise InputError(f"{field}: {exc}") from None
 
 
-def _when(field: str, value: datetime | None) -> datetime | None:
-    """A time argument in UTC: aware, and within years 1-9999 once converted."""
-    return None if value is None else utc(value, field=field)
+def _when(field: str, value: datetime | str | None) -> datetime | None:
+    """A time argument in UTC, read by the one time parser: an aware datetime, or ISO-8601,
+    a date, year-month, year or time words ('last year'); else an InputError."""
+    return None if value is None else parse_time(value, field=field)
+
+
+def _dry_run(dry_run: bool | None, apply: bool | None, default: bool = True) -> bool:
+    """`dry_run`, or the deprecated `apply` read as its negation; `default` when neither."""
+    if apply is not None:
+        deprecated("apply", "dry_run (apply=True is dry_run=False)", stacklevel=4)
+        if dry_run is not None and dry_run == apply:
+            raise InputError("apply is the deprecated opposite of dry_run: give dry_run only")
+        return not apply
+    return default if dry_run is None else dry_run
 
 
 def _limit(limit: int, most: int) -> None:
@@ -123,7 +139,9 @@ class KG:
         context_episodes: int = 3,
         embedder: Embedder | None = None,
         cross_encoder: CrossEncoder | None = None,
+        group_id: str = "default",
     ) -> None:
+        self.group_id = check_group(group_id)  # what every method reads and writes by default
         self.pipeline = Pipeline(
             store, ontology=ontology, clock=clock or TransactionClock(), llm=llm,
             guards=guards or Guards(), context_episodes=context_episodes, embedder=embedder,
@@ -134,6 +152,10 @@ class KG:
         )  # fmt: skip
         self._queries: dict[str, QueryMetrics] = {}  # not yet persisted, per group
         self._api: dict[str, ApiMetrics] = {}  # API calls (kg serve, MCP), not yet persisted
+
+    def _group(self, group_id: str | None) -> str:
+        """The group a call names, else the one kg was opened with; checked."""
+        return check_group(self.group_id if group_id is None else group_id)
 
     # What kg was opened with, read-only: the pipeline's and the searcher's.
 
@@ -196,8 +218,10 @@ class KG:
         loads the model recorded for `group_id` when it can be loaded here (the packaged
         MiniLM, or a sentence-transformers model at a local path), else runs without (logged).
         A `cross_encoder` enables the cross-encoder reranker. `progress` is called while the
-        embedded store loads its data (a large store takes a while).
+        embedded store loads its data (a large store takes a while). `group_id` is the group
+        every method reads and writes unless a call names another.
         """
+        check_group(group_id)
         if embedder == "auto":
             store = await open_store(uri, home=home, durability=durability, progress=progress)
             try:
@@ -207,8 +231,9 @@ class KG:
                 raise
             if embedder is None:
                 return await cls(
-                    store, ontology=ontology, llm=llm, guards=guards, cross_encoder=cross_encoder
-                )._opened()
+                    store, ontology=ontology, llm=llm, guards=guards, cross_encoder=cross_encoder,
+                    group_id=group_id,
+                )._opened()  # fmt: skip
             await store.close()  # reopened below, with vector indexes of the model's dimension
         dim = embedder.dim if embedder is not None else None
         store = await open_store(uri, home=home, durability=durability, embedding_dim=dim,
@@ -220,6 +245,7 @@ class KG:
             guards=guards,
             embedder=embedder,
             cross_encoder=cross_encoder,
+            group_id=group_id,
         )._opened()
 
     async def _opened(self) -> Self:
@@ -269,9 +295,9 @@ class KG:
         if valid_call_name(kind, name):
             self._api.setdefault(group_id, ApiMetrics()).add(kind, name, seconds, error=error)
 
-    async def metrics(self, group_id: str = "default") -> Metrics:
+    async def metrics(self, group_id: str | None = None) -> Metrics:
         """Ingest metrics (summed over stored episodes) and query metrics (stored + unflushed)."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         queries = self._queries.get(group_id, QueryMetrics())
         api = self._api.get(group_id, ApiMetrics())
         if not await self.store.has_group(group_id):
@@ -306,7 +332,7 @@ class KG:
         /,
         *,
         source: EpisodeSource | SourceName | None = None,
-        reference_time: datetime | None = None,
+        reference_time: datetime | str | None = None,
         content: str | None = None,
         facts: Sequence[StructuredFact | Mapping[str, Any]] | None = None,
         group_id: str | None = None,
@@ -327,12 +353,12 @@ class KG:
         Args:
             source: "facts" (structured, no LLM), or "message", "text", "json" (extracted by
                 the LLM kg was opened with).
-            reference_time: When the episode happened (timezone-aware): the default valid
-                time of its facts, and the anchor of relative times in its text.
+            reference_time: When it happened (default now; a datetime or "2024-03-01..."):
+                its facts' default valid time, the anchor of relative times in its text.
             content: The text of a message, text or JSON episode.
             facts: The statements of a "facts" episode: `StructuredFact`s or dicts with
                 subject, predicate, object and optional valid_at, invalid_at, fact.
-            group_id: The group (tenant) it belongs to; default "default".
+            group_id: The group (tenant) it belongs to; default the one kg was opened with.
             channel: Where it came from: "user" (default), "tool", "document", "agent".
             trust: Trust tier (name or 0-3) when not the channel's; higher closes lower.
             source_description: Free text naming the source, e.g. a URL; rollback can
@@ -355,24 +381,17 @@ class KG:
             ExtractionError: the LLM step failed; the episode is recorded as failed and
                 re-adding it retries.
         """
-        given = {
-            "source": source,
-            "reference_time": reference_time,
-            "content": content,
-            "facts": facts,
-            "group_id": group_id,
-            "channel": channel,
-            "trust": trust,
-            "source_description": source_description,
-            "name": name,
-            "session_id": session_id,
-            "turns": turns,
-        }
+        given = {"source": source, "reference_time": reference_time, "content": content,
+                 "facts": facts, "group_id": group_id, "channel": channel, "trust": trust,
+                 "source_description": source_description, "name": name,
+                 "session_id": session_id, "turns": turns}  # fmt: skip
         fields = {k: v for k, v in given.items() if v is not None}
         if episode is None:
-            episode = _validate_episode(fields, "invalid episode")
+            episode = _validate_episode({"group_id": self.group_id, **fields}, "invalid episode")
         elif fields:
             raise TypeError("pass either an Episode or keyword fields, not both")
+        else:
+            episode = self._in_group(episode)
         if after_seconds is not None and (wait or not 0 < after_seconds <= 86_400):
             raise InputError("after_seconds needs wait=False and a value in (0, 86400]")
         queue = not wait and self.pipeline.queues(episode, extract=extract)
@@ -380,6 +399,12 @@ class KG:
         if queue:
             return await self.pipeline.enqueue(episode, after_seconds=after_seconds)
         return await self.pipeline.add(episode, extract=extract)
+
+    def _in_group(self, episode: Episode) -> Episode:
+        """An Episode built without a group goes to the group kg was opened with."""
+        if "group_id" in episode.model_fields_set:
+            return episode
+        return episode.model_copy(update={"group_id": self.group_id})
 
     def check_episode(
         self, episode: Episode, *, extract: bool = True, queued: bool = False
@@ -414,7 +439,8 @@ class KG:
         checked: list[Episode] = []
         for i, item in enumerate(episodes):
             where = f"episodes[{i}]"
-            ep = item if isinstance(item, Episode) else _validate_episode(dict(item), where)
+            ep = (self._in_group(item) if isinstance(item, Episode)
+                  else _validate_episode({"group_id": self.group_id, **item}, where))  # fmt: skip
             try:
                 self.check_episode(ep, extract=extract, queued=not wait)
             except InputError as exc:
@@ -428,15 +454,40 @@ class KG:
             checked, concurrency=concurrency, extract=extract, on_progress=on_progress
         )
 
+    async def resolve_id(self, kind: IdKind, id: str, *, group_id: str | None = None) -> str:
+        """The whole id of the episode or fact that `id` (a whole id, or a unique prefix of 6
+        or more characters, as the tables show) names; a fact's prefix may be any version's.
+        An id shorter than 6 characters, or one nothing starts with, comes back as given, for
+        the caller's own not-found error; a prefix several ids start with is an InputError
+        listing them (10 at most)."""
+        group_id = self._group(group_id)
+        id = _text(f"{kind} id", id)
+        if not ID_PREFIX <= len(id) < UUID_LENGTH:
+            return id
+        found = await self.store.ids_by_prefix(group_id, kind, id, 11)
+        if len(found) > 1:
+            shown = ", ".join(found[:10]) + (", ..." if len(found) > 10 else "")
+            raise InputError(f"{kind} id {id!r} is ambiguous in group {group_id!r}: it starts "
+                             f"{shown}; give more characters")  # fmt: skip
+        return found[0] if found else id
+
     async def rollback(
-        self, episode_ids: str | list[str], *, group_id: str = "default", apply: bool = False
+        self,
+        episode_ids: str | list[str],
+        *,
+        group_id: str | None = None,
+        dry_run: bool | None = None,
+        apply: bool | None = None,
     ) -> RollbackReport:
-        """Plan (and with `apply=True` carry out, atomically) undoing episodes; see kg.rollback."""
+        """Plan undoing episodes (ids or unique prefixes of 6+ characters) and, with
+        `dry_run=False`, carry it out atomically; see kg.rollback. By default only the plan
+        (`dry_run=True`). `apply` is the deprecated opposite of `dry_run`."""
+        apply = not _dry_run(dry_run, apply)
         ids = [episode_ids] if isinstance(episode_ids, str) else list(episode_ids)
-        ids = [_text("episode id", i) for i in ids]
         if not ids:
             raise InputError("rollback needs at least one episode id")
-        check_group(group_id)
+        group_id = self._group(group_id)
+        ids = [await self.resolve_id("episode", i, group_id=group_id) for i in ids]
 
         async def attempt(base: GroupVersion) -> RollbackReport:
             plan, report = await plan_rollback(
@@ -461,13 +512,16 @@ class KG:
         self,
         source_description: str,
         *,
-        since: datetime | None = None,
-        group_id: str = "default",
-        apply: bool = False,
+        since: datetime | str | None = None,
+        group_id: str | None = None,
+        dry_run: bool | None = None,
+        apply: bool | None = None,
     ) -> RollbackReport:
         """Undo every episode from one source (e.g. a web page), optionally since T: the
-        ingested ones, and those still queued, leased or failed (cancelled)."""
-        check_group(group_id)
+        ingested ones, and those still queued, leased or failed (cancelled). By default only
+        the plan; `dry_run=False` carries it out."""
+        dry_run = _dry_run(dry_run, apply)
+        group_id = self._group(group_id)
         source_description = _text("source_description", source_description)
         since = _when("since", since)
         found = await self.store.find_episodes(
@@ -476,12 +530,19 @@ class KG:
         episodes = [e for e in found if e.status is EpisodeStatus.ingested or e.status in UNWRITTEN]
         if not episodes:
             return RollbackReport(group_id=group_id, episodes=[])
-        return await self.rollback([e.uuid for e in episodes], group_id=group_id, apply=apply)
+        return await self.rollback([e.uuid for e in episodes], group_id=group_id, dry_run=dry_run)
 
-    async def replay(self, *, group_id: str = "default", apply: bool = False) -> ReplayReport:
+    async def replay(
+        self,
+        *,
+        group_id: str | None = None,
+        dry_run: bool | None = None,
+        apply: bool | None = None,
+    ) -> ReplayReport:
         """Rebuild the group from its episode log (e.g. after an ontology change) and compare;
-        with `apply=True`, replace the live timelines with the rebuilt ones, atomically."""
-        check_group(group_id)
+        with `dry_run=False`, replace the live timelines with the rebuilt ones, atomically."""
+        apply = not _dry_run(dry_run, apply)
+        group_id = self._group(group_id)
 
         async def attempt(base: GroupVersion) -> ReplayReport:
             plan, report = await plan_replay(self.store, self.ontology, group_id)
@@ -498,10 +559,11 @@ class KG:
                 await self._refresh_communities(group_id)
         return report
 
-    async def why(self, fact_id: str, *, group_id: str = "default") -> Explanation:
+    async def why(self, fact_id: str, *, group_id: str | None = None) -> Explanation:
         """Every version of a fact and the episodes that created, reinforced and closed it."""
-        check_group(group_id)
-        versions = await self.store.fact_versions(group_id, _text("fact id", fact_id))
+        group_id = self._group(group_id)
+        fact_id = await self.resolve_id("fact", fact_id, group_id=group_id)
+        versions = await self.store.fact_versions(group_id, fact_id)
         if not versions:
             raise NotFoundError(f"no fact or fact version {fact_id!r} in group {group_id!r}")
         ids = {ep for v in versions for ep in v.edge.episodes}
@@ -510,10 +572,10 @@ class KG:
         return Explanation(versions=versions, episodes=episodes)
 
     async def log(
-        self, *, group_id: str = "default", limit: int = 100, closures: bool = True
+        self, *, group_id: str | None = None, limit: int = 100, closures: bool = True
     ) -> list[AuditEvent]:
         """Rollbacks, erasures and (derived from the versions themselves) closures, newest first."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         _limit(limit, 10_000)
         events = await self.store.audit_log(group_id, limit)
         if closures:
@@ -530,11 +592,12 @@ class KG:
 
     async def erase_entity(
         self,
-        name: str,
+        subject: str | None = None,
         *,
-        group_id: str = "default",
+        group_id: str | None = None,
         dry_run: bool = False,
         keep_others: bool = False,
+        name: str | None = None,
     ) -> ErasureReceipt:
         """Physically delete a subject: its episodes (queued ones too), facts, entity, and
         their traces on disk. Run again after a crash, it finishes what the crash interrupted.
@@ -544,9 +607,17 @@ class KG:
                 other subjects that go with the subject's episodes (`other_facts_removed`).
             keep_others: Keep those facts, re-asserted from a redacted copy of each episode
                 (the subject's name cut out; the copy's name says what it copies).
+            name: The deprecated name of `subject`.
         """
-        check_group(group_id)
-        name = _text("entity name", name)
+        group_id = self._group(group_id)
+        if name is not None:
+            deprecated("name", "subject")
+            if subject is not None and subject != name:
+                raise InputError("name is the deprecated name of subject: give subject only")
+            subject = name
+        if subject is None:
+            raise InputError("erase_entity needs the subject to erase")
+        name = _text("subject", subject)
         async with self.pipeline.writer(group_id):
             receipt, _ = await retrying(
                 self.store,
@@ -585,17 +656,17 @@ class KG:
 
     async def erase_group(self, group_id: str) -> ErasureReceipt:
         """Physically delete a whole group, and compact the store's files."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         async with self.pipeline.writer(group_id):
             self.pipeline.vectors.forget(group_id)  # its embedding model goes with it
             return await erase_group(self.store, group_id, self.clock.now())
 
     # -- graphiti-core graphs --------------------------------------------------------------
 
-    async def adopt_graphiti(self, group_id: str = "default") -> AdoptReport:
+    async def adopt_graphiti(self, group_id: str | None = None) -> AdoptReport:
         """Give a group written by graphiti-core kg's keys, copy-on-close versions and
         replayable records (see kg.graphiti), then rebuild it by replay. Idempotent."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         if not await self.store.has_group(group_id):
             raise InputError(f"no group {group_id!r} to adopt")
 
@@ -625,10 +696,10 @@ class KG:
 
     # -- export and import ----------------------------------------------------------------
 
-    def export_lines(self, group_id: str = "default", *, embeddings: bool = True
+    def export_lines(self, group_id: str | None = None, *, embeddings: bool = True
                      ) -> AsyncIterator[str]:  # fmt: skip
         """The group as JSON Lines (see kg.transfer): every version, uuid, time and vector."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         return export_lines(self.store, group_id, embeddings=embeddings)
 
     async def import_lines(
@@ -641,19 +712,19 @@ class KG:
     # -- communities ----------------------------------------------------------------------
 
     async def build_communities(
-        self, group_id: str = "default", *, max_iterations: int = MAX_ITERATIONS
+        self, group_id: str | None = None, *, max_iterations: int = MAX_ITERATIONS
     ) -> CommunityReport:
         """Cluster the facts true now (label propagation) and summarise each community: with
         the LLM when kg has one (one call per changed community), else extractively.
         Unchanged clusters keep their summary, so a rebuild costs only what changed."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         if not 1 <= max_iterations <= 1000:
             raise InputError(f"max_iterations must be in 1..1000, got {max_iterations}")
         async with self.pipeline.writer(group_id):
             return await self._build_communities(group_id, max_iterations=max_iterations)
 
-    async def communities(self, group_id: str = "default") -> list[Community]:
-        check_group(group_id)
+    async def communities(self, group_id: str | None = None) -> list[Community]:
+        group_id = self._group(group_id)
         return await self.store.communities(group_id)
 
     async def _build_communities(
@@ -682,16 +753,20 @@ class KG:
     async def facts(
         self,
         *,
-        group_id: str = "default",
+        group_id: str | None = None,
         subject: str | None = None,
         predicate: str | None = None,
         object: str | None = None,
-        valid_at: datetime | None = None,
-        known_at: datetime | None = None,
+        valid_at: datetime | str | None = None,
+        known_at: datetime | str | None = None,
         include_contested: bool = False,
         limit: int = 1000,
     ) -> list[Fact]:
-        """What was true at `valid_at` (default now), as kg knew it at `known_at` (default now)."""
+        """What was true at `valid_at` (default now), as kg knew it at `known_at` (default now).
+
+        Times are aware datetimes or strings: ISO-8601, "2021-01-01", "2021-03", "2021", or
+        time words ("last year" is its first instant)."""
+        group_id = self._group(group_id)
         valid_at, known_at = _when("valid_at", valid_at), _when("known_at", known_at)
         now = self.clock.now()
         try:
@@ -712,14 +787,14 @@ class KG:
     async def history(
         self,
         *,
-        group_id: str = "default",
+        group_id: str | None = None,
         subject: str | None = None,
         predicate: str | None = None,
         object: str | None = None,
         limit: int = 1000,
     ) -> list[Fact]:
         """Every version of the matching facts, retired ones included, with provenance."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         _limit(limit, 100_000)
         return await self.store.history(
             group_id,
@@ -730,24 +805,24 @@ class KG:
         )
 
     async def entities(
-        self, *, group_id: str = "default", contains: str = "", limit: int = 100
+        self, *, group_id: str | None = None, contains: str = "", limit: int = 100
     ) -> list[EntitySummary]:
         """Entities whose normalised name contains `contains` (all for ''), the most-described
         subjects first: what a person picks a subject from."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         _limit(limit, 10_000)
         key = name_key(_text("contains", contains)) if contains else ""
         return await self.store.entities(group_id, key, limit)
 
-    async def stats(self, group_id: str = "default") -> StoreStats:
-        check_group(group_id)
+    async def stats(self, group_id: str | None = None) -> StoreStats:
+        group_id = self._group(group_id)
         return await self.store.stats(group_id, self.clock.now())
 
-    async def quarantine(self, group_id: str = "default") -> list[QuarantineEntry]:
+    async def quarantine(self, group_id: str | None = None) -> list[QuarantineEntry]:
         """What the instruction guard held back from untrusted channels, oldest first: facts
         that were never written and passages that `context()` withholds, each with its reason.
         Nothing here is a memory; re-send a fact through the user channel to keep it."""
-        check_group(group_id)
+        group_id = self._group(group_id)
         if group_id not in await self.store.groups():
             return []
         return [
@@ -766,28 +841,30 @@ class KG:
         self,
         query: str | SearchRequest,
         *,
-        group_id: str = "default",
+        group_id: str | None = None,
         recipe: str | None = None,
         config: SearchConfig | None = None,
         limit: int | None = None,
-        valid_at: datetime | None = None,
-        known_at: datetime | None = None,
-        include_history: bool = False,
+        valid_at: datetime | str | None = None,
+        known_at: datetime | str | None = None,
+        include_closed: bool = False,
         include_contested: bool = False,
         center: str | None = None,
         seeds: list[str] | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
         abstain_joint_below: float | None = None,
-        asked_at: datetime | None = None,
+        asked_at: datetime | str | None = None,
+        include_history: bool | None = None,
     ) -> SearchResults:
         """Hybrid search: BM25, cosine and BFS branches, fused (scores or RRF), then reranked.
 
         Pass a `SearchRequest`, or its fields as keywords (not both). Default view: facts
-        true now and still believed. `valid_at` / `known_at` give any as-of view;
-        `include_history` also returns closed facts, marked `closed`. Pick a named `recipe`
-        (see `retrieval.RECIPES`; the default, facts_hybrid, is BM25 + cosine over facts,
-        score-fused; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
+        true now and still believed. `valid_at` / `known_at` give any as-of view (a datetime, or
+        a string: ISO-8601, "2021-01-01", "2021", "last year"); `include_closed` also returns
+        closed facts, marked `closed` (`include_history` is its deprecated name). Pick a
+        named `recipe` (see `retrieval.RECIPES`; the default, facts_hybrid, is BM25 + cosine
+        over facts, score-fused; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
         `seeds` are entity names (node distance, BFS). `abstain_below` leaves a scope empty
         when its best cosine similarity is below it (see `SearchConfig.abstain_below`);
         `abstain_joint_below` when no hit is found by both meaning and words
@@ -799,8 +876,14 @@ class KG:
         they were read. Facts rank by their trust tier (an agent's inference below the user's
         word unless the user restated it) and by the ontology's recency decay, if declared.
         """
-        check_group(group_id)
+        group_id = self._group(group_id)
+        if include_history is not None:
+            deprecated("include_history", "include_closed")
+            include_closed = include_history
         request = _search_request(query, locals())
+        if request.recipe is None and request.config is None and self.llm is None:
+            # No LLM: text is stored unextracted, found only among the episodes.
+            request = request.model_copy(update={"recipe": DEFAULT_RECIPE_WITHOUT_LLM})
         results = await self.searcher.search(group_id, request)
         self._observe(results)
         return results
@@ -810,23 +893,27 @@ class KG:
         query: str | SearchRequest,
         *,
         max_tokens: int = 1000,
-        group_id: str = "default",
+        group_id: str | None = None,
         recipe: str | None = None,
         config: SearchConfig | None = None,
         limit: int | None = None,
-        valid_at: datetime | None = None,
-        known_at: datetime | None = None,
-        include_history: bool = False,
+        valid_at: datetime | str | None = None,
+        known_at: datetime | str | None = None,
+        include_closed: bool = False,
         include_contested: bool = False,
         center: str | None = None,
         seeds: list[str] | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
         abstain_joint_below: float | None = None,
-        asked_at: datetime | None = None,
+        asked_at: datetime | str | None = None,
+        include_history: bool | None = None,
     ) -> str:
         """`search` with the same arguments, then the hits rendered as a quoted-data block for
         a prompt, within `max_tokens` (a hit that would overflow it is left out whole)."""
+        if include_history is not None:
+            deprecated("include_history", "include_closed")
+            include_closed = include_history
         results = await self.search(_search_request(query, locals()), group_id=group_id)
         block = _render_context(results, max_tokens=max_tokens)
         group = results.group_id

@@ -44,7 +44,7 @@ class Searcher:
         config = request.search_config()
         now = self.clock.now()
         view = SearchView(valid_at=request.valid_at or now, known_at=request.known_at or now,
-                          include_history=request.include_history,
+                          include_history=request.include_closed,
                           include_contested=request.include_contested)  # fmt: skip
         center = request.center
         center_uuid = (await self.entity_uuids(group_id, [center]))[0] if center else None

@@ -180,9 +180,10 @@ def _episodes(reranker: Reranker, methods: tuple[Method, ...] = _TEXT_VECTOR) ->
 SCORE_WEIGHTS = {Method.bm25: 0.6, Method.cosine: 0.4}
 
 
-def _score_fused(*, facts: bool) -> SearchConfig:
+def _score_fused(*, facts: bool, episodes: bool = False) -> SearchConfig:
     cfg = ScopeConfig(methods=_TEXT_VECTOR)
-    return SearchConfig(facts=cfg if facts else None, episodes=None if facts else cfg,
+    return SearchConfig(facts=cfg if facts else None,
+                        episodes=cfg if episodes or not facts else None,
                         fusion=Fusion.score, weights=SCORE_WEIGHTS)  # fmt: skip
 
 
@@ -193,6 +194,7 @@ def _score_fused(*, facts: bool) -> SearchConfig:
 # episode-mention recipes, where the graph's shape is the point.
 RECIPES: dict[str, SearchConfig] = {
     "facts_hybrid": _score_fused(facts=True),
+    "facts_episodes_hybrid": _score_fused(facts=True, episodes=True),
     "facts_hybrid_rrf": _facts(Reranker.rrf, _TEXT_VECTOR),
     "facts_hybrid_bfs_rrf": _facts(Reranker.rrf),
     "facts_hybrid_mmr": _facts(Reranker.mmr, _TEXT_VECTOR),
@@ -220,3 +222,6 @@ RECIPES: dict[str, SearchConfig] = {
     ),
 }
 DEFAULT_RECIPE = "facts_hybrid"
+# The default where kg has no LLM: text can then only be stored unextracted (no facts), so
+# the default also searches the episodes, and finds it (MCP's combined recipe always does).
+DEFAULT_RECIPE_WITHOUT_LLM = "facts_episodes_hybrid"

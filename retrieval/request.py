@@ -7,13 +7,10 @@ server's key decides it. Entity names (`center`, `seeds`) are looked up when the
 from __future__ import annotations
 
 import math
-from datetime import datetime
-from typing import Annotated, Any, Self
+from typing import Any, Self
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -22,19 +19,16 @@ from pydantic import (
 )
 
 from kg.retrieval.config import DEFAULT_RECIPE, RECIPES, SearchConfig
-from kg.schemas.validation import Text, no_number_times, to_utc
+from kg.schemas.names import renamed_fields
+from kg.schemas.timeparse import TimeInput
+from kg.schemas.validation import Text
 
 SCOPES = ("facts", "entities", "episodes", "communities")
 
 
-def _aware(value: datetime) -> datetime:
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError("naive datetime; give it a timezone")
-    return to_utc(value)
-
-
-# A time in UTC: aware (a naive one is refused by name), never a number, years 1-9999 in UTC.
-When = Annotated[datetime, BeforeValidator(no_number_times), AfterValidator(_aware)]
+# A time read as every surface reads one (kg.schemas.timeparse): ISO-8601, a date, month or
+# year, or time words; in UTC, a naive datetime refused by name, never a number.
+When = TimeInput
 
 
 class SearchRequest(BaseModel):
@@ -53,7 +47,9 @@ class SearchRequest(BaseModel):
     known_at: When | None = Field(
         default=None, description="Transaction time: as kg knew it then; default now."
     )
-    include_history: bool = Field(default=False, description="Also closed facts, marked.")
+    include_closed: bool = Field(
+        default=False, description="Also closed facts (no longer true), marked closed."
+    )
     include_contested: bool = False
     center: Text | None = Field(default=None, description="Entity name to rank around.")
     seeds: list[Text] = Field(default_factory=list, description="Entity names to start BFS at.")
@@ -76,6 +72,11 @@ class SearchRequest(BaseModel):
         description="When the question is asked: time words in the query ('last March', "
         "'in 2022') are read against it. Default: valid_at, else now.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return renamed_fields(data, {"include_history": "include_closed"})
 
     @field_validator("query")
     @classmethod

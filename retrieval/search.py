@@ -40,6 +40,10 @@ from kg.schemas.ontology import Ontology
 from kg.schemas.search import Scope, Scored, SearchItem, SearchView
 from kg.schemas.store import SearchIndex
 
+# Said the same on every surface; each adds its own way to configure one (a CLI flag, a
+# KG.open argument, a kg serve option), so none is told another surface's remedy.
+NO_EMBEDDER = "no embedder configured"
+
 T = TypeVar("T")
 
 
@@ -172,8 +176,7 @@ class Search:
             if self.config.abstain_below is not None and self.embedder is None:
                 # The cosine branch would be dead, its best similarity -1: every scope empty.
                 raise SearchError(
-                    "abstain_below needs an embedder (it cuts on cosine similarity): "
-                    "KG.open(embedder=...)"
+                    f"abstain_below needs an embedder (it cuts on cosine similarity): {NO_EMBEDDER}"
                 )
 
     # -- time words -----------------------------------------------------------------------
@@ -355,7 +358,7 @@ class Search:
 
     async def _cosine(self, scope: Scope) -> list[tuple[str, float]]:
         if self._qvec is None:
-            raise SearchError("no embedder configured: KG.open(embedder=...)")
+            raise SearchError(NO_EMBEDDER)
         return await self.store.rank_vector(
             self.group_id, scope, self._qvec, self.view, self.config.window
         )

@@ -21,25 +21,19 @@ the text branches.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from kg.schemas.timeparse import DATE_RULES, Period, read_period
+from kg.schemas.timeparse import ago as _ago
 from kg.schemas.timewords import (
-    MONTHS,
     NUMBER,
     NUMBERS,
-    WEEKDAY,
-    WEEKDAYS,
     count,
-    last_weekday,
     midnight,
-    month_year,
-    next_weekday,
     offset,
-    period_start,
 )
 from kg.schemas.validation import UtcDatetime
 
@@ -96,33 +90,6 @@ def _span(start: datetime | None, end: datetime | None) -> str:
 
 # -- periods ------------------------------------------------------------------------------
 
-Period = tuple[datetime, datetime]
-
-
-def _year(y: int) -> Period:
-    return datetime(y, 1, 1, tzinfo=UTC), datetime(y + 1, 1, 1, tzinfo=UTC)
-
-
-def _month(y: int, m: int) -> Period:
-    start = datetime(y, m, 1, tzinfo=UTC)
-    return start, period_start(start, "month", 1)
-
-
-def _day(d: datetime) -> Period:
-    d = midnight(d)
-    return d, d + timedelta(days=1)
-
-
-def _unit(ref: datetime, unit: str, step: int) -> Period:
-    """The week, month or year `step` periods from the one holding `ref`."""
-    start = period_start(ref, unit, step)
-    return start, period_start(start, unit, 1)
-
-
-def _ago(ref: datetime, unit: str, n: int) -> Period:
-    start = offset(midnight(ref), unit, -n)
-    return start, offset(start, unit, 1)
-
 
 def _last(text: str, ref: datetime, unit: str, n: int) -> TimeExpression:
     """'the last n units' (English and Korean): from n units before that day up to `ref`."""
@@ -136,144 +103,26 @@ _EVENT = (
     r"((?:she|he|they|i|we|you|it|[A-Z][\w-]*)\b"
     r"(?:(?!\s(?:what|where|who|whom|when|how|which|did|does|do|was|were|is|are)\b)[^,.?!;])*)"
 )
-_YEAR = r"(1[5-9]\d\d|20\d\d|21\d\d)"
 _BARE_MONTHS = {"may", "march"}  # also common words: only with a qualifier or a year
-_MONTH_RE = "(" + "|".join(MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)"
-_MONTH_ABBR = {name[:3]: i for name, i in MONTHS.items()} | {"sept": 9}
 _KO_NUM = {"한": 1, "두": 2, "세": 3, "네": 4, "다섯": 5, "여섯": 6, "일곱": 7, "여덟": 8,
            "아홉": 9, "열": 10}  # fmt: skip
 _KO_NUMBER = r"(\d+|" + "|".join(sorted(_KO_NUM, key=len, reverse=True)) + ")"
 _KO_UNIT = {"일": "day", "주": "week", "주일": "week", "달": "month", "개월": "month", "년": "year"}
 _KO_UNIT_RE = "(주일|개월|일|주|달|년)"
-_KO_YEAR_WORD = {"재작년": -2, "작년": -1, "지난해": -1, "올해": 0, "금년": 0, "내년": 1}
-_KO_PERIOD = {"지난": -1, "저번": -1, "이번": 0, "다음": 1}
-
-
-def _weekend(ref: datetime, which: str) -> Period:
-    """Last weekend: the one before this week; this weekend: this week's; next: the one after."""
-    monday = period_start(ref, "week", {"last": -1, "this": 0, "next": 1}[which])
-    return monday + timedelta(days=5), monday + timedelta(days=7)
-
-
-def _month_of(word: str) -> int:
-    word = word.lower()
-    return MONTHS.get(word) or _MONTH_ABBR[word[:4] if word.startswith("sept") else word[:3]]
 
 
 def _ko_count(word: str) -> int:
     return int(word) if word.isdigit() else _KO_NUM[word]
 
 
-# A date is the core every modifier (since, before...) wraps: (regex, ref -> match -> period).
-DateRule = tuple[str, Callable[[datetime, re.Match[str]], Period], str]
-
-_DATES: list[DateRule] = [
-    (
-        r"(\d{4})-(\d{2})-(\d{2})",
-        lambda r, m: _day(datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=UTC)),
-        "that day",
-    ),
-    (r"(\d{4})-(\d{2})\b", lambda r, m: _month(int(m[1]), int(m[2])), "that month"),
-    (
-        rf"{_MONTH_RE}\.? (\d{{1,2}})(?:st|nd|rd|th)?,? {_YEAR}\b",
-        lambda r, m: _day(datetime(int(m[3]), _month_of(m[1]), int(m[2]), tzinfo=UTC)),
-        "that day",
-    ),
-    (
-        rf"(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH_RE}\.?,? {_YEAR}\b",
-        lambda r, m: _day(datetime(int(m[3]), _month_of(m[2]), int(m[1]), tzinfo=UTC)),
-        "that day",
-    ),
-    (
-        rf"(?:(last|this|next) )?{_MONTH_RE}\.?,? (?:of )?{_YEAR}",
-        lambda r, m: _month(int(m[3]), _month_of(m[2])),
-        "that month",
-    ),
-    (
-        rf"(last|this|next) {_MONTH_RE}\b",
-        lambda r, m: _month(month_year(_month_of(m[2]), m[1], r), _month_of(m[2])),
-        "that month, the nearest before (last) or after (next) the time asked",
-    ),
-    (
-        rf"(?:(?<=in )|(?<=during )|(?<=since )|(?<=before )|(?<=after )|(?<=until ))"
-        rf"{_MONTH_RE}\b",
-        lambda r, m: _month(month_year(_month_of(m[1]), None, r), _month_of(m[1])),
-        "that month of this year, or of last year if it is still to come",
-    ),
-    (
-        r"(yesterday|today|tomorrow|last night|tonight)",
-        lambda r, m: _day(
-            r
-            + timedelta(
-                days={"yesterday": -1, "last night": -1, "tomorrow": 1}.get(m[1].lower(), 0)
-            )
-        ),
-        "that day",
-    ),
-    (
-        r"(last|this|next) weekend\b",
-        lambda r, m: _weekend(r, m[1].lower()),
-        "that Saturday and Sunday",
-    ),
-    (
-        r"(last|this|next) (week|month|year)\b",
-        lambda r, m: _unit(r, m[2].lower(), {"last": -1, "this": 0, "next": 1}[m[1].lower()]),
-        "that calendar period",
-    ),
-    (
-        rf"(last|next|on) {WEEKDAY}",
-        lambda r, m: _day(
-            (next_weekday if m[1].lower() == "next" else last_weekday)(r, WEEKDAYS[m[2].lower()])
-        ),
-        "that day",
-    ),
-    (
-        rf"(?<![$€£+\-*/=] )(?<![$€£+\-*/=]){_YEAR}\b(?![-/.]\d)(?! ?[+\-*/=%])",
-        lambda r, m: _year(int(m[1])),
-        "that year",
-    ),
-    # Korean
-    (r"(\d{4})년\s*(\d{1,2})월", lambda r, m: _month(int(m[1]), int(m[2])), "that month"),
-    (
-        r"(재작년|작년|지난해|올해|금년|내년)\s*(\d{1,2})월",
-        lambda r, m: _month(r.year + _KO_YEAR_WORD[m[1]], int(m[2])),
-        "that month",
-    ),
-    (r"(\d{4})년", lambda r, m: _year(int(m[1])), "that year"),
-    (
-        r"(재작년|작년|지난해|올해|금년|내년)",
-        lambda r, m: _year(r.year + _KO_YEAR_WORD[m[1]]),
-        "that year",
-    ),
-    (
-        r"(지난|저번|이번|다음)\s?(주|달)",
-        lambda r, m: _unit(r, "week" if m[2] == "주" else "month", _KO_PERIOD[m[1]]),
-        "that calendar period",
-    ),
-    (
-        r"(그저께|그제|어제|오늘|내일)",
-        lambda r, m: _day(
-            r + timedelta(days={"그저께": -2, "그제": -2, "어제": -1, "내일": 1}.get(m[1], 0))
-        ),
-        "that day",
-    ),
-    (
-        r"(?<![\d년])(\d{1,2})월",
-        lambda r, m: _month(month_year(int(m[1]), None, r), int(m[1])),
-        "that month of this year, or of last year if it is still to come",
-    ),
-]
+# A date is the core every modifier (since, before...) wraps: the one time parser's rules
+# (kg.schemas.timeparse), so a query's "March 2021" and a --valid-at "March 2021" agree.
+_DATES = DATE_RULES
 _DATE_ANY = "|".join(f"(?:{rx})" for rx, _, _ in _DATES)
 
 
 def _date(text: str, ref: datetime) -> tuple[Period, str] | None:
-    for rx, period, note in _DATES:
-        if m := re.fullmatch(rx, text, re.IGNORECASE):
-            try:
-                return period(ref, m), note
-            except (ValueError, KeyError):
-                return None
-    return None
+    return read_period(text, ref)
 
 
 # -- the scanner ----------------------------------------------------------------------------

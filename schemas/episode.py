@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import IntEnum, StrEnum
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kg.schemas.validation import GroupId, Name, Text, UtcDatetime
+from kg.schemas.timeparse import TimeInput
+from kg.schemas.validation import GroupId, Name, Text
 
 
 class EpisodeSource(StrEnum):
@@ -51,8 +53,8 @@ class StructuredFact(BaseModel):
     subject: Name
     predicate: Name
     object: Name
-    valid_at: UtcDatetime | None = None
-    invalid_at: UtcDatetime | None = None
+    valid_at: TimeInput | None = None
+    invalid_at: TimeInput | None = None
     fact: Text | None = Field(default=None, description="Sentence form; generated when absent.")
     subject_type: str | None = None
     object_type: str | None = None
@@ -74,8 +76,10 @@ class Episode(BaseModel):
 
     group_id: GroupId = "default"
     source: EpisodeSource
-    reference_time: UtcDatetime = Field(
-        description="When the episode happened; relative times and default valid_at use it."
+    reference_time: TimeInput = Field(
+        default_factory=lambda: datetime.now(UTC),
+        description="When the episode happened (default now); relative times and default "
+        "valid_at use it.",
     )
     name: Text = ""
     content: Text = ""

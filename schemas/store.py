@@ -310,6 +310,13 @@ class FactReader(Protocol):
         """All versions of the fact that the version (or fact) uuid belongs to."""
         ...
 
+    async def ids_by_prefix(
+        self, group_id: str, kind: Literal["episode", "fact"], prefix: str, limit: int
+    ) -> list[str]:
+        """Up to `limit` ids in the group starting with `prefix`, sorted: episode uuids, or
+        the fact ids (`fact_uuid`) whose fact id or any version's uuid starts with it."""
+        ...
+
     async def closures(self, group_id: str, limit: int) -> list[Fact]:
         """Closed versions (those with `invalidated_by`), newest first."""
         ...

@@ -33,7 +33,7 @@ from kg.schemas.timewords import (
     offset,
     period_start,
 )
-from kg.schemas.validation import no_number_times, to_utc
+from kg.schemas.validation import NUMBER_RE, TIME_HINT, no_number_times, to_utc
 
 __all__ = [
     "DATE_RULES", "EXAMPLE", "Period", "TimeInput", "parse_period", "parse_time", "read_period",
@@ -213,7 +213,7 @@ def read_period(text: str, ref: datetime) -> tuple[Period, str] | None:
         if m := re.fullmatch(rx, text, re.IGNORECASE):
             try:
                 return period(ref, m), note
-            except (ValueError, KeyError):
+            except (ValueError, KeyError, OverflowError):
                 return None
     return None
 
@@ -264,7 +264,7 @@ def _words(raw: str, ref: datetime) -> Period | None:
         if m := re.fullmatch(rx, text, re.IGNORECASE):
             try:
                 return period(ref, m)
-            except (ValueError, KeyError):
+            except (ValueError, KeyError, OverflowError):
                 return None
     return None
 
@@ -282,6 +282,9 @@ def parse_period(
             f"{field}: {value!r} is a {type(value).__name__}, not a time; give a string ({EXAMPLE})"
         )
     raw = value.strip()
+    if NUMBER_RE.match(raw) and not re.fullmatch(r"\d{4}", raw):
+        raise InputError(f"{field}: {value!r} is a number, not a time: {TIME_HINT} (numbers "
+                         "are not read as Unix seconds)")  # fmt: skip
     if m := _DATE_ONLY.fullmatch(raw):
         try:
             start = datetime(int(m[1]), int(m[2] or 1), int(m[3] or 1), tzinfo=UTC)
@@ -305,9 +308,10 @@ def parse_time(
 
 
 def _parsed(value: object, info: ValidationInfo) -> object:
-    """pydantic's step before AwareDatetime: strings through `parse_time` (a year is a year),
-    numbers refused (pydantic would read them as Unix seconds)."""
-    if isinstance(value, str):
+    """pydantic's step before AwareDatetime: strings and datetimes through `parse_time` (a
+    year is a year, a naive datetime is refused by name), numbers refused (pydantic would
+    read them as Unix seconds)."""
+    if isinstance(value, str | datetime):
         return parse_time(value, field=info.field_name or "time")
     return no_number_times(value)
 

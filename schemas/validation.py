@@ -113,8 +113,8 @@ def _name(value: str, info: ValidationInfo) -> str:
 
 
 Name = Annotated[str, AfterValidator(_name)]
-_NUMBER_RE = re.compile(r"\A\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*\Z")
-TIME_HINT = "give an ISO 8601 time with a timezone, e.g. 2024-03-15T09:00:00Z"
+NUMBER_RE = re.compile(r"\A\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*\Z")
+TIME_HINT = "give an ISO 8601 time or date, e.g. 2024-03-15T09:00:00Z or 2024-03-15"
 
 
 def no_number_times(value: object) -> object:
@@ -122,7 +122,7 @@ def no_number_times(value: object) -> object:
     "2021") as Unix seconds, 1970-01-01T00:33:41Z, silently. Refused at every edge alike
     (JSON bodies, MCP arguments, ingest files, imports, Python callers)."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
-    if number or (isinstance(value, str) and _NUMBER_RE.match(value)):
+    if number or (isinstance(value, str) and NUMBER_RE.match(value)):
         raise ValueError(f"{value!r} is a number, not a time: {TIME_HINT} (numbers are not "
                          "read as Unix seconds)")  # fmt: skip
     return value

@@ -186,7 +186,7 @@ async def test_as_of_holds_when_another_tool_range_indexed_the_times(kg: KG) -> 
         write=True,
     )
     poison = await add(kg, t(2022, 1, 1), ("Minji", "LIVES_IN", "Jeju"))
-    await kg.rollback(poison.episode_uuid, apply=True)  # deletes and re-creates versions
+    await kg.rollback(poison.episode_uuid, dry_run=False)  # deletes and re-creates versions
     await add(kg, t(2024, 6, 1), ("Minji", "LIVES_IN", "Busan"))
     assert objects(await kg.facts(subject="Minji", valid_at=t(2023, 3, 15))) == ["Seoul"]
     assert objects(await kg.facts(subject="Minji", valid_at=t(2021, 1, 1))) == []

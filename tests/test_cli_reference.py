@@ -21,5 +21,6 @@ def test_cli_reference_names_every_command_and_option() -> None:
     page = render(app)
     for command in ("`kg search`", "`kg keys create`", "`kg communities build`", "`kg erase`"):
         assert command in page
-    assert "`--as-of`" in page and "(env `KG_HOME`)" in page
+    assert "`--valid-at`" in page and "(env `KG_HOME`)" in page
+    assert "`--as-of`" not in page  # hidden: the old name of --valid-at
     assert "`--help`" not in page  # click's own option is not documented as kg's

@@ -84,7 +84,7 @@ async def test_rollback_refreshes_a_summary_that_drew_on_the_episode(kg: KG) -> 
     )
     await kg.build_communities()
     assert any("Mallory" in c.node.summary for c in await kg.communities())
-    await kg.rollback(poison.episode_uuid, apply=True)
+    await kg.rollback(poison.episode_uuid, dry_run=False)
     comms = await kg.communities()
     assert comms and not any("Mallory" in c.node.summary for c in comms)
     assert all(poison.episode_uuid not in c.node.episodes for c in comms)

@@ -162,7 +162,7 @@ async def test_a_rollback_killed_mid_write_is_all_or_nothing(home: Path) -> None
         return await real_write(group_id, statements, *fence)
 
     store.execute = write_and_signal  # type: ignore[method-assign]
-    rollback = asyncio.create_task(kg.rollback(poison.episode_uuid, apply=True))
+    rollback = asyncio.create_task(kg.rollback(poison.episode_uuid, dry_run=False))
     await sent.wait()
     # The rewrite of 1,500 timelines runs ~300 ms on the build machine; 20 ms lands inside it.
     await asyncio.sleep(0.02)
@@ -179,7 +179,7 @@ async def test_a_rollback_killed_mid_write_is_all_or_nothing(home: Path) -> None
         else:
             assert homes == {"Busan": n}, homes
             # Not applied: the rollback can simply be run again.
-            await after.rollback(poison.episode_uuid, apply=True)
+            await after.rollback(poison.episode_uuid, dry_run=False)
             assert Counter(f.object for f in await after.facts(limit=10_000)) == {"Seoul": n}
         assert (await after.stats()).current_facts == n
 

@@ -117,7 +117,7 @@ async def test_facts_are_embedded_and_found_by_the_vector_index(
 async def test_versions_rewritten_by_rollback_keep_embeddings(kg_emb: KG, minilm: Embedder) -> None:
     await add(kg_emb, t(2020), ("Alice", "LIVES_IN", "Seoul"))
     bad = await add(kg_emb, t(2023), ("Alice", "LIVES_IN", "Pyongyang"))
-    await kg_emb.rollback(bad.episode_uuid, apply=True)
+    await kg_emb.rollback(bad.episode_uuid, dry_run=False)
     assert await nearest_facts(kg_emb, minilm, "Alice's city", k=5) == ["Alice lives in Seoul"]
 
 

@@ -50,7 +50,7 @@ async def test_erasing_a_subject_leaves_no_trace(kg: KG, backend: Backend, home:
     await add(kg, t(2022), ("Bob", "LIVES_IN", "Daegu"), ("Carol", "KNOWS", "Bob"))
     await add(kg, t(2023), (SECRET, "WORKS_AT", "Acme"))
     rolled = await add(kg, t(2024), (SECRET, "LIVES_IN", "Busan"))
-    await kg.rollback(rolled.episode_uuid, apply=True)  # rolled-back episodes hold text too
+    await kg.rollback(rolled.episode_uuid, dry_run=False)  # rolled-back episodes hold text too
     # A turn naming the subject, and the reply after it: the reply's search key holds the
     # turn before it (kg.search_keys), so erasure must rebuild that key.
     for i, text in enumerate((f"Ann: I ran into {SECRET} at the market.", "Bo: Tell me more!")):
@@ -337,7 +337,7 @@ async def _named_then_erased(kg: KG) -> None:
     correction = await add(kg, t(2021), (SECRET, "LIVES_IN", "Busan"))
     await kg.add_episode(source="text", content=f"{SECRET} phoned about the lease.",
                          reference_time=t(2022), extract=False)  # fmt: skip
-    await kg.rollback(correction.episode_uuid, apply=True)
+    await kg.rollback(correction.episode_uuid, dry_run=False)
     assert (await kg.search(SECRET)).facts
     await asyncio.sleep(QUERY_LOG_FLUSH_SECONDS)
     await kg.erase_entity(SECRET)

@@ -15,7 +15,6 @@ MOST = 80
 # module:function -> its length when the rule came in. Shrink them; never add one.
 LONGER = {
     "kg.cli.app:serve": 175,
-    "kg.cli.app:search": 93,
 }
 
 

@@ -258,7 +258,7 @@ COMMAND = st.one_of(
     st.tuples(st.just(["history"]), _options(("--subject", ARG), ("--object", ARG),
                                              ("--limit", ARG))),
     st.tuples(st.tuples(st.just("search"), ARG).map(list), _options(
-        ("--as-of", TIME_TEXT), ("--known-at", TIME_TEXT), ("--center", ARG),
+        ("--valid-at", TIME_TEXT), ("--known-at", TIME_TEXT), ("--center", ARG),
         ("--recipe", st.sampled_from(["facts_bm25", "entities_hybrid_rrf"]) | ARG),
         ("--min-score", st.sampled_from(["nan", "inf", "-1", "0.5"]) | ARG),
         ("--limit", ARG))),
@@ -266,7 +266,7 @@ COMMAND = st.one_of(
     st.tuples(st.tuples(st.just("rollback"), ARG).map(list), _options(("--apply", st.just("")))),
     st.tuples(st.just(["rollback"]), st.tuples(st.just("--source-description"), ARG, st.just(
         "--since"), TIME_TEXT).map(list)),
-    st.tuples(st.just(["erase", "--yes", "--entity"]), ARG.map(lambda a: [a])),
+    st.tuples(st.just(["erase", "--yes", "--subject"]), ARG.map(lambda a: [a])),
     st.tuples(st.just(["log"]), _options(("--limit", ARG))),
     st.tuples(st.sampled_from([["stats"], ["quarantine"], ["communities", "list"]]), st.just([])),
     st.tuples(st.just(["ingest", "FILE"]), st.sampled_from([[], ["--no-extract"]])),

@@ -171,7 +171,7 @@ async def test_kg_searches_a_graphiti_graph_as_written(written: Written) -> None
     assert set(written.llm.calls) == {"ExtractedEntities", "NodeResolutions", "ExtractedEdges",
                                       "EdgeDuplicate"}  # fmt: skip
     hits = await kg.search("where does Minji live", group_id=GROUP, recipe="facts_cosine",
-                           include_history=True)  # fmt: skip
+                           include_closed=True)  # fmt: skip
     # Graphiti closed "lives in Seoul" in place (invalid_at and expired_at on one edge), so
     # before adoption that belief is simply retired: no view of it survives.
     assert {h.fact.object for h in hits.facts} == {"Busan", "Naver"}
@@ -207,7 +207,7 @@ async def test_adopted_graph_answers_as_of_why_and_rollback(written: Written) ->
     assert {e.uuid for e in why.episodes} == {eps["e1"], eps["e3"]}
     assert (await kg.why(busan.edge.uuid, group_id=GROUP)).episodes[0].uuid == eps["e3"]
     # Rollback of the Graphiti episode that moved her: Seoul is current again.
-    rolled = await kg.rollback(eps["e3"], group_id=GROUP, apply=True)
+    rolled = await kg.rollback(eps["e3"], group_id=GROUP, dry_run=False)
     assert rolled.applied
     assert objects(await kg.facts(group_id=GROUP, subject="Minji")) == ["Naver", "Seoul"]
     assert (await kg.replay(group_id=GROUP)).identical

@@ -148,7 +148,7 @@ BAD_TIMES = [
     "2024-01-01T25:00:00Z",
     "",
     "  ",
-    "tomorrow",
+    "some day",
     "2024-01-01\udcff",
     "[/x]",
 ]
@@ -380,7 +380,7 @@ def test_hostile_stored_values_in_every_command(
         assert {r["subject"] for r in rows} >= {*MARKUP_NAMES, ESCAPES[0]}
         assert {r["object"] for r in rows} >= set(ESCAPES[1:])  # JSON keeps the values exact
         _assert_safe(out)
-        fact_id = next(r["uuid"] for r in rows if r["subject"] == "[/x]")
+        fact_id = next(r["id"] for r in rows if r["subject"] == "[/x]")
         runs = [
             ["facts"], ["as-of", "2024-06-01"], ["history"], ["history", "--json"],
             ["facts", "--subject", "[/x]"], ["stats"], ["log"], ["log", "--json"],
@@ -406,7 +406,7 @@ def test_hostile_stored_values_in_every_command(
         assert "[/x]" in out and "\\x1b]8;;" in out  # the hyperlink's escape, visible as text
         code, out, err = cli("why", "[/x]")
         one_line_error(code, err, "'[/x]'")
-        code, out, err = cli("erase", "--entity", ESCAPES[0], "--yes")
+        code, out, err = cli("erase", "--subject", ESCAPES[0], "--yes")
         assert code == 0, err
         _assert_safe(out + err)
 
@@ -635,7 +635,7 @@ def test_a_byte_order_mark_starts_utf8_files(tmp_path: Path) -> None:
 
 
 def test_erase_with_no_answer_is_an_error_not_an_abort(tmp_path: Path) -> None:
-    code, _, err = cli("--home", str(tmp_path / "h"), "erase", "--entity", "A", input="")
+    code, _, err = cli("--home", str(tmp_path / "h"), "erase", "--subject", "A", input="")
     one_line_error(code, err, "not confirmed; nothing erased")
 
 

@@ -32,11 +32,11 @@ async def test_naive_datetimes_are_refused(kg: KG) -> None:
     assert (await kg.stats()).episodes == 0
 
 
-@pytest.mark.parametrize("when", [2021, 1_700_000_000.5, "2021", " 1700000000 ", "1e9"])
+@pytest.mark.parametrize("when", [2021, 1_700_000_000.5, " 1700000000 ", "1e9", "20210304"])
 async def test_numbers_are_not_times(kg: KG, when: object) -> None:
     """pydantic alone would read 2021 as Unix second 2021 (1970-01-01T00:33:41Z), silently."""
     row = {"subject": "A", "predicate": "KNOWS", "object": "B", "valid_at": when}
-    with pytest.raises(InputError, match="is a number, not a time: give an ISO 8601 time"):
+    with pytest.raises(InputError, match="is a number, not a time: give an ISO 8601 time or date"):
         await kg.add_episode(source="facts", reference_time=t(2020), facts=[row])
     with pytest.raises(InputError, match="is a number, not a time"):
         await kg.add_episode(

@@ -84,7 +84,7 @@ async def test_a_correction_is_a_user_episode_that_closes_the_old_value(
     assert [f.object for f in await m.kg.facts(subject="Alice")] == ["Lyon"]
     assert [f.object for f in await m.kg.facts(subject="Alice", valid_at=t(2022))] == ["Paris"]
     # Undone by rolling back the correction's episode.
-    await m.kg.rollback([r.episode_uuid], apply=True)
+    await m.kg.rollback([r.episode_uuid], dry_run=False)
     assert [f.object for f in await m.kg.facts(subject="Alice")] == ["Paris"]
 
 

@@ -47,7 +47,7 @@ async def test_the_issue_cases_cannot_happen_and_the_group_stays_healthy(kg: KG)
     await add(kg, t(2021), ("Minji", "LIVES_IN", "Seoul"))
     await kg.build_communities()
     assert (await kg.replay()).identical
-    assert (await kg.rollback(first.episode_uuid, apply=True)).applied
+    assert (await kg.rollback(first.episode_uuid, dry_run=False)).applied
     assert [line async for line in kg.export_lines()]
     assert isinstance(await kg.log(), list)
     assert (await kg.erase_entity("Minji")).episodes_deleted == 2  # the rolled-back one too

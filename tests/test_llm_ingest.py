@@ -171,6 +171,6 @@ async def test_llm_episodes_roll_back_from_their_stored_extraction(
     bad = await say(kg, llm, "Minji: I moved to Pyongyang.", t(2024, 3, 1),
                     reply(f("I", "LIVES_IN", "Pyongyang", "I moved to Pyongyang")))  # fmt: skip
     calls_before = len(llm.requests)
-    await kg.rollback(bad.episode_uuid, apply=True)
+    await kg.rollback(bad.episode_uuid, dry_run=False)
     assert len(llm.requests) == calls_before  # replay uses stored extractions, no LLM calls
     assert objects(await kg.facts(subject="Minji")) == ["Seoul"]

@@ -76,7 +76,7 @@ async def test_the_memory_store_answers_like_the_real_one(
         for graph in (kg, mem):
             marks = await ingest(graph, group, episodes)
             uuids = [u for u, _ in marks]
-            await graph.rollback(uuids[k], group_id=group, apply=True)
+            await graph.rollback(uuids[k], group_id=group, dry_run=False)
             times = [m for _, m in marks] + [graph.clock.now()]
             seen.append(await snapshot(graph, group, times, uuids))
     live, memory = seen

@@ -51,7 +51,7 @@ async def test_rolling_back_a_queued_episode_cancels_it(qkg: tuple[KG, RuleLLM])
     assert dry.cancelled == [queued.episode_uuid] and not dry.applied and not dry.noop
     assert (await node(kg, queued.episode_uuid)).status is EpisodeStatus.queued  # a dry run
 
-    done = await kg.rollback(queued.episode_uuid, apply=True)
+    done = await kg.rollback(queued.episode_uuid, dry_run=False)
     assert done.applied and done.cancelled == [queued.episode_uuid]
     cancelled = await node(kg, queued.episode_uuid)
     assert cancelled.status is EpisodeStatus.rolled_back and cancelled.lease_owner is None
@@ -62,7 +62,7 @@ async def test_rolling_back_a_queued_episode_cancels_it(qkg: tuple[KG, RuleLLM])
     again = await kg.add_episode(source="message", content=move, reference_time=t(2024, 6, 1),
                                  wait=False)  # fmt: skip
     assert again.status == "duplicate"  # as for any rolled-back episode
-    assert (await kg.rollback(queued.episode_uuid, apply=True)).noop
+    assert (await kg.rollback(queued.episode_uuid, dry_run=False)).noop
     [event] = [e for e in await kg.log() if e.kind == "rollback"]
     assert event.episodes == [queued.episode_uuid]
 
@@ -76,7 +76,7 @@ async def test_a_leased_episode_rolled_back_is_never_written(qkg: tuple[KG, Rule
     [claimed] = await kg.store.claim("default", "w", [queued.episode_uuid], now,
                                      now + timedelta(seconds=60))  # fmt: skip
     extracted = await kg.pipeline.extract(claimed)
-    report = await kg.rollback(queued.episode_uuid, apply=True)
+    report = await kg.rollback(queued.episode_uuid, dry_run=False)
     assert report.cancelled == [queued.episode_uuid]
     with pytest.raises(LeaseLostError):
         await kg.pipeline.complete(claimed, "w", extracted)
@@ -122,7 +122,7 @@ async def test_rolling_back_a_failed_episode_cancels_it(backend: Backend, home: 
                                       wait=False)  # fmt: skip
         assert (await Worker(kg).drain()).failed == 1
         assert (await node(kg, queued.episode_uuid)).status is EpisodeStatus.failed
-        report = await kg.rollback(queued.episode_uuid, apply=True)
+        report = await kg.rollback(queued.episode_uuid, dry_run=False)
         assert report.cancelled == [queued.episode_uuid]
         assert (await node(kg, queued.episode_uuid)).status is EpisodeStatus.rolled_back
         again = await kg.add_episode(source="message", content=bad, reference_time=t(2024, 6, 1),
@@ -175,7 +175,7 @@ async def test_rolling_back_a_source_cancels_its_queued_episodes(qkg: tuple[KG, 
     queued = await kg.add_episode(source="message", content="Minji: I work at Kakao.",
                                   reference_time=t(2024, 6, 2), source_description=page,
                                   wait=False)  # fmt: skip
-    report = await kg.rollback_source(page, apply=True)
+    report = await kg.rollback_source(page, dry_run=False)
     assert report.episodes == [written.episode_uuid]
     assert report.cancelled == [queued.episode_uuid]
     await Worker(kg).drain()

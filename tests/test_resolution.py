@@ -168,7 +168,7 @@ async def test_a_contradiction_closes_the_old_fact_and_rollback_reopens_it(
     ]
     # Rollback replays the stored, already resolved record: no LLM, and Naver is back.
     calls = len(llm.requests)
-    report = await kg.rollback(quit_.episode_uuid, apply=True)
+    report = await kg.rollback(quit_.episode_uuid, dry_run=False)
     assert report.applied and len(llm.requests) == calls
     [back] = await kg.facts(subject="Minji")
     assert (back.predicate, back.edge.invalid_at) == ("WORKS_AT", None)

@@ -59,7 +59,7 @@ async def test_poisoned_episode_is_undone_at_every_time(kg: KG) -> None:
     assert {c.object for c in plan.restored} == {"Seoul", "Daegu", "Kakao"}
     assert (await view(kg))[-1] != before_now[-1]  # nothing changed yet
 
-    done = await kg.rollback(poison.episode_uuid, apply=True)
+    done = await kg.rollback(poison.episode_uuid, dry_run=False)
     assert done.applied
     after = await view(kg)
     # Every valid time answers as before the injection, plus the later trusted fact.
@@ -81,10 +81,10 @@ async def test_poisoned_episode_is_undone_at_every_time(kg: KG) -> None:
 async def test_rollback_twice_is_a_no_op(kg: KG) -> None:
     await trusted_history(kg)
     bad = await add(kg, t(2022), ("Alice", "LIVES_IN", "Busan"))
-    await kg.rollback(bad.episode_uuid, apply=True)
+    await kg.rollback(bad.episode_uuid, dry_run=False)
     state = await view(kg)
     stats = await kg.stats()
-    again = await kg.rollback(bad.episode_uuid, apply=True)
+    again = await kg.rollback(bad.episode_uuid, dry_run=False)
     assert again.noop and again.already_rolled_back == [bad.episode_uuid]
     assert await view(kg) == state
     assert await kg.stats() == stats
@@ -99,7 +99,7 @@ async def test_a_fact_also_closed_by_a_later_episode_stays_closed(kg: KG) -> Non
     first = await add(kg, t(2020), ("Alice", "LIVES_IN", "Busan"))
     await add(kg, t(2020), fact("Alice", "LIVES_IN", "Busan", "2020-01-01T00:00:00Z"),
               source_description="second report")  # fmt: skip
-    await kg.rollback(first.episode_uuid, apply=True)
+    await kg.rollback(first.episode_uuid, dry_run=False)
     # The second report still moves Alice to Busan in 2020: Seoul stays closed.
     assert objects(await kg.facts(subject="Alice", valid_at=t(2019))) == ["Seoul"]
     assert objects(await kg.facts(subject="Alice", valid_at=t(2021))) == ["Busan"]
@@ -108,7 +108,7 @@ async def test_a_fact_also_closed_by_a_later_episode_stays_closed(kg: KG) -> Non
 async def test_rollback_of_a_reinforcement_keeps_the_fact(kg: KG) -> None:
     a = await add(kg, t(2015), ("Alice", "LIVES_IN", "Seoul"))
     b = await add(kg, t(2016), ("Alice", "LIVES_IN", "Seoul"))
-    report = await kg.rollback(b.episode_uuid, apply=True)
+    report = await kg.rollback(b.episode_uuid, dry_run=False)
     assert report.removed == report.restored == []
     [f] = await kg.facts(subject="Alice")
     assert f.edge.episodes == [a.episode_uuid]
@@ -120,10 +120,10 @@ async def test_rollback_by_source(kg: KG) -> None:
     for year in (2022, 2023):
         await add(kg, t(year), ("Alice", "LIVES_IN", f"Fake {year}"), channel="user",
                   source_description="https://evil.example/page")  # fmt: skip
-    report = await kg.rollback_source("https://evil.example/page", apply=True)
+    report = await kg.rollback_source("https://evil.example/page", dry_run=False)
     assert len(report.episodes) == 2
     assert await view(kg) == clean
-    nothing = await kg.rollback_source("https://evil.example/page", apply=True)
+    nothing = await kg.rollback_source("https://evil.example/page", dry_run=False)
     assert nothing.noop
 
 
@@ -150,7 +150,7 @@ async def test_the_audit_log_records_rollbacks_and_closures(kg: KG) -> None:
     bad = await add(kg, t(2022), ("Alice", "KNOWS", "Mallory"))
     await kg.rollback(bad.episode_uuid)  # dry run: not logged
     assert await kg.log() == []
-    await kg.rollback(bad.episode_uuid, apply=True)
+    await kg.rollback(bad.episode_uuid, dry_run=False)
     [event] = await kg.log()
     assert event.kind == "rollback" and event.episodes == [bad.episode_uuid]
     move = await add(kg, t(2023), ("Alice", "LIVES_IN", "Daegu"))
@@ -198,7 +198,7 @@ async def rollback_equals_never_ingesting(
     a, b = f"a{next(_groups)}", f"b{next(_groups)}"
     marks_a = await ingest(kg, a, episodes)
     marks_b = await ingest(kg, b, episodes[:k] + episodes[k + 1 :])
-    await kg.rollback(marks_a[k][0], group_id=a, apply=True)
+    await kg.rollback(marks_a[k][0], group_id=a, dry_run=False)
 
     assert await seen(a) == await seen(b)
     others_a = [m for j, m in enumerate(marks_a) if j != k]
@@ -206,7 +206,7 @@ async def rollback_equals_never_ingesting(
         assert await seen(a, known_a) == await seen(b, known_b)
     # Twice is a no-op.
     state = await seen(a)
-    assert (await kg.rollback(marks_a[k][0], group_id=a, apply=True)).noop
+    assert (await kg.rollback(marks_a[k][0], group_id=a, dry_run=False)).noop
     assert await seen(a) == state
 
 
@@ -231,7 +231,7 @@ async def test_rollback_equals_never_ingesting_live(
 async def test_replay_of_an_untouched_group_is_identical(kg: KG) -> None:
     await trusted_history(kg)
     bad = await add(kg, t(2022), ("Alice", "LIVES_IN", "Busan"))
-    await kg.rollback(bad.episode_uuid, apply=True)
+    await kg.rollback(bad.episode_uuid, dry_run=False)
     report = await kg.replay()
     assert report.identical and report.episodes == 3
     assert report.only_in_graph == report.only_in_replay == []
@@ -251,7 +251,7 @@ async def test_replay_after_an_ontology_change_shows_and_applies_the_difference(
         assert not report.identical
         assert {c.object for c in report.only_in_replay} == {"Seoul"}  # no longer closed
         assert objects(await kg.facts(subject="Alice")) == ["Busan"]  # dry run
-        await kg.replay(apply=True)
+        await kg.replay(dry_run=False)
         assert objects(await kg.facts(subject="Alice")) == ["Busan", "Seoul"]
         assert (await kg.replay()).identical
 

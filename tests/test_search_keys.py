@@ -116,7 +116,7 @@ async def test_rollback_takes_the_facts_and_the_turn_out_of_every_key(
     ids = await ingest(kg)
     after = list(TURNS)[2]
     assert ADOPT in (await keys(kg))[after]  # the turn before it
-    await kg.rollback(ids[ADOPT], apply=True)
+    await kg.rollback(ids[ADOPT], dry_run=False)
     now = await keys(kg)
     assert now[ADOPT] == ADOPT  # rolled back: its content alone, its facts gone
     assert now[after].splitlines() == ["Melanie: How have you been lately?", after,

@@ -225,10 +225,10 @@ def test_search_asked_at_and_abstain_below(served: Served, seeded: dict[str, Any
         number = "is a number, not a time"
         assert number in problem(c.post("/v1/search", json={"query": "x", "asked_at": 2021}), 422)
         assert number in problem(
-            c.post("/v1/context", json={"query": "x", "asked_at": "2021"}), 422
+            c.post("/v1/context", json={"query": "x", "asked_at": "1700000000"}), 422
         )
-        assert "timezone" in problem(
-            c.post("/v1/search", json={"query": "x", "asked_at": "2021-01-01T00:00:00"}), 422
+        assert "'someday' is not a time kg can read" in problem(
+            c.post("/v1/search", json={"query": "x", "asked_at": "someday"}), 422
         )
         for bad in (1.5, -2, "nan"):
             assert "abstain_below" in problem(
@@ -298,8 +298,8 @@ def test_errors_are_one_line_problems(served: Served) -> None:
             422,
         )
         # The CLI's messages, word for word.
-        assert "timezone" in problem(
-            w.get("/v1/facts", params={"valid_at": "2020-01-01T00:00:00"}), 422
+        assert "valid_at: 'someday' is not a time kg can read" in problem(
+            w.get("/v1/facts", params={"valid_at": "someday"}), 422
         )
         # Found by the fuzz: a time in year 1 that is year 0 once converted to UTC was a 500.
         for when in ("0001-01-01T00:00:01+00:01", "9999-12-31T23:59:59-01:00"):
@@ -309,7 +309,7 @@ def test_errors_are_one_line_problems(served: Served) -> None:
             )
         # Numbers are never times, wherever a time goes (2021 would be Unix second 2021).
         number = "is a number, not a time: give an ISO 8601 time"
-        assert number in problem(w.get("/v1/facts", params={"valid_at": "2021"}), 422)
+        assert number in problem(w.get("/v1/facts", params={"valid_at": "1700000000"}), 422)
         for body in (
             {**facts_episode(("A", "LIVES_IN", "B", "2020-01-01T00:00:00Z")), "reference_time": 0},
             facts_episode(("A", "LIVES_IN", "B", 2021)),  # type: ignore[arg-type]

@@ -40,7 +40,7 @@ def minilm() -> Embedder:
 async def build(kg: KG) -> str:
     await add(kg, t(2021, 3, 2), ("Minji", "LIVES_IN", "Seoul"), ("Minji", "WORKS_AT", "Naver"))
     poison = await add(kg, t(2023, 1, 1), ("Minji", "LIVES_IN", "Jeju"), source_description="web")
-    await kg.rollback(poison.episode_uuid, apply=True)
+    await kg.rollback(poison.episode_uuid, dry_run=False)
     await add(kg, t(2024, 6, 1), ("Minji", "LIVES_IN", "Busan"), ("Jisoo", "KNOWS", "Minji"))
     await kg.add_episode(source="text", content="부산으로 이사했어요", reference_time=t(2024, 6, 2),
                          extract=False)  # fmt: skip

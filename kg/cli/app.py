@@ -48,7 +48,9 @@ from kg.errors import (
 )
 from kg.facade import KG, BulkResult
 from kg.ingest.llm import StructuredLLM
-from kg.retrieval import DEFAULT_RECIPE, RECIPES, CrossEncoder, SearchResults
+from kg.retrieval import RECIPES, CrossEncoder, SearchResults
+from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
+from kg.retrieval.request import SearchRequest
 from kg.rollback import RollbackReport
 from kg.schemas.embedder import Embedder
 from kg.schemas.episode import Episode
@@ -68,6 +70,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Click's plain help: it wraps every column to the terminal (COLUMNS, else 80 when piped)
+    # where rich's tables cut long values ('communities_hybrid_…') and print '<bool>' after
+    # flags, so that '--apply false' looked like something to type.
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 10_000},
 )
 out = render.SafeConsole()
 err = render.SafeConsole(stderr=True)
@@ -172,6 +179,17 @@ def _times(**values: str | None) -> list[datetime | None]:
         return [_time(value, name.replace("_", "-")) for name, value in values.items()]
     except KGError as exc:
         raise _fail(str(exc)) from None
+
+
+def _renamed(old_flag: str, old: T | None, new_flag: str, new: T | None) -> T | None:
+    """A flag under its one name, or under the name it had (hidden, for one release), with
+    a one-line note on stderr when the old name was used."""
+    if old is None or old is False:
+        return new
+    render.note(err, f"{old_flag} is deprecated; use {new_flag}")
+    if new is not None and new is not False and new != old:
+        raise _fail(f"{old_flag} is the old name of {new_flag}: give {new_flag} only")
+    return old
 
 
 @app.callback()
@@ -320,6 +338,7 @@ def ingest(
             "`kg worker` extracts and writes them.",
         ),
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Ingest episodes from a JSON Lines file (validated in full before any write).
 
@@ -362,7 +381,10 @@ def ingest(
 
     llm = _llm(llm_model, llm_base_url, llm_api_key, concurrency)
     result = _run(_with_kg(settings, work, llm=llm))
-    render.ingest(out, result)
+    if as_json:
+        out.print_json(result.model_dump_json())
+    else:
+        render.ingest(out, result)
     if result.failed:
         raise typer.Exit(code=1)
 
@@ -391,6 +413,7 @@ def worker(
         float | None,
         typer.Option(help="Hold a session's episodes until it has been idle this long."),
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Extract and write queued episodes (`kg ingest --background`, `add_episode(wait=False)`).
 
@@ -417,7 +440,11 @@ def worker(
                 loop.add_signal_handler(sig, lambda: asyncio.ensure_future(w.stop()))
         return await w.run()
 
-    render.worker(out, _run(_with_kg(settings, work, llm=llm)))
+    stats = _run(_with_kg(settings, work, llm=llm))
+    if as_json:
+        out.print_json(stats.model_dump_json())
+    else:
+        render.worker(out, stats)
 
 
 @app.command()
@@ -484,8 +511,14 @@ def doctor(
 SubjectOpt = Annotated[str | None, typer.Option(help="Subject entity name.")]
 PredicateOpt = Annotated[str | None, typer.Option(help="Predicate, e.g. LIVES_IN.")]
 ObjectOpt = Annotated[str | None, typer.Option("--object", help="Object entity name.")]
+TIMES = "2024-03-15, 2024-03-15T09:00Z, 2024-03, 2024, or words: 'last year', 'March 2021'"
 KnownAtOpt = Annotated[
-    str | None, typer.Option(help="Transaction time: as kg knew it then (default: now).")
+    str | None,
+    typer.Option(help=f"Transaction time: as kg knew it then (default: now). {TIMES}."),
+]
+ValidAtOpt = Annotated[
+    str | None,
+    typer.Option("--valid-at", help=f"Valid time: what was true then (default: now). {TIMES}."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 AbstainOpt = Annotated[
@@ -515,8 +548,9 @@ def _facts_command(
     known_at: str | None,
     contested: bool,
     as_json: bool,
+    valid_name: str = "valid_at",
 ) -> None:
-    v, k = _times(valid_at=valid_at, known_at=known_at)
+    v, k = _times(**{valid_name: valid_at, "known_at": known_at})
 
     async def work(kg: KG) -> list[Fact]:
         return await kg.facts(
@@ -540,21 +574,29 @@ def facts(
     subject: SubjectOpt = None,
     predicate: PredicateOpt = None,
     object_: ObjectOpt = None,
-    valid_at: Annotated[
-        str | None, typer.Option(help="Valid time: what was true then (default: now).")
-    ] = None,
+    valid_at: ValidAtOpt = None,
     known_at: KnownAtOpt = None,
-    contested: Annotated[bool, typer.Option(help="Include contested facts.")] = False,
+    include_contested: Annotated[
+        bool, typer.Option("--include-contested", help="Include contested facts.")
+    ] = False,
+    contested: Annotated[bool, typer.Option("--contested", hidden=True)] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Facts true now (or at --valid-at), as known now (or at --known-at)."""
+    contested = bool(_renamed("--contested", contested, "--include-contested", include_contested))
     _facts_command(ctx.obj, subject, predicate, object_, valid_at, known_at, contested, as_json)
 
 
 @app.command("as-of")
 def as_of(
     ctx: typer.Context,
-    when: Annotated[str, typer.Argument(help="Valid time, e.g. 2024-03-15 or 2024-03-15T09:00Z.")],
+    when: Annotated[
+        str,
+        typer.Argument(
+            help="Valid time: 2024-03-15, 2024-03-15T09:00Z, 2024-03, 2024, or words such as "
+            "'last year', 'March 2021', 'yesterday'."
+        ),
+    ],
     subject: SubjectOpt = None,
     predicate: PredicateOpt = None,
     object_: ObjectOpt = None,
@@ -562,7 +604,8 @@ def as_of(
     as_json: JsonOpt = False,
 ) -> None:
     """What was true at WHEN ("what was true in March"), as known now or at --known-at."""
-    _facts_command(ctx.obj, subject, predicate, object_, when, known_at, False, as_json)
+    _facts_command(ctx.obj, subject, predicate, object_, when, known_at, False, as_json,
+                   valid_name="WHEN")  # fmt: skip
 
 
 @app.command()
@@ -688,6 +731,7 @@ def import_(
     into: Annotated[
         str | None, typer.Option(help="Group to create (default: the exported group's id).")
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Import a `kg export` file into a new group of this store (e.g. --uri bolt://...).
 
@@ -704,7 +748,10 @@ def import_(
         raise _fail(f"cannot read {file}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise _fail(f"{file}: not UTF-8 text") from None
-    render.imported(out, r)
+    if as_json:
+        out.print_json(r.model_dump_json())
+    else:
+        render.imported(out, r)
 
 
 # -- communities ----------------------------------------------------------------------------
@@ -776,10 +823,14 @@ def rollback(
     since: Annotated[
         str | None, typer.Option(help="With --source-description: ingested since this time.")
     ] = None,
-    apply: Annotated[bool, typer.Option("--apply", help="Carry out the plan.")] = False,
+    apply: Annotated[
+        bool, typer.Option("--apply/--dry-run", help="Carry out the plan, or only show it.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Undo episodes as if never ingested: shows the plan; --apply carries it out atomically.
+
+    Episode ids are whole or any unique prefix of 6 or more characters (tables show 8).
 
     Facts only they supported are deleted, facts they closed are re-opened (unless another
     episode also closed them), and reinforcements lose them. The episodes stay, marked rolled
@@ -795,9 +846,9 @@ def rollback(
     async def work(kg: KG) -> RollbackReport:
         if source_description is not None:
             return await kg.rollback_source(
-                source_description, since=since_at, group_id=settings.group, apply=apply
+                source_description, since=since_at, group_id=settings.group, dry_run=not apply
             )
-        return await kg.rollback(episode_ids or [], group_id=settings.group, apply=apply)
+        return await kg.rollback(episode_ids or [], group_id=settings.group, dry_run=not apply)
 
     report = _run(_with_kg(settings, work))
     if as_json:
@@ -809,7 +860,10 @@ def rollback(
 @app.command()
 def replay(
     ctx: typer.Context,
-    apply: Annotated[bool, typer.Option("--apply", help="Replace the live timelines.")] = False,
+    apply: Annotated[
+        bool,
+        typer.Option("--apply/--dry-run", help="Replace the live timelines, or only compare."),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Rebuild the group from its episode log with the current ontology; print the differences.
@@ -817,7 +871,9 @@ def replay(
     --apply swaps in the rebuilt timelines atomically (e.g. after changing a cardinality).
     """
     settings: Settings = ctx.obj
-    report = _run(_with_kg(settings, lambda kg: kg.replay(group_id=settings.group, apply=apply)))
+    report = _run(
+        _with_kg(settings, lambda kg: kg.replay(group_id=settings.group, dry_run=not apply))
+    )
     if as_json:
         out.print_json(report.model_dump_json())
     else:
@@ -827,16 +883,16 @@ def replay(
 @app.command()
 def why(
     ctx: typer.Context,
-    fact_id: Annotated[str, typer.Argument(help="Fact or version uuid.")],
+    fact_id: Annotated[
+        str,
+        typer.Argument(help="Fact or version id: whole, or a unique prefix of 6+ characters."),
+    ],
     as_json: JsonOpt = False,
 ) -> None:
     """A fact's versions and the episodes that created, reinforced and closed it."""
     settings: Settings = ctx.obj
     explanation = _run(_with_kg(settings, lambda kg: kg.why(fact_id, group_id=settings.group)))
-    if as_json:
-        out.print_json(explanation.model_dump_json())
-    else:
-        render.why(out, fact_id, explanation.versions, explanation.episodes)
+    render.why(out, fact_id, explanation.versions, explanation.episodes, as_json=as_json)
 
 
 @app.command("log")
@@ -858,7 +914,10 @@ def log_(
 @app.command()
 def erase(
     ctx: typer.Context,
-    entity: Annotated[str | None, typer.Option(help="Erase this subject from the group.")] = None,
+    subject: Annotated[
+        str | None, typer.Option("--subject", help="Erase this subject from the group.")
+    ] = None,
+    entity: Annotated[str | None, typer.Option("--entity", hidden=True)] = None,
     whole_group: Annotated[
         bool, typer.Option("--whole-group", help="Erase the entire group (--group).")
     ] = False,
@@ -879,13 +938,15 @@ def erase(
             "copy of each episode (the subject's name cut out).",
         ),
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Physically delete a subject or a whole group, with its traces on disk. Not undoable."""
     settings: Settings = ctx.obj
+    entity = _renamed("--entity", entity, "--subject", subject)
     if (entity is None) == (not whole_group):
-        raise _fail("give --entity NAME or --whole-group, not both and not neither")
+        raise _fail("give --subject NAME or --whole-group, not both and not neither")
     if (dry_run or keep_others) and entity is None:
-        raise _fail("--dry-run and --keep-others apply to --entity")
+        raise _fail("--dry-run and --keep-others apply to --subject")
     target = f"entity {entity!r}" if entity else f"the whole group {settings.group!r}"
     question = f"Permanently erase {target} from group {settings.group!r}?"
     try:
@@ -901,24 +962,62 @@ def erase(
                                          keep_others=keep_others)  # fmt: skip
         return await kg.erase_group(settings.group)
 
-    render.erasure(out, target, _run(_with_kg(settings, work)))
+    receipt = _run(_with_kg(settings, work))
+    if as_json:
+        out.print_json(receipt.model_dump_json())
+    else:
+        render.erasure(out, target, receipt)
 
 
 # -- search ---------------------------------------------------------------------------------
+
+
+RecipeOpt = Annotated[
+    str | None,
+    typer.Option(
+        help=f"Search recipe: {', '.join(sorted(RECIPES))}. Default: "
+        f"{DEFAULT_RECIPE_WITHOUT_LLM} (facts, and the episodes' text, so that text stored "
+        "unextracted is found)."
+    ),
+]
+IncludeClosedOpt = Annotated[
+    bool, typer.Option("--include-closed", help="Include closed facts (no longer true), marked.")
+]
+CrossEncoderOpt = Annotated[
+    str | None,
+    typer.Option(help="sentence-transformers CrossEncoder model path, for *_cross_encoder."),
+]
+ExplainOpt = Annotated[
+    bool,
+    typer.Option(
+        "--explain",
+        help="Show each branch's hits, the fused scores, trust and recency factors, and "
+        "how time words were read.",
+    ),
+]
+AskedAtOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--asked-at",
+        help="When the question is asked: time words in the query ('last March', "
+        "'in 2022', '작년') are read against it (default: --valid-at, else now).",
+    ),
+]
 
 
 @app.command()
 def search(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
-    recipe: Annotated[
-        str, typer.Option(help=f"Search recipe: {', '.join(sorted(RECIPES))}.")
-    ] = DEFAULT_RECIPE,
-    as_of: Annotated[
-        str | None, typer.Option("--as-of", help="Valid time: what was true then (default: now).")
-    ] = None,
+    recipe: RecipeOpt = None,
+    valid_at: ValidAtOpt = None,
+    as_of: Annotated[str | None, typer.Option("--as-of", hidden=True)] = None,
     known_at: KnownAtOpt = None,
-    history: Annotated[bool, typer.Option(help="Include closed facts, marked.")] = False,
+    include_closed: IncludeClosedOpt = False,
+    history: Annotated[bool, typer.Option("--history", hidden=True)] = False,
+    include_contested: Annotated[
+        bool, typer.Option("--include-contested", help="Include contested facts, marked.")
+    ] = False,
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 10,
     center: Annotated[
         str | None, typer.Option(help="Centre entity for node-distance reranking and BFS.")
@@ -928,30 +1027,13 @@ def search(
     ] = None,
     abstain_below: AbstainOpt = None,
     abstain_joint_below: AbstainJointOpt = None,
-    cross_encoder: Annotated[
-        str | None,
-        typer.Option(help="sentence-transformers CrossEncoder model path, for *_cross_encoder."),
-    ] = None,
-    explain: Annotated[
-        bool,
-        typer.Option(
-            "--explain",
-            help="Show each branch's hits, the fused scores, trust and recency factors, and "
-            "how time words were read.",
-        ),
-    ] = False,
+    cross_encoder: CrossEncoderOpt = None,
+    explain: ExplainOpt = False,
     context: Annotated[
         bool, typer.Option("--context", help="Print the prompt-ready context block instead.")
     ] = False,
     max_tokens: Annotated[int, typer.Option(min=50, help="Token budget for --context.")] = 1000,
-    asked_at: Annotated[
-        str | None,
-        typer.Option(
-            "--asked-at",
-            help="When the question is asked: time words in the query ('last March', "
-            "'in 2022', '작년') are read against it (default: --as-of, else now).",
-        ),
-    ] = None,
+    asked_at: AskedAtOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Hybrid search (BM25 + cosine, or + BFS; fused, reranked), in any time view.
@@ -962,39 +1044,52 @@ def search(
     episodes in it boosted); --explain shows how they were read.
     """
     settings: Settings = ctx.obj
-    v, k, asked = _times(as_of=as_of, known_at=known_at, asked_at=asked_at)
-    ce: CrossEncoder | None = None
-    if cross_encoder is not None:
-        from kg.retrieval import SentenceTransformerCrossEncoder
+    v, k, asked = _times(valid_at=_renamed("--as-of", as_of, "--valid-at", valid_at),
+                         known_at=known_at, asked_at=asked_at)  # fmt: skip
+    closed = bool(_renamed("--history", history, "--include-closed", include_closed))
+    fields = {"query": query, "recipe": recipe, "valid_at": v, "known_at": k,
+              "include_closed": closed, "include_contested": include_contested, "limit": limit,
+              "center": center, "min_score": min_score, "abstain_below": abstain_below,
+              "abstain_joint_below": abstain_joint_below, "asked_at": asked}  # fmt: skip
+    try:  # the one request model KG.search, HTTP and MCP validate
+        request = SearchRequest.model_validate(fields)
+    except ValidationError as exc:
+        raise _fail(f"invalid search: {validation_message(exc)}") from None
+    _search(settings, request, _cross_encoder(cross_encoder), explain=explain,
+            context=context and not as_json, max_tokens=max_tokens, as_json=as_json)  # fmt: skip
 
-        try:
-            ce = SentenceTransformerCrossEncoder(cross_encoder)
-        except (OSError, ValueError) as exc:
-            raise _fail(f"cross-encoder {cross_encoder!r}: {exc}") from None
-    options: dict[str, Any] = {
-        "group_id": settings.group,
-        "recipe": recipe,
-        "valid_at": v,
-        "known_at": k,
-        "include_history": history,
-        "limit": limit,
-        "center": center,
-        "min_score": min_score,
-        "abstain_below": abstain_below,
-        "abstain_joint_below": abstain_joint_below,
-        "asked_at": asked,
-    }
 
+def _cross_encoder(path: str | None) -> CrossEncoder | None:
+    if path is None:
+        return None
+    from kg.retrieval import SentenceTransformerCrossEncoder
+
+    try:
+        return SentenceTransformerCrossEncoder(path)
+    except (OSError, ValueError) as exc:
+        raise _fail(f"cross-encoder {path!r}: {exc}") from None
+
+
+def _search(
+    settings: Settings,
+    request: SearchRequest,
+    ce: CrossEncoder | None,
+    *,
+    explain: bool,
+    context: bool,
+    max_tokens: int,
+    as_json: bool,
+) -> None:
     async def work(kg: KG) -> SearchResults | str:
-        if context and not as_json:
-            return await kg.context(query, max_tokens=max_tokens, **options)
-        return await kg.search(query, **options)
+        if context:
+            return await kg.context(request, max_tokens=max_tokens, group_id=settings.group)
+        return await kg.search(request, group_id=settings.group)
 
     results = _run(_with_kg(settings, work, cross_encoder=ce))
     if isinstance(results, str):
         render.context(out, results)
     elif as_json:
-        out.print_json(results.model_dump_json())
+        render.search_json(out, results)
     else:
         render.search(out, results, explain=explain)
 
@@ -1328,13 +1423,18 @@ def keys_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 @keys_app.command("revoke")
 def keys_revoke(
-    ctx: typer.Context, key_id: Annotated[str, typer.Argument(help="The key id (kg keys list).")]
+    ctx: typer.Context,
+    key_id: Annotated[str, typer.Argument(help="The key id (kg keys list).")],
+    as_json: JsonOpt = False,
 ) -> None:
     """Revoke a key: every server on this store refuses it from its next request."""
     settings: Settings = ctx.obj
     from kg.server.keys import revoke_key
 
     record = _run(_with_store(settings, lambda kg: revoke_key(kg.store, key_id)))
+    if as_json:
+        out.print_json(record.model_dump_json(exclude={"key_hash"}))
+        return
     out.print(
         f"revoked key {record.key_id} (group {record.scope!r}, role {record.role.value})",
         highlight=False,

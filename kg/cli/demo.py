@@ -128,6 +128,6 @@ async def _story(kg: KG, group: str, console: Console) -> None:
     show(await kg.facts(group_id=group, subject="Minji"), "After the poison")
     console.print(f"$ kg rollback {poison.episode_uuid}   (dry run)")
     render.rollback(console, await kg.rollback(poison.episode_uuid, group_id=group))
-    await kg.rollback(poison.episode_uuid, group_id=group, apply=True)
+    await kg.rollback(poison.episode_uuid, group_id=group, dry_run=False)
     console.print(f"$ kg rollback {poison.episode_uuid} --apply")
     show(await kg.facts(group_id=group, subject="Minji"), "After the rollback")

@@ -34,12 +34,14 @@ from kg.ingest.doctor import DoctorReport
 from kg.queue import WorkerStats
 from kg.retrieval import SearchResults
 from kg.retrieval.context import quote
+from kg.retrieval.search import NO_EMBEDDER
 from kg.rollback import FactChange, ReplayReport, RollbackReport
 from kg.schemas.graph import AuditEvent, Fact
 from kg.schemas.keys import ApiKeyRecord
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import Community, StoreStats
-from kg.schemas.timefmt import interval
+from kg.schemas.timefmt import day, interval
+from kg.schemas.views import episode_view, fact_view, hit_views
 from kg.store.falkordb.embedded import LoadProgress
 from kg.transfer import TransferReport
 
@@ -153,6 +155,11 @@ class SafeConsole(Console):
         self.print(rendered, soft_wrap=True)
 
 
+def note(console: Console, message: str) -> None:
+    """A one-line note on stderr (a deprecated flag); the command goes on."""
+    console.print(Text.assemble(("kg: note:", "yellow"), " ", one_line(message)), soft_wrap=True)
+
+
 def error(console: Console, message: str) -> None:
     """A kg error: one line, the message shown as written."""
     console.print(Text.assemble(("kg: error:", "bold red"), " ", one_line(message)),
@@ -170,6 +177,23 @@ def _json(console: Console, rows: Sequence[Any]) -> None:
     console.print_json(json.dumps(list(rows)))
 
 
+SHORT_ID = 8  # characters of an id a table shows; any unique prefix of 6+ is accepted back
+
+
+def short(uuid: str | None) -> str:
+    return (uuid or "")[:SHORT_ID]
+
+
+def fact_rows(found: Sequence[Fact]) -> list[dict[str, Any]]:
+    """The facts as every surface's JSON shows them (kg.schemas.views.FactView)."""
+    return [json.loads(fact_view(f).model_dump_json()) for f in found]
+
+
+def _span(start: Any, end: Any) -> str:
+    """An interval on two lines ('start' / '→ end'), so a table fits 80 columns."""
+    return f"{day(start)}\n→ {day(end)}"
+
+
 def facts(
     console: Console,
     found: list[Fact],
@@ -178,25 +202,33 @@ def facts(
     title: str,
     transaction: bool = False,
 ) -> None:
+    """A table of facts that fits 80 columns: ids kept whole (8 characters, accepted back by
+    `kg why`), the statement in one column with its trust and notes under it, the intervals
+    on two lines."""
     if as_json:
-        _json(console, [f.as_row() for f in found])
+        _json(console, fact_rows(found))
         return
     if not found:
         console.print(f"{title}: no facts")
         return
-    columns = ["subject", "predicate", "object", "valid"]
-    table = _table(title, [*columns, *(["believed"] if transaction else []), "trust", "note"])
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("id", no_wrap=True, min_width=SHORT_ID)
+    table.add_column("fact", overflow="fold", ratio=1)
+    table.add_column("valid", no_wrap=True)
+    if transaction:
+        table.add_column("believed", no_wrap=True)
     for f in found:
         e = f.edge
-        note = []
+        note = [e.trust.name]
         if e.status.value == "contested":
             note.append("contested")
         if e.invalidated_by:
-            note.append(f"closed by episode {e.invalidated_by[:8]}")
-        row = [f.subject, f.predicate, f.object, interval(e.valid_at, e.invalid_at)]
+            note.append(f"closed by {short(e.invalidated_by)}")
+        statement = f"{f.subject} {f.predicate} {f.object}\n({', '.join(note)})"
+        row = [short(e.fact_uuid), statement, _span(e.valid_at, e.invalid_at)]
         if transaction:
-            row.append(interval(e.created_at, e.expired_at))
-        table.add_row(*row, e.trust.name, ", ".join(note))
+            row.append(_span(e.created_at, e.expired_at))
+        table.add_row(*row)
     console.print(table)
 
 
@@ -451,20 +483,36 @@ def replay(console: Console, report: ReplayReport) -> None:
     console.print(counts + ("; applied" if report.applied else "; dry run, re-run with --apply"))
 
 
-def why(console: Console, fact_id: str, versions: list[Fact], episodes: Sequence[Any]) -> None:
+def why(
+    console: Console,
+    fact_id: str,
+    versions: list[Fact],
+    episodes: Sequence[Any],
+    *,
+    as_json: bool = False,
+) -> None:
+    if as_json:
+        body = {
+            "id": versions[0].edge.fact_uuid if versions else fact_id,
+            "versions": fact_rows(versions),
+            "episodes": [json.loads(episode_view(ep).model_dump_json()) for ep in episodes],
+        }
+        console.print_json(json.dumps(body))
+        return
     facts(console, versions, as_json=False, title=f"versions of {fact_id}", transaction=True)
-    columns = ("episode", "ingested", "reference time", "channel", "trust", "extractor", "source")
-    table = _table("episodes", (*columns, "status"))
+    table = Table(title="episodes", title_justify="left")
+    table.add_column("episode", no_wrap=True, min_width=SHORT_ID)
+    table.add_column("reference time\ningested", no_wrap=True)
+    table.add_column("channel / trust\nextractor", overflow="fold")
+    table.add_column("status", overflow="fold")
+    table.add_column("source", overflow="fold")
     for ep in episodes:
         table.add_row(
-            ep.uuid,
-            ep.created_at.strftime(TIME),
-            ep.valid_at.isoformat(),
-            ep.channel.value,
-            ep.trust.name,
-            ep.extractor,
-            ep.source_description,
+            short(ep.uuid),
+            f"{day(ep.valid_at)}\n{ep.created_at.strftime(TIME)}",
+            f"{ep.channel.value} / {ep.trust.name}\n{ep.extractor}",
             ep.status.value,
+            ep.source_description,
         )
     console.print(table)
 
@@ -545,6 +593,8 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
         table = _table("branches", ("scope", "method", "hits", "ms", "note"))
         for b in results.branches:
             note = b.error or ("no hits" if b.hits == 0 else "")
+            if note == NO_EMBEDDER:  # the CLI's way to one, not another surface's
+                note += " (give --embedder minilm, or the group's model)"
             table.add_row(b.scope.value, b.method, str(b.hits), f"{b.latency_ms:.1f}", note)
         console.print(table)
         if results.time is not None:
@@ -603,6 +653,20 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
         console.print(f"{scope.value}: abstained (best cosine similarity {best:.3f})")
     if not shown:
         console.print("no results")
+
+
+def search_json(console: Console, results: SearchResults) -> None:
+    """Search results as JSON: every hit in the one hit shape (kg.schemas.views.HitView),
+    best first, with how the query's time words were read and what abstained."""
+    body: dict[str, Any] = {
+        "query": results.query,
+        "group_id": results.group_id,
+        "hits": [json.loads(h.model_dump_json()) for h in hit_views(results)],
+        "abstained": {k.value: v for k, v in results.abstained.items()},
+        "time": results.time.model_dump(mode="json") if results.time else None,
+        "branches": [b.model_dump(mode="json") for b in results.branches],
+    }
+    console.print_json(json.dumps(body))
 
 
 def context(console: Console, block: str) -> None:

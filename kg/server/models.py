@@ -19,7 +19,8 @@ from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
 from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import StoreStats
-from kg.schemas.validation import Name, Text, UtcDatetime
+from kg.schemas.timeparse import TimeInput
+from kg.schemas.validation import Name, Text
 from kg.server.deprecation import Renamed, Renames, deprecated_names, renamed
 from kg.server.pages import MAX_CURSOR, MAX_PAGE
 
@@ -31,8 +32,9 @@ MAX_CONTEXT_HITS = 100  # hits a context is rendered from (per scope)
 MAX_CONTEXT_TOKENS = 20_000  # tokens of a context block
 
 
-# ISO 8601 with a timezone; numbers are refused (kg.schemas.validation.no_number_times).
-Time = UtcDatetime
+# Read by the one time parser (kg.schemas.timeparse): ISO 8601 (no offset: UTC), a date,
+# year-month or year, or time words ('last year'); numbers are refused.
+Time = TimeInput
 
 
 class Strict(Renamed):

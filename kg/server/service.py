@@ -215,10 +215,11 @@ class Scoped:
             raise InputError("since goes with source_description")
         if req.source_description is not None:
             work = self.kg.rollback_source(
-                req.source_description, since=req.since, group_id=self.group, apply=apply
-            )
+                req.source_description, since=req.since, group_id=self.group,
+                dry_run=not apply,
+            )  # fmt: skip
         else:
-            work = self.kg.rollback(req.episode_ids, group_id=self.group, apply=apply)
+            work = self.kg.rollback(req.episode_ids, group_id=self.group, dry_run=not apply)
         if not apply:
             return await work
         return await self.memory.writes.run(work)
@@ -345,6 +346,7 @@ class Scoped:
         )
 
     async def episode(self, episode_id: str) -> EpisodicNode:
+        episode_id = await self.kg.resolve_id("episode", episode_id, group_id=self.group)
         found = await self.kg.store.episodes(self.group, [episode_id])
         if not found:
             raise NotFoundError(f"no episode {episode_id!r} in group {self.group!r}")

@@ -4,7 +4,7 @@ communities and metrics."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from kg.schemas.graph import AuditEvent, CommunityNode, EntityNode, EpisodicNode, Fact, FactEdge
 from kg.schemas.metrics import ApiMetrics, CallStats, Counters, IngestMetrics, QueryMetrics
@@ -68,7 +68,24 @@ _BY_KEY = (
 )
 
 
+_ID_PREFIX = {
+    "episode": "MATCH (ep:Episodic) WHERE ep.group_id = $group_id AND ep.uuid STARTS WITH $p "
+    "RETURN ep.uuid AS id ORDER BY id LIMIT $max_rows",
+    "fact": "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id "
+    "AND (e.fact_uuid STARTS WITH $p OR e.uuid STARTS WITH $p) "
+    "RETURN DISTINCT e.fact_uuid AS id ORDER BY id LIMIT $max_rows",
+}
+
+
 class CypherReads(CypherBase):
+    async def ids_by_prefix(
+        self, group_id: str, kind: Literal["episode", "fact"], prefix: str, limit: int
+    ) -> list[str]:
+        rows = await self._read(
+            group_id, _ID_PREFIX[kind], {"group_id": group_id, "p": prefix, "max_rows": limit}
+        )
+        return [r["id"] for r in rows]
+
     async def episode_by_hash(self, group_id: str, content_hash: str) -> EpisodicNode | None:
         rows = await self._read(
             group_id,
