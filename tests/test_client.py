@@ -5,6 +5,7 @@ problems, pages followed, 429s waited out or raised with their Retry-After."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import re
 import subprocess
@@ -63,7 +64,7 @@ async def scenario(kg: Any) -> dict[str, Any]:
     history = await kg.history(subject="Minji", predicate="LIVES_IN")
     why = await kg.why(now[0].edge.uuid)
     assert isinstance(why, Explanation)
-    hits = await kg.search("where does Minji live", include_history=True)
+    hits = await kg.search("where does Minji live", include_closed=True)
     assert isinstance(hits, SearchResults)
     block = await kg.context("Minji Busan", max_tokens=200)
     plan = await kg.rollback(now[0].edge.episodes[0])
@@ -240,3 +241,21 @@ def test_the_readme_quickstart_runs_against_a_server_with_two_lines_changed(
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["['Busan']", "['Seoul']"]
     assert not (tmp_path / "unused").exists()  # no embedded store was opened
+
+
+MIRRORED = ["add_episode", "add_episodes", "facts", "history", "why", "entities", "log",
+            "stats", "metrics", "quarantine", "rollback", "rollback_source", "erase_entity",
+            "erase_group", "search", "context", "export_lines", "groups"]  # fmt: skip
+
+
+def test_every_kg_argument_is_a_client_argument() -> None:
+    """The one-line switch holds only while every argument `KG` takes is one the client
+    takes too (and refuses by name when HTTP cannot carry it): a new `KG` argument fails
+    here until the client has it."""
+    for name in MIRRORED:
+        ours = inspect.signature(getattr(KG, name)).parameters
+        theirs = inspect.signature(getattr(AsyncClient, name)).parameters
+        missing = [p for p in ours if p not in theirs]
+        assert not missing, f"AsyncClient.{name} lacks {missing}"
+        for p, param in ours.items():
+            assert param.kind == theirs[p].kind, (name, p)

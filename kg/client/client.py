@@ -25,7 +25,8 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from kg.client.bodies import episode, episode_body, search_body
+from kg.client import bodies
+from kg.client.bodies import episode_body, not_offered, search_body
 from kg.client.transport import Session, iso
 from kg.erasure import ErasureReceipt
 from kg.errors import ExtractionError, InputError
@@ -39,6 +40,7 @@ from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
 from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import EntitySummary, StoreStats
+from kg.schemas.timeparse import parse_time
 
 __all__ = ["AsyncClient", "Whoami"]
 
@@ -153,11 +155,11 @@ class AsyncClient:
 
     async def add_episode(
         self,
-        episode_: Episode | None = None,
+        episode: Episode | None = None,
         /,
         *,
         source: str | None = None,
-        reference_time: datetime | None = None,
+        reference_time: datetime | str | None = None,
         content: str | None = None,
         facts: Sequence[StructuredFact | Mapping[str, Any]] | None = None,
         group_id: str | None = None,
@@ -169,22 +171,28 @@ class AsyncClient:
         turns: tuple[int, int] | None = None,
         extract: bool = True,
         wait: bool = True,
+        after_seconds: float | None = None,
     ) -> EpisodeResult:
         """`KG.add_episode` over `POST /v1/episodes` (see it for the arguments). The
-        channel defaults to the key's; `reference_time` to now."""
+        channel defaults to the key's; `reference_time` to now. `session_id` / `turns` and
+        `after_seconds` are refused: the HTTP API does not take them."""
+        if after_seconds is not None:
+            raise not_offered("a session debounce", "after_seconds")
+        if isinstance(reference_time, str):
+            reference_time = parse_time(reference_time, field="reference_time")
         given = {"source": source, "reference_time": reference_time, "content": content,
                  "facts": facts, "channel": channel, "trust": trust, "name": name,
                  "source_description": source_description, "session_id": session_id,
                  "turns": turns}  # fmt: skip
         fields = {k: v for k, v in given.items() if v is not None}
-        if episode_ is None:
+        if episode is None:
             fields.setdefault("reference_time", datetime.now(UTC))
-            episode_ = episode(fields, "invalid episode")
+            episode = bodies.episode(fields, "invalid episode")
         elif fields:
             raise TypeError("pass either an Episode or keyword fields, not both")
-        group = episode_.group_id if "group_id" in episode_.model_fields_set else group_id
+        group = episode.group_id if "group_id" in episode.model_fields_set else group_id
         await self._group(group)
-        body = episode_body(episode_, extract=extract, wait=wait)
+        body = episode_body(episode, extract=extract, wait=wait)
         return await self.session.post("/v1/episodes", EpisodeResult, body)
 
     async def add_episodes(
@@ -204,7 +212,7 @@ class AsyncClient:
         checked: list[Episode] = []
         for i, item in enumerate(episodes):
             where = f"episodes[{i}]"
-            ep = item if isinstance(item, Episode) else episode(dict(item), where)
+            ep = item if isinstance(item, Episode) else bodies.episode(dict(item), where)
             episode_body(ep, extract=extract, wait=wait)  # refuses what HTTP does not take
             checked.append(ep)
         for ep in checked:
@@ -222,7 +230,7 @@ class AsyncClient:
         return BulkResult(results=[results[i] for i in sorted(results)], failed=failed)
 
     async def correct(
-        self, fact_id: str, object: str, *, valid_at: datetime,
+        self, fact_id: str, object: str, *, valid_at: datetime | str,
         source_description: str = "correction",
     ) -> EpisodeResult:  # fmt: skip
         """'That changed' (`POST /v1/facts/{id}/correct`): the right value and since when,
@@ -256,7 +264,7 @@ class AsyncClient:
         self,
         source_description: str,
         *,
-        since: datetime | None = None,
+        since: datetime | str | None = None,
         group_id: str | None = None,
         apply: bool | None = None,
         dry_run: bool | None = None,
@@ -300,8 +308,8 @@ class AsyncClient:
         subject: str | None = None,
         predicate: str | None = None,
         object: str | None = None,
-        valid_at: datetime | None = None,
-        known_at: datetime | None = None,
+        valid_at: datetime | str | None = None,
+        known_at: datetime | str | None = None,
         include_contested: bool = False,
         limit: int = 1000,
     ) -> list[Fact]:
@@ -315,8 +323,8 @@ class AsyncClient:
         subject: str | None = None,
         predicate: str | None = None,
         object: str | None = None,
-        valid_at: datetime | None = None,
-        known_at: datetime | None = None,
+        valid_at: datetime | str | None = None,
+        known_at: datetime | str | None = None,
         include_contested: bool = False,
         limit: int | None = None,
     ) -> AsyncIterator[Fact]:
@@ -418,15 +426,16 @@ class AsyncClient:
         group_id: str | None = None,
         recipe: str | None = None,
         limit: int | None = None,
-        valid_at: datetime | None = None,
-        known_at: datetime | None = None,
-        include_history: bool = False,
+        valid_at: datetime | str | None = None,
+        known_at: datetime | str | None = None,
         include_closed: bool = False,
+        include_history: bool | None = None,
         include_contested: bool = False,
         center: str | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
-        asked_at: datetime | None = None,
+        abstain_joint_below: float | None = None,
+        asked_at: datetime | str | None = None,
         config: Any = None,
         seeds: list[str] | None = None,
     ) -> SearchResults:
@@ -444,15 +453,16 @@ class AsyncClient:
         group_id: str | None = None,
         recipe: str | None = None,
         limit: int | None = None,
-        valid_at: datetime | None = None,
-        known_at: datetime | None = None,
-        include_history: bool = False,
+        valid_at: datetime | str | None = None,
+        known_at: datetime | str | None = None,
         include_closed: bool = False,
+        include_history: bool | None = None,
         include_contested: bool = False,
         center: str | None = None,
         min_score: float | None = None,
         abstain_below: float | None = None,
-        asked_at: datetime | None = None,
+        abstain_joint_below: float | None = None,
+        asked_at: datetime | str | None = None,
         config: Any = None,
         seeds: list[str] | None = None,
     ) -> str:

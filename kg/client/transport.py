@@ -14,15 +14,20 @@ from pydantic import BaseModel, TypeAdapter
 
 from kg.client.errors import RateLimitedError, problem_error
 from kg.errors import StoreUnavailableError
+from kg.schemas.timeparse import parse_time
 from kg.times import utc
 
 T = TypeVar("T")
 MAX_PAGE = 1000  # the server's largest page (kg.server.pages.MAX_PAGE)
 
 
-def iso(field: str, value: datetime | None) -> str | None:
-    """A time argument as the server reads it; a naive one is refused as `KG` refuses it."""
-    return None if value is None else utc(value, field=field).isoformat()
+def iso(field: str, value: datetime | str | None) -> str | None:
+    """A time argument as the server reads it, read as `KG` reads it: a naive datetime is
+    refused, text goes through the one time parser (ISO-8601, dates, time words)."""
+    if value is None:
+        return None
+    when = parse_time(value, field=field) if isinstance(value, str) else utc(value, field=field)
+    return when.isoformat()
 
 
 def params(**given: Any) -> dict[str, Any]:
