@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from kg.communities import CommunityReport, rebuild_communities
 from kg.erasure import ErasureReceipt, erase_entity, erase_group, finish_erasure
@@ -35,9 +35,10 @@ from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
 from kg.retrieval.context import approx_tokens
 from kg.retrieval.request import SearchRequest
 from kg.rollback import UNWRITTEN, ReplayReport, RollbackReport, plan_replay, plan_rollback
+from kg.schemas.answers import Explanation, QuarantineEntry
 from kg.schemas.embedder import Embedder
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
-from kg.schemas.graph import AuditEvent, EpisodeStatus, EpisodicNode, Fact, Quarantined
+from kg.schemas.graph import AuditEvent, EpisodeStatus, Fact
 from kg.schemas.metrics import (
     ApiMetrics,
     CallKind,
@@ -124,21 +125,6 @@ def _search_request(query: str | SearchRequest, arguments: dict[str, Any]) -> Se
         return SearchRequest.model_validate({"query": query, **fields})
     except ValidationError as exc:
         raise InputError(f"invalid search: {validation_message(exc)}") from None
-
-
-class QuarantineEntry(BaseModel):
-    """One quarantined fact or passage, with the episode it came in (see `KG.quarantine`)."""
-
-    episode_uuid: str
-    created_at: datetime
-    channel: Channel
-    source_description: str
-    item: Quarantined
-
-
-class Explanation(BaseModel):
-    versions: list[Fact]
-    episodes: list[EpisodicNode]
 
 
 class KG:

@@ -60,6 +60,7 @@ from kg.schemas.plan import GroupVersion, PlanSummary, WritePlan
 from kg.schemas.store import GraphStore, PlanningNames
 from kg.search_keys import key_for
 from kg.times import TransactionClock
+from kg.tracing import Attributes, traced
 from kg.vectors import Vectors
 from kg.versioned import retrying
 
@@ -235,6 +236,8 @@ class Pipeline:
         """Whether writing a queued episode needs the LLM's extraction first."""
         return planner_for(node.source).extracts
 
+    @traced("kg.ingest", lambda _, episode, **kw: _episode_attributes(episode, kw),
+            lambda r: _result_attributes(r))  # fmt: skip
     async def add(
         self, episode: Episode, *, extract: bool = True, then: PlanningNames | None = None
     ) -> EpisodeResult:
@@ -355,6 +358,8 @@ class Pipeline:
         self._written[group] = await self.tools.ahead.apply_many(plans, then)
         return results
 
+    @traced("kg.ingest.bulk", lambda _, episodes, **kw: _bulk_attributes(episodes, kw),
+            lambda r: _bulk_result_attributes(r))  # fmt: skip
     async def add_many(
         self,
         episodes: list[Episode],
@@ -572,3 +577,28 @@ class Pipeline:
             # Unversioned: joins only add memberships and stale marks, which a concurrent
             # rebuild replaces anyway (it re-plans, since the episode's write moved the version).
             await self.store.write_communities(joins)
+
+
+def _episode_attributes(episode: Episode, options: dict[str, object]) -> Attributes:
+    """A `kg.ingest` span's attributes: what kind of episode, never what it says."""
+    return {"kg.group_id": episode.group_id, "kg.episode.source": episode.source.value,
+            "kg.episode.channel": episode.channel.value,
+            "kg.extract": bool(options.get("extract", True))}  # fmt: skip
+
+
+def _result_attributes(result: EpisodeResult) -> Attributes:
+    s = result.summary
+    return {"kg.episode.status": result.status, "kg.facts.added": s.facts_added,
+            "kg.facts.closed": s.facts_closed, "kg.llm_calls": s.llm_calls,
+            "kg.attempts": result.attempts}  # fmt: skip
+
+
+def _bulk_attributes(episodes: list[Episode], options: dict[str, object]) -> Attributes:
+    concurrency = options.get("concurrency", 0)
+    return {"kg.episodes": len(episodes),
+            "kg.concurrency": concurrency if isinstance(concurrency, int) else 0}  # fmt: skip
+
+
+def _bulk_result_attributes(result: BulkResult) -> Attributes:
+    return {"kg.added": result.added, "kg.duplicate": result.duplicate,
+            "kg.failed": len(result.failed)}  # fmt: skip

@@ -16,6 +16,7 @@ from kg.schemas.ontology import Ontology
 from kg.schemas.search import SearchView
 from kg.schemas.store import GraphStore
 from kg.times import TransactionClock
+from kg.tracing import Attributes, traced
 from kg.vectors import Vectors
 
 
@@ -36,6 +37,8 @@ class Searcher:
         self.cross_encoder = cross_encoder
         self._searchable: set[str] = set()  # groups whose vector indexes were made sure of
 
+    @traced("kg.search", lambda _, group_id, request: _search_attributes(group_id, request),
+            lambda r: _hit_attributes(r))  # fmt: skip
     async def search(self, group_id: str, request: SearchRequest) -> SearchResults:
         check_group(group_id)
         config = request.search_config()
@@ -86,3 +89,13 @@ class Searcher:
         if await self.store.has_group(group_id):
             await self.store.ensure_schema(group_id)
             self._searchable.add(group_id)
+
+
+def _search_attributes(group_id: str, request: SearchRequest) -> Attributes:
+    """A `kg.search` span's attributes: the group and recipe, never the query."""
+    return {"kg.group_id": group_id, "kg.search.recipe": request.recipe or "default"}
+
+
+def _hit_attributes(r: SearchResults) -> Attributes:
+    return {"kg.hits.facts": len(r.facts), "kg.hits.episodes": len(r.episodes),
+            "kg.hits.entities": len(r.entities), "kg.search.latency_ms": r.latency_ms}  # fmt: skip

@@ -25,8 +25,18 @@ from typing import Annotated, Any, Literal, TypeVar
 import typer
 from pydantic import ValidationError
 
-from kg.cli import render
+from kg.cli import config_file, render
+from kg.cli.config_cmd import ConfigOpt, config_app
 from kg.cli.demo import run_demo
+from kg.cli.serve_options import (
+    AllowedHostOpt,
+    HostOpt,
+    LogFormatOpt,
+    LogLevelOpt,
+    MetricsTokenOpt,
+    PortOpt,
+    check_log_format,
+)
 from kg.erasure import ErasureReceipt
 from kg.errors import (
     DataDirLockedError,
@@ -220,6 +230,7 @@ def main_options(
             "it is acknowledged).",
         ),
     ] = DurabilityOpt.everysec,
+    config: ConfigOpt = None,  # read before the command runs (kg.cli.config_file)
 ) -> None:
     if home == "":  # Path("") is the current directory: never a data directory by accident
         raise _fail("--home / KG_HOME is empty; unset it for the default ~/.kg")
@@ -1124,22 +1135,15 @@ def _group(settings: Settings, group: str | None) -> str:
 @app.command()
 def serve(
     ctx: typer.Context,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8321,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8321,
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmBaseUrlOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
     max_body: Annotated[
         int, typer.Option(min=1024, help="Largest request body accepted, in bytes.")
     ] = 1 << 20,
-    metrics_token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="KG_METRICS_TOKEN",
-            show_default=False,
-            help="Bearer token that also gets every keyed group's metrics at /metrics.",
-        ),
-    ] = None,
+    metrics_token: MetricsTokenOpt = None,
     graceful_timeout: Annotated[
         int,
         typer.Option(
@@ -1152,17 +1156,9 @@ def serve(
         float,
         typer.Option(min=0.1, help="Seconds between saves of query and API metrics to the store."),
     ] = 30.0,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            envvar="KG_ALLOWED_HOSTS",
-            show_default=False,
-            help="A Host name clients reach the server by, besides the loopback names and "
-            "--host (repeat it; in KG_ALLOWED_HOSTS, separate by commas). Needed with --host "
-            "0.0.0.0; '*' accepts any Host (behind a proxy that checks it).",
-        ),
-    ] = None,
+    log_level: LogLevelOpt = "info",
+    log_format: LogFormatOpt = "text",
+    allowed_host: AllowedHostOpt = None,
     key_concurrency: Annotated[
         int,
         typer.Option(
@@ -1237,6 +1233,8 @@ def serve(
         )
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise _fail(f"--log-level: {log_level!r} is not one of debug, info, warning, error")
+    if bad_format := check_log_format(log_format):
+        raise _fail(bad_format)
     llm = _llm(llm_model, llm_base_url, llm_api_key)
     options = ServeOptions(
         max_body=max_body,
@@ -1275,7 +1273,11 @@ def serve(
             port=port,
             log_level=log_level.lower(),
             # Every logger at this level, API keys and these secrets masked in every line.
-            log_config=log_config(log_level, [t for t in (metrics_token, llm_api_key) if t]),
+            log_config=log_config(
+                log_level,
+                [t for t in (metrics_token, llm_api_key) if t],
+                "json" if log_format == "json" else "text",
+            ),
             timeout_graceful_shutdown=graceful_timeout,
             lifespan="on",
             server_header=False,
@@ -1573,6 +1575,7 @@ def _reflow_help(typer_app: typer.Typer) -> None:
             _reflow_help(group.typer_instance)
 
 
+app.add_typer(config_app, name="config")
 _reflow_help(app)
 
 
@@ -1582,4 +1585,9 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper) and not render.writes_unicode(stream):
             stream.reconfigure(errors="backslashreplace")
-    app()
+    try:  # kg.toml: the defaults below the flags and the environment
+        defaults = config_file.defaults_for(typer.main.get_command(app), sys.argv[1:])
+    except KGError as exc:
+        render.error(err, str(exc))
+        sys.exit(1)
+    app(default_map=defaults)
