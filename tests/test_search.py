@@ -526,7 +526,7 @@ async def test_joint_abstention_needs_meaning_and_words_on_one_hit(kg: KG) -> No
         with pytest.raises(InputError, match="use abstain_below"):
             await kg.search(question, abstain_joint_below=0.27)
         return
-    said = await kg.search(question, abstain_joint_below=0.27)
+    said = await kg.search(question, abstain_joint_below=0.27, recipe="facts_hybrid")
     assert texts(said)[0] == "Alice likes Jazz music" and not said.abstained
     # Every term of the query matched at once scores the ceiling's share, never above it.
     ceiling = await kg.store.text_ceiling("default", Scope.facts, "music Alice like")
