@@ -108,8 +108,9 @@ class SearchConfig(BaseModel):
         "words: the best, over the candidates, of the mean of its cosine similarity and its "
         "BM25 score as a share of the most the query could score, is below this. Needs the "
         "bm25 and cosine methods, an embedder, and kg's own BM25 (FalkorDB). For "
-        "all-MiniLM-L6-v2 over episodes, 0.27 refused 4% of LoCoMo's answerable development "
-        "questions and 56% of questions about things never said (docs/retrieval.md).",
+        "all-MiniLM-L6-v2 over unextracted turns, 0.27 refused 4% of LoCoMo's answerable "
+        "development questions; on kg eval's structured sets 0.348 refused 2%. The cutoff "
+        "depends on what is indexed: calibrate it (benchmarks/eval_abstain_joint.py).",
     )
     min_score: float | None = Field(
         default=None, description="Drop results whose final score is below this; may leave none."
@@ -131,7 +132,7 @@ class SearchConfig(BaseModel):
         ge=0.0,
         description="A question that asks when ('When did...', 'what year', '언제'): episodes "
         "that say when by their own words ('yesterday', 'last week', 'in May') get their fused "
-        "score times (1 + this); 0 turns it off (kg.retrieval.dated).",
+        "score times (1 + this), with score fusion; 0 turns it off (kg.retrieval.dated).",
     )
     trust_weights: dict[TrustTier, float] = Field(
         default_factory=lambda: dict(TRUST_WEIGHTS),

@@ -64,8 +64,9 @@ class SearchRequest(BaseModel):
         default=None,
         description="Leave a scope empty when no candidate is found by both meaning and words: "
         "the best mean of a candidate's cosine similarity and its BM25 share of the most the "
-        "query could score is below this (0.27 for MiniLM, see docs/retrieval.md). Needs an "
-        "embedder, the bm25 and cosine methods, and FalkorDB.",
+        "query could score is below this (MiniLM: 0.27 on unextracted turns, 0.35 on kg eval's "
+        "sets; calibrate, see docs/retrieval.md). Needs an embedder, the bm25 and cosine "
+        "methods, and FalkorDB.",
     )
     asked_at: When | None = Field(
         default=None,

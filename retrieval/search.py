@@ -318,6 +318,14 @@ class Search:
             out.append((u, score * (1.0 + self.config.time_boost) if inside else score))
         return _resorted(out, fused)
 
+    def _dates(self, scope: Scope) -> bool:
+        """Whether the dated boost applies: episodes, a question asking when, score fusion
+        (what it was tuned on; on RRF's compressed scores, 1/(60 + rank), doubling lifts a
+        dated turn from anywhere in the window above every undated one: BM25 alone lost 1.7
+        points of temporal R@10 on LoCoMo)."""
+        return (scope is Scope.episodes and self.config.dated_boost > 0
+                and self.config.fusion is Fusion.score and asks_when(self.query))  # fmt: skip
+
     def _dated(self, fused: list[tuple[str, float]], found: _Scope) -> list[tuple[str, float]]:
         """A question asking when: the episodes that say when ('yesterday', 'last week')
         rank higher (kg.retrieval.dated); none is dropped."""
@@ -445,7 +453,7 @@ class Search:
         elif scope is Scope.episodes and self._time is not None and self._time.applied:
             await self._hydrate(scope, found, [u for u, _ in fused])
             fused = self._boost(fused, found)
-        if scope is Scope.episodes and self.config.dated_boost and asks_when(self.query):
+        if self._dates(scope):
             await self._hydrate(scope, found, [u for u, _ in fused])
             fused = self._dated(fused, found)
         fused_score = dict(fused)

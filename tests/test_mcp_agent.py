@@ -8,12 +8,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from kg import KG
+from kg.schemas.ontology import Ontology
+from kg.server.mcp import build_mcp, refresh_instructions
+from kg.server.service import ShuttingDownError
 from tests.mcp_client import call, facts, mcp_http, mcp_stdio
-from tests.served import Served, serve
+from tests.served import ROOT, Served, kg_command, kg_env, serve
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +90,64 @@ async def test_an_agent_session_over_streamable_http(served: Served) -> None:
 async def test_an_agent_session_over_stdio(tmp_path: Path) -> None:
     async with mcp_stdio(tmp_path / "home", "--group", "agent", "--role", "admin") as s:
         await agent_session(s)
+
+
+ONTOLOGY = {
+    "name": "homes",
+    "strict": True,
+    "predicates": [{"name": "RESIDES_IN", "cardinality": "one", "description": "Home town."}],
+}
+
+
+async def test_the_instructions_and_the_resource_are_the_stores_ontology(tmp_path: Path) -> None:
+    """`kg --ontology F mcp`: the model is told F's predicates, not the default ones."""
+    path = tmp_path / "ontology.json"
+    path.write_text(json.dumps(ONTOLOGY))
+    params = StdioServerParameters(
+        command=kg_command()[0],
+        args=[*kg_command()[1:], "--ontology", str(path), "mcp", "--group", "o"],
+        env=kg_env(tmp_path / "home"), cwd=str(ROOT),
+    )  # fmt: skip
+    async with stdio_client(params) as streams, ClientSession(streams[0], streams[1]) as s:
+        hello = await s.initialize()
+        read = await s.read_resource("kg://ontology")
+    assert hello.instructions and "RESIDES_IN (Home town)" in hello.instructions
+    assert "LIVES_IN" not in hello.instructions and "Only these predicates" in hello.instructions
+    doc = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+    assert doc["predicates"][0]["closes"] == "the subject's previous RESIDES_IN"
+
+
+def test_over_http_the_instructions_follow_the_store_once_open() -> None:
+    """The HTTP app registers the tools before its store opens: the default ontology until
+    then, the store's after (refreshed in front of every MCP request)."""
+    opened: list[Any] = []
+
+    def memory() -> Any:
+        if not opened:
+            raise ShuttingDownError("the server is not ready")
+        return opened[0]
+
+    server = build_mcp(memory)
+    assert "LIVES_IN" in (server.instructions or "")
+    opened.append(SimpleNamespace(kg=SimpleNamespace(ontology=Ontology.model_validate(ONTOLOGY))))
+    refresh_instructions(server)  # type: ignore[arg-type]
+    assert "RESIDES_IN" in (server.instructions or "")
+    assert "LIVES_IN" not in (server.instructions or "")
+
+
+@pytest.mark.skipif(
+    not hasattr(KG, "resolve_id"), reason="id prefixes come with KG.resolve_id (issue 24 item 3)"
+)
+async def test_an_agent_may_give_the_ids_it_was_shown_in_short(served: Served) -> None:
+    """The 8 characters a table shows, or any unique prefix of 6+, wherever a tool takes an
+    id: why, get_fact and rollback_episode."""
+    async with mcp_http(served, served.key("agent", "admin")) as s:
+        added = await call(
+            s, "add_memory", source="facts",
+            facts=[{"subject": "Pia", "predicate": "WORKS_AT", "object": "Nimbus"}],
+        )  # fmt: skip
+        [fact] = (await call(s, "facts_as_of", subject="Pia"))["items"]
+        assert (await call(s, "get_fact", fact_id=fact["id"][:8]))["id"] == fact["id"]
+        assert (await call(s, "why", fact_id=fact["id"][:6]))["fact"]["id"] == fact["id"]
+        plan = await call(s, "rollback_episode", episode_id=added["episode_id"][:8])
+        assert plan["episodes"] == [added["episode_id"]]

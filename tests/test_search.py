@@ -526,6 +526,7 @@ async def test_joint_abstention_needs_meaning_and_words_on_one_hit(kg: KG) -> No
         with pytest.raises(InputError, match="use abstain_below"):
             await kg.search(question, abstain_joint_below=0.27)
         return
+    # facts_hybrid: without an LLM the default also searches the episodes (none embedded here)
     said = await kg.search(question, abstain_joint_below=0.27, recipe="facts_hybrid")
     assert texts(said)[0] == "Alice likes Jazz music" and not said.abstained
     # Every term of the query matched at once scores the ceiling's share, never above it.
@@ -533,7 +534,7 @@ async def test_joint_abstention_needs_meaning_and_words_on_one_hit(kg: KG) -> No
     assert ceiling is not None and 0 < said.facts[0].branch_scores["bm25"] <= ceiling
     # Named, but never said: the name alone matches a word, and no hit has both.
     never = await kg.search("What is Alice's favourite boiling point of mercury?",
-                            abstain_joint_below=0.27)  # fmt: skip
+                            abstain_joint_below=0.27, recipe="facts_hybrid")  # fmt: skip
     assert never.facts == [] and never.abstained[Scope.facts] < 0.27
     with pytest.raises(InputError, match="needs both methods"):
         await kg.search("Alice", recipe="facts_bm25", abstain_joint_below=0.27)

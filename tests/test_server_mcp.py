@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -93,6 +94,12 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
         assert "asked_at: 'someday' is not a time" in await error(
             s, "search_memory", query="Alice", asked_at="someday"
         )
+        every = facts(await call(s, "search_memory", query="Where does Alice live?",
+                                 include_closed=True))  # fmt: skip
+        assert {(h["object"], h["status"]) for h in every} == {
+            ("Berlin", "current"),
+            ("Paris", "closed"),
+        }
         then = await call(s, "facts_as_of", subject="Alice", valid_at="2021-01-01T00:00:00Z")
         assert objects(then) == ["Paris"] and then["items"][0]["status"] == "current"
         assert objects(await call(s, "facts_as_of", subject="Alice", valid_at="2021")) == ["Paris"]
@@ -126,6 +133,13 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
             facts=[{"subject": "A", "predicate": "LIVES_IN", "object": "B", "valid_at": 2021}],
         )
         assert "source" in await error(s, "add_memory", source="gossip", content="x")
+        # The SDK's own check of the schema (types, bounds) answers in one line too.
+        assert "limit" in await error(s, "search_memory", query="Alice", limit=0)
+        assert "fact_id" in await error(s, "why", fact_id=["not", "a", "string"])
+        # A misspelt filter is refused, not dropped (which would answer every fact).
+        assert "subjet: unknown argument; facts_as_of takes include_contested" in await error(
+            s, "facts_as_of", subjet="Alice"
+        )
         assert (
             "extra"
             in (
@@ -162,6 +176,10 @@ async def test_admin_tools(served: Served) -> None:
             source="facts",
             facts=[{"subject": "Eve", "predicate": "WORKS_AT", "object": "Evil Corp"}],
         )
+        first = await call(s, "list_episodes", limit=1)
+        second = await call(s, "list_episodes", limit=1, cursor=first["next_cursor"])
+        assert first["next_cursor"] and first["items"][0]["id"] != second["items"][0]["id"]
+        assert "cursor" in await error(s, "list_episodes", cursor="not-a-cursor")
         assert "confirm" in await error(s, "forget", subject="Eve", dry_run=False, confirm="yes")
         preview = await call(s, "forget", subject="Eve")  # a dry run by default
         assert preview["dry_run"] and preview["episodes_deleted"] == 1
@@ -285,3 +303,28 @@ async def test_stdio_kg_mcp_binds_one_group(tmp_path: Path) -> None:
             json.dumps([f.object for f in await kg.facts(group_id="carol", subject="Alice")])
             == '["Berlin"]'
         )
+
+
+def test_a_call_in_the_new_names_is_not_marked_deprecated(served: Served) -> None:
+    """The tools speak the request models' new names (dry_run, subject, include_closed):
+    only a caller's own old name marks the answer (a note in the reply, and over HTTP the
+    `Deprecation` header the API's middleware adds)."""
+
+    def tool_call(name: str, arguments: dict[str, Any]) -> httpx.Response:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}  # fmt: skip
+        with served.client("alice", "admin") as c:
+            return c.post("/mcp", json=body, headers={
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2025-06-18"})  # fmt: skip
+
+    for name, arguments in (
+        ("rollback_episode", {"episode_id": "0" * 36}),
+        ("forget", {"subject": "Nobody"}),
+        ("search_memory", {"query": "Alice", "include_closed": True}),
+    ):
+        r = tool_call(name, arguments)
+        assert r.status_code == 200, r.text
+        assert "deprecation" not in r.headers, (name, r.headers.get("deprecation-note"))
+    old = tool_call("search_memory", {"query": "Alice", "include_history": True})
+    assert "use 'include_closed'" in old.text

@@ -21,8 +21,8 @@ from kg.server.models import AddEpisode, Correction
 from kg.server.service import ForbiddenError, Memory, Scoped
 from kg.store.cypher.dialect import Statement
 from tests.conftest import add, t
+from tests.mcp_client import call, mcp_http
 from tests.served import ROOT, kg_command, kg_env, serve
-from tests.test_server_mcp import call, mcp_http
 from tests.test_server_ops import kg_cli
 
 
@@ -156,4 +156,5 @@ async def test_kg_mcp_stdio_channel_comes_from_its_flag(
         dana = {"subject": "Dana", "predicate": "WORKS_AT", "object": "Acme"}
         await call(s, "add_memory", source="facts", facts=[dana])
         [fact] = (await call(s, "facts_as_of", subject="Dana"))["items"]
-    assert fact["trust"] == stored
+        [episode] = (await call(s, "list_episodes"))["items"]
+    assert (episode["channel"], fact["trust"]) == (stored, stored)

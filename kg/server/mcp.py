@@ -93,8 +93,8 @@ def _predicates(ontology: Ontology) -> str:
     if one:
         lines.append(
             f"- One value at a time: {names(one)}. A new value closes the subject's previous "
-            'one at the new fact\'s valid_at: "Alice moved to Berlin" is Alice LIVES_IN '
-            "Berlin; a fact under another name (MOVED_TO) would close nothing."
+            f"one at the new fact's valid_at, so state a change as a new {one[0].name} (a "
+            "predicate of its own, such as MOVED_TO, would close nothing)."
         )
     if many:
         lines.append(f"- Several values at once: {names(many)}.")
@@ -204,8 +204,8 @@ def build_mcp(
                     description="The predicates memory knows, which of them hold one value at a "
                     "time (a new value closes the old), and the entity types.",
                     mime_type="application/json")(ontology)  # fmt: skip
-    for fn in (remember, recall):
-        server.add_prompt(Prompt.from_function(fn, description=prose(fn.__doc__)))
+    for fn, title in ((remember, "Remember what I said"), (recall, "Answer from memory")):
+        server.add_prompt(Prompt.from_function(fn, title=title, description=prose(fn.__doc__)))
     return server
 
 

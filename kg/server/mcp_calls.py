@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from pydantic import BaseModel, ValidationError
 
@@ -48,6 +48,37 @@ class KgServer(MCPServer[Any]):
         self.meter = metrics or ServerMetrics()
         self.fixed = fixed
         self.described: object = None  # the ontology the instructions were written for
+        # Per tool: the arguments it reads (old names included) and those its schema shows.
+        self.arguments = {
+            t.name: (
+                {f.alias or n for n, f in t.fn_metadata.arg_model.model_fields.items()},
+                sorted(t.parameters.get("properties", {})),
+            )
+            for t in tools or []
+        }
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Ctx | None = None
+    ) -> Any:
+        """The SDK's call, with its own argument check (types, bounds) answering in one line
+        as the request models do, not pydantic's multi-line report; an argument the tool
+        does not take is refused (the SDK would drop it, and a misspelt filter would widen
+        the answer), as the HTTP API refuses unknown fields."""
+        accepted, shown = self.arguments.get(name, (None, []))
+        unknown = sorted(set(arguments) - accepted) if accepted is not None else []
+        if unknown:
+            raise ToolError(
+                f"invalid arguments: {unknown[0]}: unknown argument; {name} takes "
+                f"{', '.join(shown) or 'none'}"
+            )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError) and not isinstance(
+                exc, UnexpectedToolError
+            ):
+                raise ToolError(f"invalid arguments: {validation_message(exc.__cause__)}") from None
+            raise
 
     def describe(self, ontology: object, instructions: str) -> None:
         """Instructions for this ontology. The SDK reads them at each session's start and

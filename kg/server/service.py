@@ -21,11 +21,13 @@ from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import EntitySummary, PageAfter
 from kg.schemas.validation import name_key
+from kg.schemas.views import fact_view
 from kg.server.keys import Principal
 from kg.server.models import (
     AddEpisode,
     ContextRequest,
     Correction,
+    EpisodeDetail,
     EraseEntityRequest,
     EraseGroupRequest,
     FactsFilter,
@@ -284,10 +286,10 @@ class Scoped:
         return await read_offset_page("log", limit, cursor, read, most=10_000)
 
     async def search(self, req: SearchRequest) -> SearchResults:
-        return await self.kg.search(req.library(), group_id=self.group)
+        return await self.kg.search(req, group_id=self.group)
 
     async def context(self, req: ContextRequest) -> str:
-        return await self.kg.context(req.library(), max_tokens=req.max_tokens, group_id=self.group)
+        return await self.kg.context(req, max_tokens=req.max_tokens, group_id=self.group)
 
     async def why(self, fact_id: str) -> Explanation:
         return await self.kg.why(fact_id, group_id=self.group)
@@ -301,7 +303,9 @@ class Scoped:
         for uuid in dict.fromkeys(ep for v in x.versions for ep in v.edge.episodes):
             if uuid in by_id:
                 statements += self._said(by_id[uuid], latest)
-        return WhyResponse(versions=x.versions, episodes=x.episodes, statements=statements)
+        return WhyResponse(versions=[fact_view(v) for v in x.versions],
+                           episodes=[EpisodeDetail.of(e) for e in x.episodes],
+                           statements=statements)  # fmt: skip
 
     def _said(self, episode: EpisodicNode, fact: Fact) -> list[Statement]:
         try:
@@ -322,7 +326,7 @@ class Scoped:
         text = episode.source is not EpisodeSource.facts
         return [
             Statement(
-                episode_uuid=episode.uuid, said=f,
+                episode_id=episode.uuid, said=f,
                 passage=_passage(episode.content, f.object, f.subject) if text else None,
             )
             for f in said

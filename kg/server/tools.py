@@ -239,7 +239,8 @@ async def search_memory(
     ] = None,
     limit: Annotated[int, Field(description="Hits per kind at most.", ge=1, le=100)] = 10,
     max_tokens: Annotated[
-        int, Field(description="Budget for the reply: hits past it are left out.", ge=50)
+        int,
+        Field(description="Budget for the reply: hits past it are left out.", ge=50, le=20_000),
     ] = 1000,
     include_history: Old = None,
 ) -> SearchMemoryResult:
@@ -260,7 +261,7 @@ async def search_memory(
     req = checked(SearchRequest, {
         "query": query, "valid_at": when(valid_at, "valid_at", asked_at=asked),
         "known_at": when(known_at, "known_at", asked_at=asked), "asked_at": asked,
-        "include_history": include_closed, "limit": limit, "abstain_below": abstain_below,
+        "include_closed": include_closed, "limit": limit, "abstain_below": abstain_below,
         "recipe": SEARCH_RECIPE,
     })  # fmt: skip
     results = await run_tool("search_memory", ctx, lambda s: s.search(req))
@@ -293,8 +294,8 @@ async def facts_as_of(
     limit: Annotated[int, Field(ge=1, le=1000, description="Facts at most.")] = 200,
 ) -> FactPage:
     """Exactly what was true at valid_at, as memory stood at known_at: the facts matching a
-    subject, predicate and/or object, each with its id, the interval it was true in and its
-    source. For questions like "where did Alice live in March 2023?"."""
+    subject, predicate and/or object, each with its id, the interval it was true in, its trust
+    and the episode that stated it. For questions like "where did Alice live in March 2023?"."""
     valid = when(valid_at, "valid_at")
     q = checked(FactsQuery, {
         "subject": subject, "predicate": predicate, "object": object, "valid_at": valid,
@@ -402,7 +403,7 @@ async def forget(
         subject = subject or str(entity)
         dry_run = confirm is None  # the old call erased when confirm was given
         _renamed(notes, "entity", "subject")
-    req = checked(EraseEntityRequest, {"name": subject or None, "confirm": confirm,
+    req = checked(EraseEntityRequest, {"subject": subject or None, "confirm": confirm,
                                        "dry_run": dry_run, "keep_others": keep_others})  # fmt: skip
 
     async def work(s: Scoped) -> ForgetResult:
@@ -437,7 +438,7 @@ async def rollback_episode(
     if apply is not None:
         dry_run = not apply
         _renamed(notes, "apply", "dry_run")
-    req = checked(RollbackRequest, {"episode_ids": [episode_id], "apply": not dry_run})
+    req = checked(RollbackRequest, {"episode_ids": [episode_id], "dry_run": dry_run})
 
     async def work(s: Scoped) -> RollbackResult:
         report = await s.rollback(req)

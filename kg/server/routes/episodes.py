@@ -8,10 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Response
 
 from kg.facade import EpisodeResult
-from kg.schemas.graph import EpisodicNode
-from kg.server.models import AddEpisode
+from kg.server.models import AddEpisode, EpisodeDetail, EpisodeRow
 from kg.server.openapi import problems
-from kg.server.pages import Page
+from kg.server.pages import Page, mapped
 from kg.server.routes.deps import Caller, Cursor, PageLimit
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"])
@@ -63,16 +62,17 @@ async def add_episode(c: Caller, body: AddEpisode, response: Response) -> Episod
 @router.get("", responses=problems())
 async def list_episodes(
     c: Caller, limit: PageLimit = 50, cursor: Cursor = None
-) -> Page[EpisodicNode]:
+) -> Page[EpisodeRow]:
     """The latest episodes, newest first, whatever their status (ingested, queued, failed
     with its error, rolled back), a page at a time: `next_cursor` fetches the next page."""
-    return await c.episodes(limit=limit, cursor=cursor)
+    page = await c.episodes(limit=limit, cursor=cursor)
+    return mapped(page, EpisodeRow.of)
 
 
 @router.get("/{episode_id}", responses=problems(404))
-async def get_episode(c: Caller, episode_id: EpisodeId) -> EpisodicNode:
+async def get_episode(c: Caller, episode_id: EpisodeId) -> EpisodeDetail:
     """One episode of this group, with its content, status and metrics."""
-    return await c.episode(episode_id)
+    return EpisodeDetail.of(await c.episode(episode_id))
 
 
 @router.post("/{episode_id}/retry", responses=problems(404, 502, write=True))
