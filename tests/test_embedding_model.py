@@ -58,7 +58,6 @@ async def test_auto_opens_with_the_recorded_model(
     async with await open_test_kg(backend, home, embedder="auto") as kg:
         assert kg.embedder is not None and (kg.embedder.model, kg.embedder.dim) == (MINILM, 384)
         r = await kg.search("where is Minji's home city")
-        # The default searches facts and episodes: the fact's cosine branch found it.
         [cosine] = [b for b in r.branches if b.method == "cosine" and b.scope == "facts"]
         assert cosine.error is None and cosine.hits == 1
         await add(kg, t(2021), ("Minji", "WORKS_AT", "Naver"))  # embedded by the same model
@@ -146,12 +145,12 @@ def test_the_cli_searches_with_the_recorded_model_by_default(
     assert runner.invoke(app, [*base, "--embedder", "minilm", "ingest", str(path)]).exit_code == 0
     r = runner.invoke(app, [*base, "search", "where is Minji's home city", "--json"])
     assert r.exit_code == 0, r.stderr
-    branches = json.loads(r.stdout)["branches"]
-    [cosine] = [b for b in branches if (b["method"], b["scope"]) == ("cosine", "facts")]
+    [cosine] = [b for b in json.loads(r.stdout)["branches"]
+                if b["method"] == "cosine" and b["scope"] == "facts"]  # fmt: skip
     assert cosine["error"] is None and cosine["hits"] == 1
     r = runner.invoke(app, [*base, "--embedder", "none", "search", "Minji", "--json"])
-    branches = json.loads(r.stdout)["branches"]
-    [cosine] = [b for b in branches if (b["method"], b["scope"]) == ("cosine", "facts")]
+    [cosine] = [b for b in json.loads(r.stdout)["branches"]
+                if b["method"] == "cosine" and b["scope"] == "facts"]  # fmt: skip
     assert "no embedder" in cosine["error"]  # asked for none: none
 
 

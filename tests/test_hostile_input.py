@@ -175,7 +175,7 @@ def test_parse_time_keeps_the_extremes_that_fit() -> None:
         ["as-of", "2024-02-30"],
         ["facts", "--valid-at", "9999-12-31T23:59:59-01:00"],
         ["facts", "--known-at", "0000"],
-        ["search", "x", "--as-of", "0001-01-01T00:00:00+01:00"],
+        ["search", "x", "--valid-at", "0001-01-01T00:00:00+01:00"],
         ["search", "x", "--known-at", "2024-00-10"],
         ["rollback", "--source-description", "s", "--since", "9999-12-31T23:59:59-01:00"],
         ["facts", "--known-at", "[/x]"],
