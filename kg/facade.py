@@ -41,7 +41,6 @@ from kg.ingest.communities import MAX_ITERATIONS
 from kg.ingest.extraction import Guards
 from kg.ingest.llm import StructuredLLM
 from kg.pipeline import BulkResult, EpisodeResult, Pipeline
-from kg.planners import RAW_EXTRACTOR
 from kg.retrieval import CrossEncoder, SearchConfig, SearchResults
 from kg.retrieval import render_context as _render_context
 from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
@@ -72,10 +71,7 @@ from kg.transfer import TransferReport, export_lines, import_lines
 from kg.vectors import recorded_embedder_for
 from kg.versioned import retrying
 
-__all__ = [
-    "KG", "RAW_EXTRACTOR", "BulkResult", "ChannelName", "CommunityReport", "EpisodeResult",
-    "Explanation", "QuarantineEntry", "SearchRequest", "SourceName",
-]  # fmt: skip
+__all__ = ["KG", "BulkResult", "CommunityReport", "EpisodeResult", "Explanation", "QuarantineEntry"]
 log = logging.getLogger("kg")
 
 
