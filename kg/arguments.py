@@ -22,10 +22,21 @@ ID_PREFIX = 6  # the shortest id prefix accepted for a whole id (tables show 8 c
 UUID_LENGTH = 36
 IdKind = Literal["episode", "fact"]
 # The keyword arguments of `KG.add_episode` that are an `Episode`'s fields.
-EPISODE_FIELDS = frozenset({
-    "source", "reference_time", "content", "facts", "group_id", "channel", "trust",
-    "source_description", "name", "session_id", "turns",
-})  # fmt: skip
+EPISODE_FIELDS = frozenset(
+    {
+        "source",
+        "reference_time",
+        "content",
+        "facts",
+        "group_id",
+        "channel",
+        "trust",
+        "source_description",
+        "name",
+        "session_id",
+        "turns",
+    }
+)
 SourceName = Literal["message", "text", "json", "facts"]
 ChannelName = Literal["user", "tool", "document", "agent"]
 
@@ -70,9 +81,11 @@ def check_limit(limit: int, most: int) -> None:
 def search_request(query: str | SearchRequest, arguments: dict[str, Any]) -> SearchRequest:
     """The request given, or the one `KG.search`'s keyword arguments make (by name: its
     `locals()`), validated once. Arguments left at their defaults are not given."""
-    fields = {k: v for k, v in arguments.items()
-              if k in SearchRequest.model_fields and k != "query"
-              and v is not None and v is not False}  # fmt: skip
+    fields = {
+        k: v
+        for k, v in arguments.items()
+        if k in SearchRequest.model_fields and k != "query" and v is not None and v is not False
+    }
     if isinstance(query, SearchRequest):
         if fields:
             raise TypeError("pass either a SearchRequest or keyword fields, not both")

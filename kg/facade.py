@@ -91,13 +91,21 @@ class KG:
     ) -> None:
         self.group_id = check_group(group_id)  # what every method reads and writes by default
         self.pipeline = Pipeline(
-            store, ontology=ontology, clock=clock or TransactionClock(), llm=llm,
-            guards=guards or Guards(), context_episodes=context_episodes, embedder=embedder,
-        )  # fmt: skip
+            store,
+            ontology=ontology,
+            clock=clock or TransactionClock(),
+            llm=llm,
+            guards=guards or Guards(),
+            context_episodes=context_episodes,
+            embedder=embedder,
+        )
         self.searcher = Searcher(
-            store, vectors=self.pipeline.vectors, ontology=ontology, clock=self.pipeline.clock,
+            store,
+            vectors=self.pipeline.vectors,
+            ontology=ontology,
+            clock=self.pipeline.clock,
             cross_encoder=cross_encoder,
-        )  # fmt: skip
+        )
         self._queries: dict[str, QueryMetrics] = {}  # not yet persisted, per group
         self._api: dict[str, ApiMetrics] = {}  # API calls (kg serve, MCP), not yet persisted
 
@@ -179,13 +187,18 @@ class KG:
                 raise
             if embedder is None:
                 return await cls(
-                    store, ontology=ontology, llm=llm, guards=guards, cross_encoder=cross_encoder,
+                    store,
+                    ontology=ontology,
+                    llm=llm,
+                    guards=guards,
+                    cross_encoder=cross_encoder,
                     group_id=group_id,
-                )._opened()  # fmt: skip
+                )._opened()
             await store.close()  # reopened below, with vector indexes of the model's dimension
         dim = embedder.dim if embedder is not None else None
-        store = await open_store(uri, home=home, durability=durability, embedding_dim=dim,
-                                 progress=progress)  # fmt: skip
+        store = await open_store(
+            uri, home=home, durability=durability, embedding_dim=dim, progress=progress
+        )
         return await cls(
             store,
             ontology=ontology,
@@ -261,13 +274,17 @@ class KG:
     def _observe(self, results: SearchResults) -> None:
         m = QueryMetrics(
             queries=1,
-            zero_result_queries=int(not (results.facts or results.entities or results.episodes
-                                         or results.communities)),
+            zero_result_queries=int(
+                not (results.facts or results.entities or results.episodes or results.communities)
+            ),
             branch_errors=sum(1 for b in results.branches if b.error),
             latency_ms_total=results.latency_ms,
-            branch_hits={k: b.hits for b in results.branches
-                         if (k := QueryMetrics.branch_key(b.scope.value, b.method))},
-        )  # fmt: skip
+            branch_hits={
+                k: b.hits
+                for b in results.branches
+                if (k := QueryMetrics.branch_key(b.scope.value, b.method))
+            },
+        )
         self._queries[results.group_id] = self._queries.get(
             results.group_id, QueryMetrics()
         ).merged(m)
@@ -383,8 +400,11 @@ class KG:
         checked: list[Episode] = []
         for i, item in enumerate(episodes):
             where = f"episodes[{i}]"
-            ep = (self._in_group(item) if isinstance(item, Episode)
-                  else episode_of({"group_id": self.group_id, **item}, where))  # fmt: skip
+            ep = (
+                self._in_group(item)
+                if isinstance(item, Episode)
+                else episode_of({"group_id": self.group_id, **item}, where)
+            )
             try:
                 self.check_episode(ep, extract=extract, queued=not wait)
             except InputError as exc:
@@ -514,12 +534,17 @@ class KG:
             for f in await self.store.closures(group_id, limit):
                 e = f.edge
                 until = e.invalid_at.isoformat() if e.invalid_at else "?"
-                events.append(AuditEvent(
-                    uuid=e.uuid, group_id=group_id, kind="closure", created_at=e.created_at,
-                    episodes=[e.invalidated_by or ""],
-                    detail=f"{f.subject} {f.predicate} {f.object}: true until {until}"
-                    + (f" ({e.invalidation_reason})" if e.invalidation_reason else ""),
-                ))  # fmt: skip
+                events.append(
+                    AuditEvent(
+                        uuid=e.uuid,
+                        group_id=group_id,
+                        kind="closure",
+                        created_at=e.created_at,
+                        episodes=[e.invalidated_by or ""],
+                        detail=f"{f.subject} {f.predicate} {f.object}: true until {until}"
+                        + (f" ({e.invalidation_reason})" if e.invalidation_reason else ""),
+                    )
+                )
         return sorted(events, key=lambda ev: ev.created_at, reverse=True)[:limit]
 
     async def erase_entity(
@@ -578,11 +603,17 @@ class KG:
         for record in await self.store.pending_erasures():
             async with self.pipeline.writer(record.group_id):
                 receipt = await finish_erasure(
-                    self.store, self.ontology, record, self.clock.now(),
+                    self.store,
+                    self.ontology,
+                    record,
+                    self.clock.now(),
                     embed=partial(self.pipeline.vectors.embed_rewrite, record.group_id),
-                )  # fmt: skip
-            log.warning("finished an interrupted erasure in group %r; files compacted at %s",
-                        receipt.group_id, receipt.compacted_at)  # fmt: skip
+                )
+            log.warning(
+                "finished an interrupted erasure in group %r; files compacted at %s",
+                receipt.group_id,
+                receipt.compacted_at,
+            )
             receipts.append(receipt)
         return receipts
 
@@ -628,8 +659,9 @@ class KG:
 
     # -- export and import ----------------------------------------------------------------
 
-    def export_lines(self, group_id: str | None = None, *, embeddings: bool = True
-                     ) -> AsyncIterator[str]:  # fmt: skip
+    def export_lines(
+        self, group_id: str | None = None, *, embeddings: bool = True
+    ) -> AsyncIterator[str]:
         """The group as JSON Lines (see kg.transfer): every version, uuid, time and vector."""
         group_id = self._group(group_id)
         return export_lines(self.store, group_id, embeddings=embeddings)
@@ -663,9 +695,14 @@ class KG:
         self, group_id: str, *, removed: Sequence[str] = (), max_iterations: int = MAX_ITERATIONS
     ) -> CommunityReport:
         return await rebuild_communities(
-            self.store, self.clock, self.llm, self.pipeline.vectors, group_id, removed=removed,
+            self.store,
+            self.clock,
+            self.llm,
+            self.pipeline.vectors,
+            group_id,
+            removed=removed,
             max_iterations=max_iterations,
-        )  # fmt: skip
+        )
 
     async def _refresh_communities(self, group_id: str, removed: Sequence[str] = ()) -> None:
         """After a rollback, replay or erasure: rebuild if the group has communities."""
@@ -760,11 +797,16 @@ class KG:
         if group_id not in await self.store.groups():
             return []
         return [
-            QuarantineEntry(episode_uuid=ep.uuid, created_at=ep.created_at, channel=ep.channel,
-                            source_description=ep.source_description, item=q)
+            QuarantineEntry(
+                episode_uuid=ep.uuid,
+                created_at=ep.created_at,
+                channel=ep.channel,
+                source_description=ep.source_description,
+                item=q,
+            )
             for ep in await self.store.find_episodes(group_id, None, None)
             for q in ep.quarantined()
-        ]  # fmt: skip
+        ]
 
     async def groups(self) -> list[str]:
         return await self.store.groups()

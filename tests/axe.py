@@ -38,11 +38,22 @@ def _install() -> str:
         subprocess.run([str(INSTALLER), "npm"], capture_output=True, timeout=1200, check=False)
         npm = shutil.which("npm")
     if not npm:
-        return ("the axe-core check needs npm (Debian: docker/chromium-dev/install npm, or "
-                "KG_INSTALL_CHROMIUM=1 to let the tests run it)")  # fmt: skip
+        return (
+            "the axe-core check needs npm (Debian: docker/chromium-dev/install npm, or "
+            "KG_INSTALL_CHROMIUM=1 to let the tests run it)"
+        )
     CACHE.mkdir(parents=True, exist_ok=True)
-    command = [npm, "install", "--prefix", str(CACHE), "--no-audit", "--no-fund",
-               "--no-save", "--ignore-scripts", f"axe-core@{VERSION}"]  # fmt: skip
+    command = [
+        npm,
+        "install",
+        "--prefix",
+        str(CACHE),
+        "--no-audit",
+        "--no-fund",
+        "--no-save",
+        "--ignore-scripts",
+        f"axe-core@{VERSION}",
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as e:

@@ -49,14 +49,20 @@ async def scenario(kg: Any) -> dict[str, Any]:
         r = await kg.add_episode(source="facts", reference_time=when(year), facts=[fact])
         assert isinstance(r, EpisodeResult) and r.status == "added"
     again = await kg.add_episode(
-        source="facts", reference_time=when(2024),
+        source="facts",
+        reference_time=when(2024),
         facts=[{"subject": "Minji", "predicate": "LIVES_IN", "object": "Busan"}],
-    )  # fmt: skip
-    bulk = await kg.add_episodes([
-        {"source": "facts", "reference_time": when(2022, m),
-         "facts": [{"subject": "Minji", "predicate": "KNOWS", "object": f"Friend{m}"}]}
-        for m in (3, 1, 2)
-    ])  # fmt: skip
+    )
+    bulk = await kg.add_episodes(
+        [
+            {
+                "source": "facts",
+                "reference_time": when(2022, m),
+                "facts": [{"subject": "Minji", "predicate": "KNOWS", "object": f"Friend{m}"}],
+            }
+            for m in (3, 1, 2)
+        ]
+    )
     assert isinstance(bulk, BulkResult)
     now = await kg.facts(subject="Minji", predicate="LIVES_IN")
     assert all(isinstance(f, Fact) for f in now)
@@ -123,8 +129,9 @@ def test_errors_are_kgs_own_exceptions(served: Served) -> None:
             with pytest.raises(NotFoundError):
                 await kg.episode("no-such-episode")
             with pytest.raises(AccessDeniedError) as forbidden:  # a read key writes nothing
-                await kg.add_episode(source="facts", facts=[
-                    {"subject": "A", "predicate": "KNOWS", "object": "B"}])  # fmt: skip
+                await kg.add_episode(
+                    source="facts", facts=[{"subject": "A", "predicate": "KNOWS", "object": "B"}]
+                )
             assert forbidden.value.status == 403  # type: ignore[attr-defined]
             with pytest.raises(InputError, match="bound to group 'alice'"):
                 await kg.facts(group_id="bob")
@@ -133,8 +140,9 @@ def test_errors_are_kgs_own_exceptions(served: Served) -> None:
             with pytest.raises(InputError, match="not offered over HTTP"):
                 await kg.search("x", seeds=["A"])
         async with AsyncClient(url, key=served.key("alice", "write")) as kg:
-            r = await kg.add_episode(source="facts", facts=[
-                {"subject": "Ann", "predicate": "KNOWS", "object": "Bo"}])  # fmt: skip
+            r = await kg.add_episode(
+                source="facts", facts=[{"subject": "Ann", "predicate": "KNOWS", "object": "Bo"}]
+            )
             with pytest.raises(InputError, match="not failed") as not_failed:  # the server's 422
                 await kg.retry(r.episode_uuid)
             assert not_failed.value.problem["status"] == 422  # type: ignore[attr-defined]
@@ -156,8 +164,9 @@ def test_lists_are_followed_page_by_page(served: Served) -> None:
             sent = []
             for i in range(5):
                 fact = {"subject": "Pager", "predicate": "KNOWS", "object": f"P{i}"}
-                r = await kg.add_episode(source="facts", reference_time=when(2000 + i),
-                                         facts=[fact])  # fmt: skip
+                r = await kg.add_episode(
+                    source="facts", reference_time=when(2000 + i), facts=[fact]
+                )
                 sent.append(r.episode_uuid)
             listed = [e.uuid async for e in kg.episodes()]
             assert len(listed) == len(set(listed)) and set(sent) <= set(listed)
@@ -176,10 +185,16 @@ def test_admin_calls_rollback_erase_export_log(served: Served) -> None:
 
     async def main() -> None:
         async with AsyncClient(served.url, key=served.key("alice", "admin")) as kg:
-            a = await kg.add_episode(source="facts", reference_time=when(2010), facts=[
-                {"subject": "Zed", "predicate": "LIVES_IN", "object": "Oslo"}])  # fmt: skip
-            b = await kg.add_episode(source="facts", reference_time=when(2012), facts=[
-                {"subject": "Zed", "predicate": "LIVES_IN", "object": "Rome"}])  # fmt: skip
+            a = await kg.add_episode(
+                source="facts",
+                reference_time=when(2010),
+                facts=[{"subject": "Zed", "predicate": "LIVES_IN", "object": "Oslo"}],
+            )
+            b = await kg.add_episode(
+                source="facts",
+                reference_time=when(2012),
+                facts=[{"subject": "Zed", "predicate": "LIVES_IN", "object": "Rome"}],
+            )
             report = await kg.rollback(b.episode_uuid, dry_run=False)
             assert report.applied and [c.object for c in report.restored] == ["Oslo"]
             assert [f.object for f in await kg.facts(subject="Zed")] == ["Oslo"]
@@ -236,16 +251,34 @@ def test_the_readme_quickstart_runs_against_a_server_with_two_lines_changed(
     against `kg serve` (the key from KG_API_KEY) and prints what the embedded one does."""
     code = switched_quickstart((ROOT / "README.md").read_text(), served.url)
     env = {**kg_env(tmp_path / "unused"), "KG_API_KEY": served.key("alice", "write")}
-    run = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["['Busan']", "['Seoul']"]
     assert not (tmp_path / "unused").exists()  # no embedded store was opened
 
 
-MIRRORED = ["add_episode", "add_episodes", "facts", "history", "why", "entities", "log",
-            "stats", "metrics", "quarantine", "rollback", "rollback_source", "erase_entity",
-            "erase_group", "search", "context", "export_lines", "groups"]  # fmt: skip
+MIRRORED = [
+    "add_episode",
+    "add_episodes",
+    "facts",
+    "history",
+    "why",
+    "entities",
+    "log",
+    "stats",
+    "metrics",
+    "quarantine",
+    "rollback",
+    "rollback_source",
+    "erase_entity",
+    "erase_group",
+    "search",
+    "context",
+    "export_lines",
+    "groups",
+]
 
 
 def test_every_kg_argument_is_a_client_argument() -> None:

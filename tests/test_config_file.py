@@ -24,8 +24,14 @@ allowed_hosts = "kg.example"
 
 
 def kg(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(kg_command(*args), cwd=ROOT, env={**kg_env(home), **env},
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        kg_command(*args),
+        cwd=ROOT,
+        env={**kg_env(home), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def shown(home: Path, *args: str, **env: str) -> dict[str, Any]:

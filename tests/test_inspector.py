@@ -42,8 +42,10 @@ def _missing() -> str:
         return ""
     if INSTALL and "KG_CHROMIUM" not in os.environ:
         return _install()
-    return (f"needs Chromium at {CHROMIUM} (Debian: docker/chromium-dev/install, or "
-            "KG_INSTALL_CHROMIUM=1 to let the tests run it; or set KG_CHROMIUM)")  # fmt: skip
+    return (
+        f"needs Chromium at {CHROMIUM} (Debian: docker/chromium-dev/install, or "
+        "KG_INSTALL_CHROMIUM=1 to let the tests run it; or set KG_CHROMIUM)"
+    )
 
 
 def _install() -> str:
@@ -71,22 +73,52 @@ Said = tuple[str, str, str, str]  # subject, predicate, object, valid_at
 # Paris to Berlin in 2022; a poisoned forum post says Bob moved from Oslo to Mars; an agent's
 # guess contests what Dave said himself; Carol is there to be forgotten.
 SEED: list[tuple[str, str, str, list[Said]]] = [
-    ("Alice's profile", "user", "2020-01-01T00:00:00Z",
-     [("Alice", "LIVES_IN", "Paris", "2020-01-01T00:00:00Z"),
-      ("Alice", "WORKS_AT", "Acme", "2019-03-01T00:00:00Z")]),
-    ("Alice: we moved to Berlin", "user", "2022-06-01T00:00:00Z",
-     [("Alice", "LIVES_IN", "Berlin", "2022-06-01T00:00:00Z")]),
-    ("staff directory", "document", "2018-01-01T00:00:00Z",
-     [("Bob", "LIVES_IN", "Oslo", "2018-01-01T00:00:00Z")]),
-    ("forum post", "document", "2023-01-01T00:00:00Z",
-     [("Bob", "LIVES_IN", "Mars", "2023-01-01T00:00:00Z")]),
-    ("Dave's profile", "user", "2021-01-01T00:00:00Z",
-     [("Dave", "LIVES_IN", "Rome", "2021-01-01T00:00:00Z")]),
-    ("agent's guess", "agent", "2024-01-01T00:00:00Z",
-     [("Dave", "LIVES_IN", "Milan", "2024-01-01T00:00:00Z")]),
-    ("Carol's profile", "user", "2021-01-01T00:00:00Z",
-     [("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")]),
-]  # fmt: skip
+    (
+        "Alice's profile",
+        "user",
+        "2020-01-01T00:00:00Z",
+        [
+            ("Alice", "LIVES_IN", "Paris", "2020-01-01T00:00:00Z"),
+            ("Alice", "WORKS_AT", "Acme", "2019-03-01T00:00:00Z"),
+        ],
+    ),
+    (
+        "Alice: we moved to Berlin",
+        "user",
+        "2022-06-01T00:00:00Z",
+        [("Alice", "LIVES_IN", "Berlin", "2022-06-01T00:00:00Z")],
+    ),
+    (
+        "staff directory",
+        "document",
+        "2018-01-01T00:00:00Z",
+        [("Bob", "LIVES_IN", "Oslo", "2018-01-01T00:00:00Z")],
+    ),
+    (
+        "forum post",
+        "document",
+        "2023-01-01T00:00:00Z",
+        [("Bob", "LIVES_IN", "Mars", "2023-01-01T00:00:00Z")],
+    ),
+    (
+        "Dave's profile",
+        "user",
+        "2021-01-01T00:00:00Z",
+        [("Dave", "LIVES_IN", "Rome", "2021-01-01T00:00:00Z")],
+    ),
+    (
+        "agent's guess",
+        "agent",
+        "2024-01-01T00:00:00Z",
+        [("Dave", "LIVES_IN", "Milan", "2024-01-01T00:00:00Z")],
+    ),
+    (
+        "Carol's profile",
+        "user",
+        "2021-01-01T00:00:00Z",
+        [("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")],
+    ),
+]
 
 
 def episode(name: str, channel: str, when: str, facts: list[Said]) -> dict[str, Any]:
@@ -308,8 +340,11 @@ def test_a_correction_closes_the_old_value_through_the_timeline(
         q = {"subject": "Alice", "predicate": "WORKS_AT", "valid_at": "2023-01-01T00:00:00Z"}
         then = ok(c.get("/v1/facts", params=q))
         assert [f["object"] for f in then] == ["Acme"]
-        acme = [v for v in ok(c.get("/v1/history", params={"subject": "Alice"}))
-                if v["object"] == "Acme" and not v["known_to"]]  # fmt: skip
+        acme = [
+            v
+            for v in ok(c.get("/v1/history", params={"subject": "Alice"}))
+            if v["object"] == "Acme" and not v["known_to"]
+        ]
         assert [v["valid_to"] for v in acme] == ["2024-02-01T00:00:00Z"]
         closer = ok(c.get(f"/v1/episodes/{acme[0]['closed_by_episode_id']}"))
         assert (closer["channel"], closer["source"]) == ("user", "facts")
@@ -387,8 +422,9 @@ def test_a_read_key_sees_no_write_controls_and_the_api_refuses_them(
     fact = page.locator(".bar-g[data-holds=true]").first.get_attribute("data-version")
     close(page)
     with served.client("alice", "read") as c:
-        r = c.post(f"/v1/facts/{fact}/correct",
-                   json={"object": "Rome", "valid_at": "2025-01-01T00:00:00Z"})  # fmt: skip
+        r = c.post(
+            f"/v1/facts/{fact}/correct", json={"object": "Rome", "valid_at": "2025-01-01T00:00:00Z"}
+        )
         assert r.status_code == 403, r.text
         r = c.post("/v1/erase/entity", json={"subject": "Alice", "confirm": "Alice"})
         assert r.status_code == 403, r.text

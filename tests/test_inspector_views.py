@@ -32,11 +32,19 @@ JOBS = ["Hanbit", "Naver", "Kakao", "Line", "Coupang"]
 PETS = ["Mochi", "Bori", "Kong", "Dubu", "Nabi"]
 
 
-def facts(name: str, channel: str, when: str, said: list[tuple[str, str, str]],
-          **extra: Any) -> dict[str, Any]:  # fmt: skip
-    return {"source": "facts", "name": name, "channel": channel, "reference_time": when,
-            "facts": [{"subject": s, "predicate": p, "object": o, "valid_at": when}
-                      for s, p, o in said], **extra}  # fmt: skip
+def facts(
+    name: str, channel: str, when: str, said: list[tuple[str, str, str]], **extra: Any
+) -> dict[str, Any]:
+    return {
+        "source": "facts",
+        "name": name,
+        "channel": channel,
+        "reference_time": when,
+        "facts": [
+            {"subject": s, "predicate": p, "object": o, "valid_at": when} for s, p, o in said
+        ],
+        **extra,
+    }
 
 
 def history() -> list[dict[str, Any]]:
@@ -113,10 +121,16 @@ async def enqueue(home: Path) -> None:
         for name, text, later in [
             ("chat with Joon", "Joon adopted a second cat, Nabi, last week.", 3600.0),
             ("voice memo", "Minji starts at Toss in January.", 7200.0),
-        ]:  # fmt: skip
-            await kg.add_episode(content=text, source="text", name=name, group_id="minji",
-                                 reference_time=datetime(2026, 11, 20, tzinfo=UTC),
-                                 wait=False, after_seconds=later)  # fmt: skip
+        ]:
+            await kg.add_episode(
+                content=text,
+                source="text",
+                name=name,
+                group_id="minji",
+                reference_time=datetime(2026, 11, 20, tzinfo=UTC),
+                wait=False,
+                after_seconds=later,
+            )
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +147,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         s.stop()
 
 
-def signed_in(browser: Browser, served: Served, width: int = 1280, height: int = 800,
-              url: str = "/") -> Page:  # fmt: skip
+def signed_in(
+    browser: Browser, served: Served, width: int = 1280, height: int = 800, url: str = "/"
+) -> Page:
     """open_page of test_inspector, for this group and at this size."""
     page = open_page(browser, served, group="minji", url=url)
     page.set_viewport_size({"width": width, "height": height})
@@ -220,8 +235,10 @@ def test_nothing_spills_or_is_clipped_with_the_why_panel_open(
     page.locator('.bar-g[data-object="Pyongyang"]').first.click()
     expect(page.get_by_test_id("why-versions")).to_be_visible()
     ready(page)
-    page.wait_for_function("() => document.querySelector('.timeline-svg').viewBox.baseVal.width"
-                           " === document.querySelector('#timeline').clientWidth")  # fmt: skip
+    page.wait_for_function(
+        "() => document.querySelector('.timeline-svg').viewBox.baseVal.width"
+        " === document.querySelector('#timeline').clientWidth"
+    )
     assert page.evaluate(OVERFLOWS) == []
     # The bar labels are 12 px, as drawn: the chart is not scaled down to fit.
     size = page.eval_on_selector(".row-label", "t => t.getBoundingClientRect().height")
@@ -408,8 +425,11 @@ def axe(page: Page) -> list[str]:
     found: list[dict[str, Any]] = page.evaluate(
         axe_source() + "\n;axe.run(document, {resultTypes: ['violations']}).then(r => r.violations)"
     )
-    return [f"{v['id']}: {v['help']} ({len(v['nodes'])}: {v['nodes'][0]['target']})"
-            for v in found if v["impact"] in ("serious", "critical")]  # fmt: skip
+    return [
+        f"{v['id']}: {v['help']} ({len(v['nodes'])}: {v['nodes'][0]['target']})"
+        for v in found
+        if v["impact"] in ("serious", "critical")
+    ]
 
 
 def test_axe_finds_no_serious_violation_in_any_view(served: Served, browser: Browser) -> None:

@@ -314,10 +314,19 @@ def test_errors_are_one_line_problems(served: Served) -> None:
         for body in (
             {**facts_episode(("A", "LIVES_IN", "B", "2020-01-01T00:00:00Z")), "reference_time": 0},
             facts_episode(("A", "LIVES_IN", "B", 2021)),  # type: ignore[arg-type]
-            {"source": "facts", "facts": [{"subject": "A", "predicate": "P", "object": "B",
-                                           "valid_at": "2020-01-01T00:00:00Z",
-                                           "invalid_at": 1.7e9}]},
-        ):  # fmt: skip
+            {
+                "source": "facts",
+                "facts": [
+                    {
+                        "subject": "A",
+                        "predicate": "P",
+                        "object": "B",
+                        "valid_at": "2020-01-01T00:00:00Z",
+                        "invalid_at": 1.7e9,
+                    }
+                ],
+            },
+        ):
             assert number in problem(w.post("/v1/episodes", json=body), 422)
         assert number in problem(w.post("/v1/search", json={"query": "x", "known_at": 5}), 422)
         assert number in problem(
@@ -456,20 +465,32 @@ def test_wait_false_queues_and_the_server_writes_it(tmp_path: Path) -> None:
     s = serve(tmp_path / "home", [("carol", "write")])
     try:
         with s.client("carol", "write") as c:
-            r = made(c.post("/v1/episodes", json={
-                **facts_episode(("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")),
-                "wait": False,
-            }), 202)  # fmt: skip
+            r = made(
+                c.post(
+                    "/v1/episodes",
+                    json={
+                        **facts_episode(("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")),
+                        "wait": False,
+                    },
+                ),
+                202,
+            )
             assert r["status"] == "queued"
             deadline = time.monotonic() + 60
             while not items(c.get("/v1/facts", params={"subject": "Carol"})):
                 assert time.monotonic() < deadline, "the queued episode was never written"
                 time.sleep(0.2)
             assert ok(c.get(f"/v1/episodes/{r['episode_uuid']}"))["status"] == "ingested"
-            again = made(c.post("/v1/episodes", json={
-                **facts_episode(("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")),
-                "wait": False,
-            }), 200)  # fmt: skip
+            again = made(
+                c.post(
+                    "/v1/episodes",
+                    json={
+                        **facts_episode(("Carol", "LIVES_IN", "Lisbon", "2021-01-01T00:00:00Z")),
+                        "wait": False,
+                    },
+                ),
+                200,
+            )
             assert again["status"] == "duplicate"
     finally:
         s.stop()

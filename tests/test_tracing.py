@@ -40,21 +40,32 @@ async def test_ingest_and_search_are_traced_without_what_was_said(
     async with await KG.open(home=tmp_path / "home") as kg:
         fact = {"subject": NAME, "predicate": "LIVES_IN", "object": "Lima"}
         await kg.add_episode(source="facts", reference_time=when, facts=[fact], group_id="g1")
-        await kg.add_episodes([{"source": "text", "content": SECRET_TEXT, "group_id": "g1",
-                                "reference_time": when}], extract=False)  # fmt: skip
+        await kg.add_episodes(
+            [{"source": "text", "content": SECRET_TEXT, "group_id": "g1", "reference_time": when}],
+            extract=False,
+        )
         await kg.search(f"where does {NAME} live", group_id="g1")
         with pytest.raises(InputError):
             await kg.search("x", group_id="g1", center="Nobody Known")  # no such entity
     done = spans.get_finished_spans()
     by_name = {s.name: s for s in done}
     assert {"kg.ingest", "kg.ingest.bulk", "kg.search"} <= set(by_name)
-    ingest = next(s for s in done if s.name == "kg.ingest" and s.attributes
-                  and s.attributes["kg.episode.source"] == "facts")  # fmt: skip
+    ingest = next(
+        s
+        for s in done
+        if s.name == "kg.ingest" and s.attributes and s.attributes["kg.episode.source"] == "facts"
+    )
     assert dict(ingest.attributes or {}) == {
-        "kg.group_id": "g1", "kg.episode.source": "facts", "kg.episode.channel": "user",
-        "kg.extract": True, "kg.episode.status": "added", "kg.facts.added": 1,
-        "kg.facts.closed": 0, "kg.llm_calls": 0, "kg.attempts": 1,
-    }  # fmt: skip
+        "kg.group_id": "g1",
+        "kg.episode.source": "facts",
+        "kg.episode.channel": "user",
+        "kg.extract": True,
+        "kg.episode.status": "added",
+        "kg.facts.added": 1,
+        "kg.facts.closed": 0,
+        "kg.llm_calls": 0,
+        "kg.attempts": 1,
+    }
     bulk = by_name["kg.ingest.bulk"].attributes or {}
     assert (bulk["kg.episodes"], bulk["kg.added"], bulk["kg.failed"]) == (1, 1, 0)
     search = [s for s in done if s.name == "kg.search"]

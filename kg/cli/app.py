@@ -428,10 +428,15 @@ def worker(
     llm = _llm(llm_model, llm_base_url, llm_api_key, concurrency)
 
     async def work(kg: KG) -> Any:
-        w = Worker(kg, groups=None if all_groups else [settings.group],
-                   concurrency=concurrency, lease_seconds=lease_seconds,
-                   poll_seconds=poll_seconds, max_attempts=max_attempts,
-                   session_timeout=session_timeout)  # fmt: skip
+        w = Worker(
+            kg,
+            groups=None if all_groups else [settings.group],
+            concurrency=concurrency,
+            lease_seconds=lease_seconds,
+            poll_seconds=poll_seconds,
+            max_attempts=max_attempts,
+            session_timeout=session_timeout,
+        )
         if drain:
             return await w.drain()
         loop = asyncio.get_running_loop()
@@ -490,9 +495,16 @@ def doctor(
             if not names:
                 raise LLMError(f"{llm}: the server lists no model; give --llm-model")
             model = names[0]
-        client = OpenAILLM(model, base_url=llm, api_key=llm_api_key, max_concurrency=1,
-                           max_retries=1, timeout=timeout, max_tokens=max_tokens,
-                           prompt_profile=profile)  # fmt: skip
+        client = OpenAILLM(
+            model,
+            base_url=llm,
+            api_key=llm_api_key,
+            max_concurrency=1,
+            max_retries=1,
+            timeout=timeout,
+            max_tokens=max_tokens,
+            prompt_profile=profile,
+        )
         with render.progress(err, turns, "testing") as advance:
             return await diagnose(client, turns=turns, on_turn=lambda i: advance(i + 1, turns))
 
@@ -604,8 +616,9 @@ def as_of(
     as_json: JsonOpt = False,
 ) -> None:
     """What was true at WHEN ("what was true in March"), as known now or at --known-at."""
-    _facts_command(ctx.obj, subject, predicate, object_, when, known_at, False, as_json,
-                   valid_name="WHEN")  # fmt: skip
+    _facts_command(
+        ctx.obj, subject, predicate, object_, when, known_at, False, as_json, valid_name="WHEN"
+    )
 
 
 @app.command()
@@ -958,8 +971,9 @@ def erase(
 
     async def work(kg: KG) -> ErasureReceipt:
         if entity is not None:
-            return await kg.erase_entity(entity, group_id=settings.group, dry_run=dry_run,
-                                         keep_others=keep_others)  # fmt: skip
+            return await kg.erase_entity(
+                entity, group_id=settings.group, dry_run=dry_run, keep_others=keep_others
+            )
         return await kg.erase_group(settings.group)
 
     receipt = _run(_with_kg(settings, work))
@@ -1047,19 +1061,39 @@ def search(
     episodes in it boosted); --explain shows how they were read.
     """
     settings: Settings = ctx.obj
-    v, k, asked = _times(valid_at=_renamed("--as-of", as_of, "--valid-at", valid_at),
-                         known_at=known_at, asked_at=asked_at)  # fmt: skip
+    v, k, asked = _times(
+        valid_at=_renamed("--as-of", as_of, "--valid-at", valid_at),
+        known_at=known_at,
+        asked_at=asked_at,
+    )
     closed = bool(_renamed("--history", history, "--include-closed", include_closed))
-    fields = {"query": query, "recipe": recipe, "valid_at": v, "known_at": k,
-              "include_closed": closed, "include_contested": include_contested, "limit": limit,
-              "center": center, "min_score": min_score, "abstain_below": abstain_below,
-              "abstain_joint_below": abstain_joint_below, "asked_at": asked}  # fmt: skip
+    fields = {
+        "query": query,
+        "recipe": recipe,
+        "valid_at": v,
+        "known_at": k,
+        "include_closed": closed,
+        "include_contested": include_contested,
+        "limit": limit,
+        "center": center,
+        "min_score": min_score,
+        "abstain_below": abstain_below,
+        "abstain_joint_below": abstain_joint_below,
+        "asked_at": asked,
+    }
     try:  # the one request model KG.search, HTTP and MCP validate
         request = SearchRequest.model_validate(fields)
     except ValidationError as exc:
         raise _fail(f"invalid search: {validation_message(exc)}") from None
-    _search(settings, request, _cross_encoder(cross_encoder), explain=explain,
-            context=context and not as_json, max_tokens=max_tokens, as_json=as_json)  # fmt: skip
+    _search(
+        settings,
+        request,
+        _cross_encoder(cross_encoder),
+        explain=explain,
+        context=context and not as_json,
+        max_tokens=max_tokens,
+        as_json=as_json,
+    )
 
 
 def _cross_encoder(path: str | None) -> CrossEncoder | None:
@@ -1404,10 +1438,15 @@ def keys_create(
     if as_json:
         out.print_json(
             json.dumps(
-                {"key": key, "key_id": record.key_id, "group_id": gid, "role": record.role.value,
-                 "channel": record.channel.value}
+                {
+                    "key": key,
+                    "key_id": record.key_id,
+                    "group_id": gid,
+                    "role": record.role.value,
+                    "channel": record.channel.value,
+                }
             )
-        )  # fmt: skip
+        )
         return
     err.print(
         f"created key {record.key_id} for group {gid!r}, role {record.role.value}, channel "
@@ -1500,17 +1539,25 @@ def eval_(
     golden = load(file) if file.exists() else None
     if golden is None:
         raise _fail(f"golden set {file}: no such file")
-    settings = Settings(home=None, uri=None, group="default", ontology_path=None,
-                        embedder=embedder)  # fmt: skip
+    settings = Settings(home=None, uri=None, group="default", ontology_path=None, embedder=embedder)
     emb = settings.make_embedder()
     llm = _llm(llm_model, llm_base_url, llm_api_key)
     with err.status("evaluating") as status:
-        report = _run(run_eval(
-            golden, mode=modes, systems=systems, k=k, max_tokens=max_tokens,
-            abstain_below=abstain_below, abstain_joint_below=abstain_joint_below,
-            embedder=emb if emb != "auto" else None, llm=llm,
-            progress=lambda msg: status.update(msg), read_time=time_words,
-        ))  # fmt: skip
+        report = _run(
+            run_eval(
+                golden,
+                mode=modes,
+                systems=systems,
+                k=k,
+                max_tokens=max_tokens,
+                abstain_below=abstain_below,
+                abstain_joint_below=abstain_joint_below,
+                embedder=emb if emb != "auto" else None,
+                llm=llm,
+                progress=lambda msg: status.update(msg),
+                read_time=time_words,
+            )
+        )
     if items_out is not None:
         items_out.write_text("".join(r.model_dump_json() + "\n" for r in report.items))
     if as_json:

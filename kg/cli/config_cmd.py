@@ -86,8 +86,13 @@ def rows(root: Any, found: ConfigFile) -> list[dict[str, Any]]:
             out[s.envvar]["commands"].append(where)
             continue
         value, source = resolved(s, root, found)
-        out[s.envvar] = {"key": s.key, "env": s.envvar, "value": shown(s.envvar, value),
-                         "source": source, "commands": [where]}  # fmt: skip
+        out[s.envvar] = {
+            "key": s.key,
+            "env": s.envvar,
+            "value": shown(s.envvar, value),
+            "source": source,
+            "commands": [where],
+        }
     return sorted(out.values(), key=lambda r: (r["commands"][0] != "(global)", r["key"]))
 
 
@@ -111,11 +116,16 @@ def show(
     if as_json:
         console.print_json(json.dumps({**where, "settings": table}))
         return
-    console.print(f"config file: {found.path} ({found.how})" if found.path else
-                  "config file: none (looked for kg.toml in the data directory)",
-                  soft_wrap=True, highlight=False)  # fmt: skip
-    out = _table("settings (--json: the commands each belongs to)",
-                 ["key", "environment", "value", "source"])  # fmt: skip
+    console.print(
+        f"config file: {found.path} ({found.how})"
+        if found.path
+        else "config file: none (looked for kg.toml in the data directory)",
+        soft_wrap=True,
+        highlight=False,
+    )
+    out = _table(
+        "settings (--json: the commands each belongs to)", ["key", "environment", "value", "source"]
+    )
     for r in table:
         value = "" if r["value"] is None else str(r["value"])
         out.add_row(r["key"], r["env"], value, r["source"])

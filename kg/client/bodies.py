@@ -53,8 +53,9 @@ def search_body(query: str | SearchRequest, arguments: Mapping[str, Any]) -> dic
         given["query"] = query.query
     else:
         fields = set(SearchRequest.model_fields) | {"include_closed"}
-        given = {k: v for k, v in arguments.items()
-                 if k in fields and v is not None and v is not False}  # fmt: skip
+        given = {
+            k: v for k, v in arguments.items() if k in fields and v is not None and v is not False
+        }
         given["query"] = query
     for name in ("config", "seeds"):
         if given.get(name):

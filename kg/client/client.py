@@ -98,8 +98,14 @@ class AsyncClient:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         key = key if key is not None else os.environ.get("KG_API_KEY")
-        self.session = Session(url, key, timeout=timeout, rate_limit_wait=rate_limit_wait,
-                               page_size=page_size, transport=transport)  # fmt: skip
+        self.session = Session(
+            url,
+            key,
+            timeout=timeout,
+            rate_limit_wait=rate_limit_wait,
+            page_size=page_size,
+            transport=transport,
+        )
         self._whoami: Whoami | None = None
 
     @classmethod
@@ -180,10 +186,18 @@ class AsyncClient:
             raise not_offered("a session debounce", "after_seconds")
         if isinstance(reference_time, str):
             reference_time = parse_time(reference_time, field="reference_time")
-        given = {"source": source, "reference_time": reference_time, "content": content,
-                 "facts": facts, "channel": channel, "trust": trust, "name": name,
-                 "source_description": source_description, "session_id": session_id,
-                 "turns": turns}  # fmt: skip
+        given = {
+            "source": source,
+            "reference_time": reference_time,
+            "content": content,
+            "facts": facts,
+            "channel": channel,
+            "trust": trust,
+            "name": name,
+            "source_description": source_description,
+            "session_id": session_id,
+            "turns": turns,
+        }
         fields = {k: v for k, v in given.items() if v is not None}
         if episode is None:
             fields.setdefault("reference_time", datetime.now(UTC))
@@ -230,13 +244,20 @@ class AsyncClient:
         return BulkResult(results=[results[i] for i in sorted(results)], failed=failed)
 
     async def correct(
-        self, fact_id: str, object: str, *, valid_at: datetime | str,
+        self,
+        fact_id: str,
+        object: str,
+        *,
+        valid_at: datetime | str,
         source_description: str = "correction",
-    ) -> EpisodeResult:  # fmt: skip
+    ) -> EpisodeResult:
         """'That changed' (`POST /v1/facts/{id}/correct`): the right value and since when,
         stored as a structured episode that closes the old value by the timeline rules."""
-        body = {"object": object, "valid_at": iso("valid_at", valid_at),
-                "source_description": source_description}  # fmt: skip
+        body = {
+            "object": object,
+            "valid_at": iso("valid_at", valid_at),
+            "source_description": source_description,
+        }
         return await self.session.post(f"/v1/facts/{_seg(fact_id)}/correct", EpisodeResult, body)
 
     async def retry(self, episode_id: str) -> EpisodeResult:
@@ -271,8 +292,11 @@ class AsyncClient:
     ) -> RollbackReport:
         """`KG.rollback_source`: every episode from one source, optionally since a time."""
         await self._group(group_id)
-        body = {"source_description": source_description, "since": iso("since", since),
-                "dry_run": _dry_run(apply, dry_run)}  # fmt: skip
+        body = {
+            "source_description": source_description,
+            "since": iso("since", since),
+            "dry_run": _dry_run(apply, dry_run),
+        }
         body = {k: v for k, v in body.items() if v is not None}
         return await self.session.post("/v1/rollback", RollbackReport, body)
 
@@ -330,9 +354,14 @@ class AsyncClient:
     ) -> AsyncIterator[Fact]:
         """`facts`, page by page as they arrive (every page reads the same moment)."""
         await self._group(group_id)
-        query = {"subject": subject, "predicate": predicate, "object": object,
-                 "valid_at": iso("valid_at", valid_at), "known_at": iso("known_at", known_at),
-                 "include_contested": include_contested or None}  # fmt: skip
+        query = {
+            "subject": subject,
+            "predicate": predicate,
+            "object": object,
+            "valid_at": iso("valid_at", valid_at),
+            "known_at": iso("known_at", known_at),
+            "include_contested": include_contested or None,
+        }
         async for fact in self.session.items("/v1/facts", Fact, _limit(limit), **query):
             yield fact
 

@@ -60,9 +60,13 @@ class Session:
         await self.http.aclose()
 
     async def send(
-        self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
         body: Any = None,
-    ) -> httpx.Response:  # fmt: skip
+    ) -> httpx.Response:
         """One request; a 429 is retried after its Retry-After while the waits stay within
         `rate_limit_wait` seconds in all, then raised (`RateLimitedError.retry_after`)."""
         waited = 0.0

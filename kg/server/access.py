@@ -101,6 +101,10 @@ class AccessLog:
                     scope.get("http_version", "1.1"),
                     status,
                     # for --log-format json (kg.server.logs.JsonFormatter): no query values
-                    extra={"method": scope["method"], "route": route, "status": status,
-                           "duration_ms": ms},
-                )  # fmt: skip
+                    extra={
+                        "method": scope["method"],
+                        "route": route,
+                        "status": status,
+                        "duration_ms": ms,
+                    },
+                )

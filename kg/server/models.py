@@ -204,17 +204,19 @@ class EraseEntityRequest(Strict):
 
     subject: Name
     confirm: Name | None = Field(
-        default=None, description="The subject again: erasure cannot be undone. "
-        "Not needed for a dry run.",
-    )  # fmt: skip
+        default=None,
+        description="The subject again: erasure cannot be undone. Not needed for a dry run.",
+    )
     dry_run: bool = Field(
-        default=False, description="Erase nothing: say what would go, including the facts "
+        default=False,
+        description="Erase nothing: say what would go, including the facts "
         "about other subjects that go with the subject's episodes.",
-    )  # fmt: skip
+    )
     keep_others: bool = Field(
-        default=False, description="Keep those facts, re-asserted from a redacted copy of "
+        default=False,
+        description="Keep those facts, re-asserted from a redacted copy of "
         "each episode (the subject's name cut out).",
-    )  # fmt: skip
+    )
 
 
 class EraseGroupRequest(Strict):
@@ -253,8 +255,12 @@ class EpisodeRow(EpisodeView):
 
     @classmethod
     def of(cls, node: EpisodicNode) -> Self:
-        return cls(**dict(episode_view(node)), error=node.error,
-                   facts_added=node.facts_added, facts_closed=node.facts_closed)  # fmt: skip
+        return cls(
+            **dict(episode_view(node)),
+            error=node.error,
+            facts_added=node.facts_added,
+            facts_closed=node.facts_closed,
+        )
 
 
 class EpisodeDetail(EpisodeRow):
@@ -271,9 +277,14 @@ class EpisodeDetail(EpisodeRow):
         row = dict(EpisodeRow.of(node))
         counted = node.model_dump(include=set(EpisodeMetrics.model_fields))
         metrics = EpisodeMetrics.model_validate(counted)
-        return cls(**row, content=node.content, source_description=node.source_description,
-                   trust=cast(TrustWord, node.trust.name), extractor=node.extractor,
-                   metrics=metrics)  # fmt: skip
+        return cls(
+            **row,
+            content=node.content,
+            source_description=node.source_description,
+            trust=cast(TrustWord, node.trust.name),
+            extractor=node.extractor,
+            metrics=metrics,
+        )
 
 
 class EntityRow(EntityView):
@@ -284,8 +295,11 @@ class EntityRow(EntityView):
 
     @classmethod
     def of(cls, found: EntitySummary) -> Self:
-        return cls(**dict(entity_view(found.entity)), as_subject=found.as_subject,
-                   as_object=found.as_object)  # fmt: skip
+        return cls(
+            **dict(entity_view(found.entity)),
+            as_subject=found.as_subject,
+            as_object=found.as_object,
+        )
 
 
 class Ranking(BaseModel):
@@ -322,12 +336,26 @@ class SearchResponse(BaseModel):
             *((community_hit(h.community, h.score), h) for h in r.communities),
         ]
         pairs.sort(key=lambda p: -p[0].score)
-        rankings = [Ranking(kind=v.kind, id=v.id, fused_score=h.fused_score, ranks=h.ranks,
-                            branch_scores=h.branch_scores) for v, h in pairs]  # fmt: skip
+        rankings = [
+            Ranking(
+                kind=v.kind,
+                id=v.id,
+                fused_score=h.fused_score,
+                ranks=h.ranks,
+                branch_scores=h.branch_scores,
+            )
+            for v, h in pairs
+        ]
         abstained = {str(k): v for k, v in r.abstained.items()}
-        return cls(query=r.query, hits=[v for v, _ in pairs], rankings=rankings,
-                   branches=r.branches, abstained=abstained, time=r.time,
-                   latency_ms=r.latency_ms)  # fmt: skip
+        return cls(
+            query=r.query,
+            hits=[v for v, _ in pairs],
+            rankings=rankings,
+            branches=r.branches,
+            abstained=abstained,
+            time=r.time,
+            latency_ms=r.latency_ms,
+        )
 
 
 class WhyResponse(BaseModel):
@@ -361,8 +389,14 @@ class LogEvent(BaseModel):
             found = json.loads(detail) if detail.startswith("{") else None
             if isinstance(found, dict) and all(isinstance(v, int) for v in found.values()):
                 counts, detail = found, ""
-        return cls(uuid=event.uuid, kind=event.kind, created_at=event.created_at,
-                   episodes=event.episodes, detail=detail, counts=counts)  # fmt: skip
+        return cls(
+            uuid=event.uuid,
+            kind=event.kind,
+            created_at=event.created_at,
+            episodes=event.episodes,
+            detail=detail,
+            counts=counts,
+        )
 
 
 class Whoami(BaseModel):

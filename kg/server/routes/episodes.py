@@ -15,8 +15,9 @@ from kg.server.routes.deps import Caller, Cursor, PageLimit
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"])
 EpisodeId = Annotated[str, Path(max_length=200)]
-LOCATION = {"Location": {"description": "The episode: GET it for its status.",
-                         "schema": {"type": "string"}}}  # fmt: skip
+LOCATION = {
+    "Location": {"description": "The episode: GET it for its status.", "schema": {"type": "string"}}
+}
 STATUS = {"added": 201, "queued": 202, "duplicate": 200}
 
 
@@ -31,9 +32,12 @@ def created(*extra: int) -> dict[int | str, Any]:
     """The answers of a route that stores an episode: 201, 200 for one already stored."""
     out: dict[int | str, Any] = {
         201: {"description": "Written: in the graph.", "headers": LOCATION},
-        200: {"description": "Already stored (same content): nothing written.",
-              "model": EpisodeResult, "headers": LOCATION},
-    }  # fmt: skip
+        200: {
+            "description": "Already stored (same content): nothing written.",
+            "model": EpisodeResult,
+            "headers": LOCATION,
+        },
+    }
     return {**out, **problems(*extra, body=True)}
 
 
@@ -42,11 +46,14 @@ def created(*extra: int) -> dict[int | str, Any]:
     status_code=201,
     responses={
         **created(502),
-        202: {"description": "Queued (wait: false, extraction to come): searchable now; "
-              "the background worker writes its facts.", "model": EpisodeResult,
-              "headers": LOCATION},
+        202: {
+            "description": "Queued (wait: false, extraction to come): searchable now; "
+            "the background worker writes its facts.",
+            "model": EpisodeResult,
+            "headers": LOCATION,
+        },
     },
-)  # fmt: skip
+)
 async def add_episode(c: Caller, body: AddEpisode, response: Response) -> EpisodeResult:
     """Add one episode (role write), on the key's channel unless the body names a lower
     one (a higher trust than the key's is a 403). 201 once it is in the graph; 200 with
