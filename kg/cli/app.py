@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -30,9 +30,21 @@ from kg.cli.config_cmd import ConfigOpt, config_app
 from kg.cli.demo import run_demo
 from kg.cli.serve_options import (
     AllowedHostOpt,
+    BodyTimeoutOpt,
+    ClientConnectionsOpt,
+    GracefulTimeoutOpt,
+    HeaderTimeoutOpt,
     HostOpt,
+    KeyBurstOpt,
+    KeyConcurrencyOpt,
+    KeyQueueOpt,
+    KeyRateOpt,
+    KeySearchConcurrencyOpt,
+    KeySearchCostOpt,
     LogFormatOpt,
     LogLevelOpt,
+    MaxBodyOpt,
+    MetricsFlushOpt,
     MetricsTokenOpt,
     PortOpt,
     check_log_format,
@@ -63,6 +75,10 @@ from kg.times import parse_time
 
 T = TypeVar("T")
 ONTOLOGY_MAX_BYTES = 10_000_000
+
+if TYPE_CHECKING:  # the serve extra: imported by `kg serve` itself
+    from kg.server.app import ServeOptions
+    from kg.server.connections import ConnectionLimits
 
 app = typer.Typer(
     name="kg",
@@ -1174,66 +1190,22 @@ def serve(
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmBaseUrlOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
-    max_body: Annotated[
-        int, typer.Option(min=1024, help="Largest request body accepted, in bytes.")
-    ] = 1 << 20,
+    max_body: MaxBodyOpt = 1 << 20,
     metrics_token: MetricsTokenOpt = None,
-    graceful_timeout: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Seconds open requests and the background worker's extraction in flight get "
-            "to finish at shutdown.",
-        ),
-    ] = 30,
-    metrics_flush: Annotated[
-        float,
-        typer.Option(min=0.1, help="Seconds between saves of query and API metrics to the store."),
-    ] = 30.0,
+    graceful_timeout: GracefulTimeoutOpt = 30,
+    metrics_flush: MetricsFlushOpt = 30.0,
     log_level: LogLevelOpt = "info",
     log_format: LogFormatOpt = "text",
     allowed_host: AllowedHostOpt = None,
-    key_concurrency: Annotated[
-        int,
-        typer.Option(
-            min=0, help="Requests of one key running at once; more wait their turn (0: no limit)."
-        ),
-    ] = 4,
-    key_search_concurrency: Annotated[
-        int,
-        typer.Option(
-            min=0, help="Of those, searches, contexts and MCP calls (0: no limit of their own)."
-        ),
-    ] = 1,
-    key_queue: Annotated[
-        int, typer.Option(min=0, help="Requests of one key that may wait their turn.")
-    ] = 32,
-    key_rate: Annotated[
-        float, typer.Option(min=0, help="Requests a second one key may send (0: no limit).")
-    ] = 20.0,
-    key_burst: Annotated[
-        int, typer.Option(min=1, help="Requests one key may send at once, above --key-rate.")
-    ] = 40,
-    key_search_cost: Annotated[
-        float,
-        typer.Option(
-            min=1, help="Requests a search, a context or an MCP call counts as, for --key-rate."
-        ),
-    ] = 5.0,
-    header_timeout: Annotated[
-        float, typer.Option(min=0.1, help="Seconds for a request's headers to arrive.")
-    ] = 10.0,
-    body_timeout: Annotated[
-        float, typer.Option(min=0.1, help="Seconds for a request's body to arrive.")
-    ] = 30.0,
-    client_connections: Annotated[
-        int,
-        typer.Option(
-            min=0,
-            help="Connections one client address may hold open (0: no cap; raise it "
-            "behind a proxy, where every client has the proxy's address).",
-        ),
-    ] = 64,
+    key_concurrency: KeyConcurrencyOpt = 4,
+    key_search_concurrency: KeySearchConcurrencyOpt = 1,
+    key_queue: KeyQueueOpt = 32,
+    key_rate: KeyRateOpt = 20.0,
+    key_burst: KeyBurstOpt = 40,
+    key_search_cost: KeySearchCostOpt = 5.0,
+    header_timeout: HeaderTimeoutOpt = 10.0,
+    body_timeout: BodyTimeoutOpt = 30.0,
+    client_connections: ClientConnectionsOpt = 64,
 ) -> None:
     """Serve the HTTP API (/v1, described at /openapi.json) and MCP (/mcp) over one store.
 
@@ -1247,10 +1219,8 @@ def serve(
     """
     settings: Settings = ctx.obj
     try:
-        import uvicorn
-
-        from kg.server.app import ServeOptions, begin_shutdown, create_app
-        from kg.server.connections import ConnectionLimits, guarded_protocol
+        from kg.server.app import ServeOptions
+        from kg.server.connections import ConnectionLimits
         from kg.server.hosts import allowed_hosts
         from kg.server.limits import KeyLimits
         from kg.server.logs import log_config
@@ -1288,51 +1258,66 @@ def serve(
         graceful_seconds=graceful_timeout,
     )
 
-    async def main() -> None:
-        kg = await settings.open(llm=llm)  # before uvicorn: a locked store is a one-line error
+    secrets = [t for t in (metrics_token, llm_api_key) if t]
+    logs = log_config(log_level, secrets, "json" if log_format == "json" else "text")
+    limits = ConnectionLimits(header_timeout, client_connections)
+    _run(_serve(settings, llm, options, port=port, log_level=log_level, logs=logs, limits=limits))
 
-        async def opened() -> KG:
-            return kg
 
-        asgi = create_app(opened, options)
+async def _serve(
+    settings: Settings,
+    llm: StructuredLLM | None,
+    options: ServeOptions,
+    *,
+    port: int,
+    log_level: str,
+    logs: dict[str, Any],
+    limits: ConnectionLimits,
+) -> None:
+    """`kg serve` once its options are checked: the store opened (before uvicorn, so a locked
+    store is a one-line error), then uvicorn until a signal, then the store closed."""
+    import uvicorn
 
-        class Server(uvicorn.Server):
-            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-                begin_shutdown(asgi)  # the worker's stop runs in the requests' timeout
-                await super().shutdown(sockets)
+    from kg.server.app import begin_shutdown, create_app
+    from kg.server.connections import guarded_protocol
 
-        config = uvicorn.Config(
-            asgi,
-            host=host,
-            port=port,
-            log_level=log_level.lower(),
-            # Every logger at this level, API keys and these secrets masked in every line.
-            log_config=log_config(
-                log_level,
-                [t for t in (metrics_token, llm_api_key) if t],
-                "json" if log_format == "json" else "text",
-            ),
-            timeout_graceful_shutdown=graceful_timeout,
-            lifespan="on",
-            server_header=False,
-            access_log=False,  # kg.server.access logs each request without what it asked
-            # uvicorn's h11 protocol, with a deadline for headers and a cap per client.
-            http=guarded_protocol(ConnectionLimits(header_timeout, client_connections)),
-        )
-        err.print(
-            f"kg serve: http://{host}:{port} (API /v1, MCP /mcp, store {kg.store.backend})",
-            highlight=False,
-        )
-        # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then re-raises the
-        # signal: with these no-op handlers that ends in a clean exit (code 0), not a kill.
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: None)
-        try:
-            await Server(config).serve()
-        finally:
-            await kg.close()  # a no-op when the lifespan closed it
+    kg = await settings.open(llm=llm)
 
-    _run(main())
+    async def opened() -> KG:
+        return kg
+
+    asgi = create_app(opened, options)
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            begin_shutdown(asgi)  # the worker's stop runs in the requests' timeout
+            await super().shutdown(sockets)
+
+    config = uvicorn.Config(
+        asgi,
+        host=options.host,
+        port=port,
+        log_level=log_level.lower(),
+        log_config=logs,  # every logger at this level, keys and the operator's secrets masked
+        timeout_graceful_shutdown=int(options.graceful_seconds),
+        lifespan="on",
+        server_header=False,
+        access_log=False,  # kg.server.access logs each request without what it asked
+        # uvicorn's h11 protocol, with a deadline for headers and a cap per client.
+        http=guarded_protocol(limits),
+    )
+    err.print(
+        f"kg serve: http://{options.host}:{port} (API /v1, MCP /mcp, store {kg.store.backend})",
+        highlight=False,
+    )
+    # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then re-raises the signal:
+    # with these no-op handlers that ends in a clean exit (code 0), not a kill.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    try:
+        await Server(config).serve()
+    finally:
+        await kg.close()  # a no-op when the lifespan closed it
 
 
 @app.command("mcp")

@@ -42,6 +42,61 @@ AllowedHostOpt = Annotated[
     ),
 ]
 
+MaxBodyOpt = Annotated[int, typer.Option(min=1024, help="Largest request body accepted, in bytes.")]
+GracefulTimeoutOpt = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Seconds open requests and the background worker's extraction in flight get "
+        "to finish at shutdown.",
+    ),
+]
+MetricsFlushOpt = Annotated[
+    float,
+    typer.Option(min=0.1, help="Seconds between saves of query and API metrics to the store."),
+]
+KeyConcurrencyOpt = Annotated[
+    int,
+    typer.Option(
+        min=0, help="Requests of one key running at once; more wait their turn (0: no limit)."
+    ),
+]
+KeySearchConcurrencyOpt = Annotated[
+    int,
+    typer.Option(
+        min=0, help="Of those, searches, contexts and MCP calls (0: no limit of their own)."
+    ),
+]
+KeyQueueOpt = Annotated[
+    int, typer.Option(min=0, help="Requests of one key that may wait their turn.")
+]
+KeyRateOpt = Annotated[
+    float, typer.Option(min=0, help="Requests a second one key may send (0: no limit).")
+]
+KeyBurstOpt = Annotated[
+    int, typer.Option(min=1, help="Requests one key may send at once, above --key-rate.")
+]
+KeySearchCostOpt = Annotated[
+    float,
+    typer.Option(
+        min=1, help="Requests a search, a context or an MCP call counts as, for --key-rate."
+    ),
+]
+HeaderTimeoutOpt = Annotated[
+    float, typer.Option(min=0.1, help="Seconds for a request's headers to arrive.")
+]
+BodyTimeoutOpt = Annotated[
+    float, typer.Option(min=0.1, help="Seconds for a request's body to arrive.")
+]
+ClientConnectionsOpt = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="Connections one client address may hold open (0: no cap; raise it "
+        "behind a proxy, where every client has the proxy's address).",
+    ),
+]
+
 
 def check_log_format(value: str) -> str | None:
     """The one-line error for a log format that is not one, else None."""
