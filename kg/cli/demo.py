@@ -14,8 +14,9 @@ from urllib.parse import urlparse
 from rich.console import Console
 from rich.markup import escape
 
+from kg.arguments import ChannelName
 from kg.cli import render
-from kg.facade import KG, ChannelName
+from kg.facade import KG
 from kg.schemas.graph import Fact
 
 

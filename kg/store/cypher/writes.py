@@ -375,7 +375,8 @@ class CypherWrites(CypherBase):
             out.append(Statement(
                 "UNWIND $mentions AS m MATCH (ep:Episodic {uuid: m.episode}) "
                 "WHERE ep.group_id = $group_id "
-                "UNWIND m.entities AS u MATCH (n:Entity {uuid: u}) WHERE n.group_id = $group_id "
+                "UNWIND m.entities AS u MATCH (n:Entity {uuid: u}) "
+                "WHERE n.group_id = $group_id "
                 "CREATE (ep)-[:MENTIONS {uuid: m.episode + ':' + u, group_id: $group_id, "
                 "created_at: ep.created_at}]->(n)",
                 {"mentions": mentions, "group_id": g},
