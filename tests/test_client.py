@@ -1,6 +1,7 @@
 """`kg.client.AsyncClient` against a real `kg serve` (tests/served.py) on the embedded store:
-the same calls as `KG`, the same answers and models, kg's own exceptions from the server's
-problems, pages followed, 429s waited out or raised with their Retry-After."""
+the same calls as `KG`, the same answers in the shared JSON shapes (kg.schemas.views), kg's
+own exceptions from the server's problems, pages followed, 429s waited out or raised with
+their Retry-After."""
 
 from __future__ import annotations
 
@@ -18,12 +19,10 @@ from typing import Any
 import pytest
 
 from kg import KG
-from kg.client import AccessDeniedError, AsyncClient, RateLimitedError
+from kg.client import AccessDeniedError, AsyncClient, RateLimitedError, SearchAnswer, WhyAnswer
 from kg.errors import InputError, NotFoundError, StoreUnavailableError
 from kg.pipeline import BulkResult, EpisodeResult
-from kg.retrieval import SearchResults
-from kg.schemas.answers import Explanation
-from kg.schemas.graph import Fact
+from kg.schemas.views import FactView, episode_view, fact_view, hit_views
 from tests.served import ROOT, Served, free_port, kg_env, serve
 
 KEYS = [("alice", "admin"), ("alice", "write"), ("alice", "read"), ("bob", "admin")]
@@ -40,6 +39,34 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 def when(year: int, month: int = 6) -> datetime:
     return datetime(year, month, 1, tzinfo=UTC)
+
+
+class Viewed:
+    """The embedded `KG` answering as the server does: its reads converted to views by the
+    converters the server uses (kg.schemas.views)."""
+
+    def __init__(self, kg: KG) -> None:
+        self.kg = kg
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kg, name)
+
+    async def facts(self, **kw: Any) -> list[FactView]:
+        return [fact_view(f) for f in await self.kg.facts(**kw)]
+
+    async def history(self, **kw: Any) -> list[FactView]:
+        return [fact_view(f) for f in await self.kg.history(**kw)]
+
+    async def why(self, fact_id: str) -> WhyAnswer:
+        e = await self.kg.why(fact_id)
+        return WhyAnswer(
+            versions=[fact_view(v) for v in e.versions],
+            episodes=[dict(episode_view(ep)) for ep in e.episodes],
+        )
+
+    async def search(self, query: str, **kw: Any) -> SearchAnswer:
+        r = await self.kg.search(query, **kw)
+        return SearchAnswer(query=r.query, hits=hit_views(r))
 
 
 async def scenario(kg: Any) -> dict[str, Any]:
@@ -65,24 +92,24 @@ async def scenario(kg: Any) -> dict[str, Any]:
     )
     assert isinstance(bulk, BulkResult)
     now = await kg.facts(subject="Minji", predicate="LIVES_IN")
-    assert all(isinstance(f, Fact) for f in now)
+    assert all(isinstance(f, FactView) for f in now)
     then = await kg.facts(subject="Minji", valid_at=when(2023, 3))
     history = await kg.history(subject="Minji", predicate="LIVES_IN")
-    why = await kg.why(now[0].edge.uuid)
-    assert isinstance(why, Explanation)
+    why = await kg.why(now[0].id)
+    assert isinstance(why, WhyAnswer)
     hits = await kg.search("where does Minji live", include_closed=True)
-    assert isinstance(hits, SearchResults)
+    assert isinstance(hits, SearchAnswer)
     block = await kg.context("Minji Busan", max_tokens=200)
-    plan = await kg.rollback(now[0].edge.episodes[0])
+    plan = await kg.rollback(now[0].episode_id)
     stats = await kg.stats()
     return {
         "now": [f.object for f in now],
         "then": sorted(f.object for f in then),
-        "history": sorted((f.object, f.edge.invalid_at is None) for f in history),
-        "why": (len(why.versions), sorted(e.source.value for e in why.episodes)),
+        "history": sorted((f.object, f.valid_to is None, f.status) for f in history),
+        "why": (len(why.versions), sorted(e.source for e in why.episodes)),
         "duplicate": again.status,
         "bulk": (bulk.added, bulk.duplicate, bulk.failed),
-        "hits": sorted(h.fact.object for h in hits.facts),
+        "hits": sorted((h.object, h.status) for h in hits.facts),
         "context": ("Busan" in block, len(block) > 0),
         "plan": (
             plan.applied,
@@ -95,12 +122,13 @@ async def scenario(kg: Any) -> dict[str, Any]:
 
 
 def test_the_client_answers_as_the_embedded_kg_does(served: Served, tmp_path: Path) -> None:
-    """One script, the embedded `KG` then a client of `kg serve`: the same answers, the
-    same models; the switch is the one line that opens it."""
+    """One script, the embedded `KG` (its answers converted to views as the server converts
+    them) then a client of `kg serve`: the same answers in the same shapes; the switch is
+    the one line that opens it."""
 
     async def embedded() -> dict[str, Any]:
         async with await KG.open(home=tmp_path / "embedded") as kg:
-            return await scenario(kg)
+            return await scenario(Viewed(kg))
 
     async def client() -> dict[str, Any]:
         async with AsyncClient(served.url, key=served.key("bob", "admin")) as kg:
@@ -168,13 +196,15 @@ def test_lists_are_followed_page_by_page(served: Served) -> None:
                     source="facts", reference_time=when(2000 + i), facts=[fact]
                 )
                 sent.append(r.episode_uuid)
-            listed = [e.uuid async for e in kg.episodes()]
+            listed = [e.id async for e in kg.episodes()]
             assert len(listed) == len(set(listed)) and set(sent) <= set(listed)
             facts = await kg.facts(subject="Pager")
             assert sorted(f.object for f in facts) == [f"P{i}" for i in range(5)]
             assert len(await kg.facts(subject="Pager", limit=3)) == 3
-            first = [e.uuid async for e in kg.episodes(limit=3)]
+            first = [e.id async for e in kg.episodes(limit=3)]
             assert first == listed[:3]
+            one = await kg.episode(sent[0])
+            assert (one.id, one.source, one.status) == (sent[0], "facts", "ingested")
 
     asyncio.run(main())
 

@@ -1,6 +1,7 @@
-"""`AsyncClient`: `KG`'s methods over the HTTP API of a `kg serve`, with `KG`'s arguments
-and return models, so moving an application from the embedded engine to a server is one
-line:
+"""`AsyncClient`: `KG`'s methods over the HTTP API of a `kg serve`, with `KG`'s arguments;
+reads return the server's JSON shapes (kg.schemas.views: `FactView`, `HitView`...), which
+have the fields an application reads (`f.object`, `f.valid_to`), so moving an application
+from the embedded engine to a server is one line:
 
 ```
 async with await KG.open() as kg:                                   # embedded
@@ -26,21 +27,22 @@ import httpx
 from pydantic import BaseModel
 
 from kg.client import bodies
+from kg.client.answers import Entity, EpisodeInfo, SearchAnswer, WhyAnswer
 from kg.client.bodies import episode_body, not_offered, search_body
 from kg.client.transport import Session, iso
 from kg.erasure import ErasureReceipt
 from kg.errors import ExtractionError, InputError
 from kg.pipeline import BulkResult, EpisodeResult
-from kg.retrieval import SearchResults
 from kg.retrieval.request import SearchRequest
 from kg.rollback import RollbackReport
-from kg.schemas.answers import Explanation, QuarantineEntry
+from kg.schemas.answers import QuarantineEntry
 from kg.schemas.episode import Channel, Episode, StructuredFact, TrustTier
-from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
+from kg.schemas.graph import AuditEvent
 from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
-from kg.schemas.store import EntitySummary, StoreStats
+from kg.schemas.store import StoreStats
 from kg.schemas.timeparse import parse_time
+from kg.schemas.views import FactView
 
 __all__ = ["AsyncClient", "Whoami"]
 
@@ -336,7 +338,7 @@ class AsyncClient:
         known_at: datetime | str | None = None,
         include_contested: bool = False,
         limit: int = 1000,
-    ) -> list[Fact]:
+    ) -> list[FactView]:
         """`KG.facts`: true at `valid_at` (default now), as known at `known_at` (default now)."""
         return [f async for f in self.iter_facts(**_args(locals()))]
 
@@ -351,7 +353,7 @@ class AsyncClient:
         known_at: datetime | str | None = None,
         include_contested: bool = False,
         limit: int | None = None,
-    ) -> AsyncIterator[Fact]:
+    ) -> AsyncIterator[FactView]:
         """`facts`, page by page as they arrive (every page reads the same moment)."""
         await self._group(group_id)
         query = {
@@ -362,7 +364,7 @@ class AsyncClient:
             "known_at": iso("known_at", known_at),
             "include_contested": include_contested or None,
         }
-        async for fact in self.session.items("/v1/facts", Fact, _limit(limit), **query):
+        async for fact in self.session.items("/v1/facts", FactView, _limit(limit), **query):
             yield fact
 
     async def history(
@@ -373,7 +375,7 @@ class AsyncClient:
         predicate: str | None = None,
         object: str | None = None,
         limit: int = 1000,
-    ) -> list[Fact]:
+    ) -> list[FactView]:
         """`KG.history`: every version of the matching facts, closed ones included."""
         return [f async for f in self.iter_history(**_args(locals()))]
 
@@ -385,33 +387,33 @@ class AsyncClient:
         predicate: str | None = None,
         object: str | None = None,
         limit: int | None = None,
-    ) -> AsyncIterator[Fact]:
+    ) -> AsyncIterator[FactView]:
         await self._group(group_id)
         query = {"subject": subject, "predicate": predicate, "object": object}
-        async for fact in self.session.items("/v1/history", Fact, _limit(limit), **query):
+        async for fact in self.session.items("/v1/history", FactView, _limit(limit), **query):
             yield fact
 
-    async def why(self, fact_id: str, *, group_id: str | None = None) -> Explanation:
-        """`KG.why`: every version of a fact and the episodes behind it."""
+    async def why(self, fact_id: str, *, group_id: str | None = None) -> WhyAnswer:
+        """`KG.why`: every version of a fact and the episodes behind it, as views."""
         await self._group(group_id)
-        return await self.session.get(f"/v1/facts/{_seg(fact_id)}/why", Explanation)
+        return await self.session.get(f"/v1/facts/{_seg(fact_id)}/why", WhyAnswer)
 
     async def entities(
         self, *, group_id: str | None = None, contains: str = "", limit: int = 100
-    ) -> list[EntitySummary]:
+    ) -> list[Entity]:
         """`KG.entities`: names containing `contains`, the most-described first."""
         await self._group(group_id)
-        found = self.session.items("/v1/entities", EntitySummary, _limit(limit), q=contains)
+        found = self.session.items("/v1/entities", Entity, _limit(limit), q=contains)
         return [e async for e in found]
 
-    async def episodes(self, *, limit: int | None = None) -> AsyncIterator[EpisodicNode]:
+    async def episodes(self, *, limit: int | None = None) -> AsyncIterator[EpisodeInfo]:
         """The key's group's episodes, newest first, whatever their status."""
-        async for ep in self.session.items("/v1/episodes", EpisodicNode, _limit(limit)):
+        async for ep in self.session.items("/v1/episodes", EpisodeInfo, _limit(limit)):
             yield ep
 
-    async def episode(self, episode_id: str) -> EpisodicNode:
+    async def episode(self, episode_id: str) -> EpisodeInfo:
         """One episode, with its content, status and metrics."""
-        return await self.session.get(f"/v1/episodes/{_seg(episode_id)}", EpisodicNode)
+        return await self.session.get(f"/v1/episodes/{_seg(episode_id)}", EpisodeInfo)
 
     async def log(
         self, *, group_id: str | None = None, limit: int = 100, closures: bool = True
@@ -467,12 +469,12 @@ class AsyncClient:
         asked_at: datetime | str | None = None,
         config: Any = None,
         seeds: list[str] | None = None,
-    ) -> SearchResults:
-        """`KG.search` over `POST /v1/search`; a `config` or `seeds` is refused (the server
-        takes named recipes)."""
+    ) -> SearchAnswer:
+        """`KG.search` over `POST /v1/search`: the hits as `HitView`s, best first; a
+        `config` or `seeds` is refused (the server takes named recipes)."""
         await self._group(group_id)
         body = search_body(query, locals())
-        return await self.session.post("/v1/search", SearchResults, body)
+        return await self.session.post("/v1/search", SearchAnswer, body)
 
     async def context(
         self,
