@@ -197,8 +197,12 @@ async def run_situated(kg: KG, path: Path, limit: int | None, rng: random.Random
             else:
                 tally.skipped["probe expects an answer that is no version of the record"] += 1
         for v in situated_versions(r):
-            fact = {"subject": subject, "predicate": ANSWER, "object": v["answer"][0],
-                    "valid_at": parse_when(v["valid_from"]).isoformat()}  # fmt: skip
+            fact = {
+                "subject": subject,
+                "predicate": ANSWER,
+                "object": v["answer"][0],
+                "valid_at": parse_when(v["valid_from"]).isoformat(),
+            }
             episodes.append((fact, "situatedqa"))
     await ingest(kg, episodes, rng, tally)
     t0 = time.perf_counter()

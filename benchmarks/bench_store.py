@@ -82,8 +82,17 @@ class DevServer:
     def start(self) -> DevServer:
         ready = self.data.parent / f"{self.data.name}.ready"
         ready.unlink(missing_ok=True)
-        cmd = [str(RUN), "--port", str(_free_port()), "--password", self.password,
-               "--data", str(self.data), "--ready-file", str(ready)]  # fmt: skip
+        cmd = [
+            str(RUN),
+            "--port",
+            str(_free_port()),
+            "--password",
+            self.password,
+            "--data",
+            str(self.data),
+            "--ready-file",
+            str(ready),
+        ]
         for s in self.settings:
             cmd += ["--setting", s]
         log = self.data.parent / f"{self.data.name}.log"
@@ -157,8 +166,10 @@ def cpu_seconds(pid: int | None) -> float:
 async def _on_server(uri: str, **kwargs: Any) -> AsyncIterator[KG]:
     async with await KG.open(uri, **kwargs) as kg:
         if found := await kg.groups():
-            raise SystemExit(f"{where(uri)} already holds groups {found[:5]}: benchmarks need "
-                             "an empty database (they erase what they write)")  # fmt: skip
+            raise SystemExit(
+                f"{where(uri)} already holds groups {found[:5]}: benchmarks need "
+                "an empty database (they erase what they write)"
+            )
         try:
             yield kg
         finally:
@@ -180,9 +191,10 @@ async def describe(kg: KG, args: argparse.Namespace) -> str:
         info = await kg.store.client.connection.info("server")
         return f"{where(args.uri)}, redis {info.get('redis_version')} + FalkorDB"
     [row] = await kg.store.raw_query(
-        "", "CALL dbms.components() YIELD name, versions, edition "
-        "RETURN name + ' ' + versions[0] + ' ' + edition AS v"
-    )  # fmt: skip
+        "",
+        "CALL dbms.components() YIELD name, versions, edition "
+        "RETURN name + ' ' + versions[0] + ' ' + edition AS v",
+    )
     name = where(args.uri) if args.uri else "throwaway dev server (docker/neo4j-dev)"
     return f"{name}, {row['v']}"
 

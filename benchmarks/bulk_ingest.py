@@ -63,21 +63,31 @@ async def rows(kg: KG, group: str) -> dict[str, list[dict[str, Any]]]:
     q = kg.store.raw_query  # type: ignore[attr-defined]
     g = {"g": group}
     return {
-        "episodes": [r["p"] for r in await q(
-            group, "MATCH (n:Episodic) WHERE n.group_id = $g RETURN properties(n) AS p", g)],
-        "entities": [r["p"] for r in await q(
-            group, "MATCH (n:Entity) WHERE n.group_id = $g RETURN properties(n) AS p", g)],
+        "episodes": [
+            r["p"]
+            for r in await q(
+                group, "MATCH (n:Episodic) WHERE n.group_id = $g RETURN properties(n) AS p", g
+            )
+        ],
+        "entities": [
+            r["p"]
+            for r in await q(
+                group, "MATCH (n:Entity) WHERE n.group_id = $g RETURN properties(n) AS p", g
+            )
+        ],
         "mentions": await q(
             group,
             "MATCH (ep:Episodic)-[m:MENTIONS]->(n:Entity) WHERE ep.group_id = $g "
-            "RETURN ep.uuid AS episode, n.uuid AS entity, properties(m) AS p", g,
+            "RETURN ep.uuid AS episode, n.uuid AS entity, properties(m) AS p",
+            g,
         ),
         "edges": await q(
             group,
             "MATCH (s:Entity)-[e:RELATES_TO]->(o:Entity) WHERE e.group_id = $g "
-            "RETURN s.uuid AS source, o.uuid AS target, properties(e) AS p", g,
+            "RETURN s.uuid AS source, o.uuid AS target, properties(e) AS p",
+            g,
         ),
-    }  # fmt: skip
+    }
 
 
 def regroup(data: dict[str, list[dict[str, Any]]], group: str) -> dict[str, list[Any]]:
@@ -117,22 +127,29 @@ async def floor(store: CypherStore, group: str, data: dict[str, list[Any]], writ
         units[at]["edges"].append(e)
     g = {"group_id": group}
     for u in units:
-        await store.execute(group, [
-            Statement("UNWIND $eps AS r CREATE (n:Episodic) SET n += r", {"eps": u["episodes"]}),
-            Statement("UNWIND $ents AS r CREATE (n:Entity) SET n += r", {"ents": u["entities"]}),
-            Statement(
-                "UNWIND $mentions AS r MATCH (ep:Episodic {uuid: r.episode}) "
-                "WHERE ep.group_id = $group_id MATCH (n:Entity {uuid: r.entity}) "
-                "WHERE n.group_id = $group_id CREATE (ep)-[m:MENTIONS]->(n) SET m += r.p",
-                {"mentions": u["mentions"], **g},
-            ),
-            Statement(
-                "UNWIND $edges AS r MATCH (s:Entity {uuid: r.source}) WHERE s.group_id = "
-                "$group_id MATCH (o:Entity {uuid: r.target}) WHERE o.group_id = $group_id "
-                "CREATE (s)-[e:RELATES_TO]->(o) SET e += r.p",
-                {"edges": u["edges"], **g},
-            ),
-        ])  # fmt: skip
+        await store.execute(
+            group,
+            [
+                Statement(
+                    "UNWIND $eps AS r CREATE (n:Episodic) SET n += r", {"eps": u["episodes"]}
+                ),
+                Statement(
+                    "UNWIND $ents AS r CREATE (n:Entity) SET n += r", {"ents": u["entities"]}
+                ),
+                Statement(
+                    "UNWIND $mentions AS r MATCH (ep:Episodic {uuid: r.episode}) "
+                    "WHERE ep.group_id = $group_id MATCH (n:Entity {uuid: r.entity}) "
+                    "WHERE n.group_id = $group_id CREATE (ep)-[m:MENTIONS]->(n) SET m += r.p",
+                    {"mentions": u["mentions"], **g},
+                ),
+                Statement(
+                    "UNWIND $edges AS r MATCH (s:Entity {uuid: r.source}) WHERE s.group_id = "
+                    "$group_id MATCH (o:Entity {uuid: r.target}) WHERE o.group_id = $group_id "
+                    "CREATE (s)-[e:RELATES_TO]->(o) SET e += r.p",
+                    {"edges": u["edges"], **g},
+                ),
+            ],
+        )
 
 
 def cpu_now(pid: int | None) -> tuple[float, float]:
@@ -188,27 +205,36 @@ async def main(args: argparse.Namespace) -> None:
             await floor(kg.store, f"raw{r}", data, writes)
             walls["floor"].append(time.perf_counter() - t0)
             cpus["floor"].append(cpu_ms(pid, c0, n))
-            print(f"repeat {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s"
-                                                   for k, v in walls.items())
-                  + "; CPU ms/episode (this process + server): " + ", ".join(
-                      f"{k} {c[-1][0]:.2f} + {c[-1][1]:.2f}" for k, c in cpus.items())
-                  + f"; load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+            print(
+                f"repeat {r + 1}: "
+                + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in walls.items())
+                + "; CPU ms/episode (this process + server): "
+                + ", ".join(f"{k} {c[-1][0]:.2f} + {c[-1][1]:.2f}" for k, c in cpus.items())
+                + f"; load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
         facts = n * per
-        print(f"\n# {n} structured episodes x {per} facts, floor in {writes} writes of "
-              f"{args.batch} episodes, {args.repeats} repeats; median (min-max)\n")  # fmt: skip
+        print(
+            f"\n# {n} structured episodes x {per} facts, floor in {writes} writes of "
+            f"{args.batch} episodes, {args.repeats} repeats; median (min-max)\n"
+        )
         print("| path | wall s | episodes/s | facts/s |\n|---|---|---|---|")
         for k, v in walls.items():
             m = statistics.median(v)
             print(f"| {k} | {spread(v)} | {n / m:,.0f} | {facts / m:,.0f} |")
         share = [f / k for k, f in zip(walls["kg"], walls["floor"], strict=True)]
-        print(f"\nkg's rate as a share of the floor's, per repeat: "
-              f"{', '.join(f'{x:.0%}' for x in share)} (median {statistics.median(share):.0%};"
-              f" target >= 33%)")  # fmt: skip
+        print(
+            f"\nkg's rate as a share of the floor's, per repeat: "
+            f"{', '.join(f'{x:.0%}' for x in share)} (median {statistics.median(share):.0%};"
+            f" target >= 33%)"
+        )
         if pid is not None:
             by_cpu = [sum(f) / sum(k) for k, f in zip(cpus["kg"], cpus["floor"], strict=True)]
-            print(f"the floor's CPU time (both processes) as a share of kg's, per repeat: "
-                  f"{', '.join(f'{x:.0%}' for x in by_cpu)} "
-                  f"(median {statistics.median(by_cpu):.0%})")  # fmt: skip
+            print(
+                f"the floor's CPU time (both processes) as a share of kg's, per repeat: "
+                f"{', '.join(f'{x:.0%}' for x in by_cpu)} "
+                f"(median {statistics.median(by_cpu):.0%})"
+            )
         print("\n| group | episodes | entities | mentions | edge versions | closed |")
         print("|---|---|---|---|---|---|")
         for g in ("kg0", "raw0"):

@@ -32,8 +32,10 @@ SETTINGS: tuple[Durability, Durability] = ("everysec", "always")
 
 
 def episode(i: int, per: int) -> dict[str, Any]:
-    facts = [{"subject": f"Person {i}", "predicate": "KNOWS", "object": f"Person {i * per + j}"}
-             for j in range(per)]  # fmt: skip
+    facts = [
+        {"subject": f"Person {i}", "predicate": "KNOWS", "object": f"Person {i * per + j}"}
+        for j in range(per)
+    ]
     return {"source": "facts", "reference_time": START + timedelta(minutes=i), "facts": facts}
 
 
@@ -66,14 +68,15 @@ async def main() -> None:
             w, q = await one_round(setting, args.episodes, args.facts_per_episode)
             writes[setting].append(w)
             reads[setting].append(q)
-            print(f"round {r + 1} {setting:>8}: {w:7.1f} episodes/s  {q:7.1f} reads/s",
-                  flush=True)  # fmt: skip
+            print(f"round {r + 1} {setting:>8}: {w:7.1f} episodes/s  {q:7.1f} reads/s", flush=True)
     print(f"\n{args.episodes} episodes of {args.facts_per_episode} facts, {args.repeats} rounds")
     for setting in SETTINGS:
         w, q = writes[setting], reads[setting]
-        print(f"{setting:>8}: writes median {statistics.median(w):7.1f}/s "
-              f"(min..max {min(w):.1f}..{max(w):.1f}), reads median "
-              f"{statistics.median(q):7.1f}/s")  # fmt: skip
+        print(
+            f"{setting:>8}: writes median {statistics.median(w):7.1f}/s "
+            f"(min..max {min(w):.1f}..{max(w):.1f}), reads median "
+            f"{statistics.median(q):7.1f}/s"
+        )
     ratio = statistics.median(writes["always"]) / statistics.median(writes["everysec"])
     print(f"always / everysec write throughput: {ratio:.2f}")
 

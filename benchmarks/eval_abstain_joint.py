@@ -49,8 +49,13 @@ async def signals(path: Path) -> list[dict[str, Any]]:
                 for name, field in SIGNALS.items():
                     cfg = eval_config(10, cosine=True, abstain_below=None)
                     cfg = cfg.model_copy(update={field: 1.0})  # every scope abstains
-                    r = await kg.search(item.question, group_id=gids[item.group], config=cfg,
-                                        valid_at=item.asked_at, asked_at=item.asked_at)  # fmt: skip
+                    r = await kg.search(
+                        item.question,
+                        group_id=gids[item.group],
+                        config=cfg,
+                        valid_at=item.asked_at,
+                        asked_at=item.asked_at,
+                    )
                     row[name] = max(r.abstained.values())  # refused only if every scope is
                 rows.append(row)
     return rows
@@ -69,8 +74,10 @@ async def main(args: argparse.Namespace) -> None:
         cut = answerable[int(budget * len(answerable))]  # at most budget strictly below
         print(f"\n{name}: cutoff {cut:.3f} (refuses at most {budget:.0%} of dev answerable)")
         for split, rows in (("dev", dev), ("held-out", held)):
-            print(f"  {split:<9} abstain items refused {refused(rows, name, cut, True):>14}"
-                  f"   answerable refused {refused(rows, name, cut, False):>14}")  # fmt: skip
+            print(
+                f"  {split:<9} abstain items refused {refused(rows, name, cut, True):>14}"
+                f"   answerable refused {refused(rows, name, cut, False):>14}"
+            )
 
 
 if __name__ == "__main__":

@@ -52,16 +52,24 @@ def main() -> None:
         subjects = speakers | {f.subject for t in turns for f in t.facts}
         vectors = cache.get([t.content for t in turns])
         items = [i for i in golden.items if i.haystack == hid]
-        for variant, names in (("asked", set()), ("no speakers", speakers),
-                               ("no subjects", subjects)):  # fmt: skip
+        for variant, names in (
+            ("asked", set()),
+            ("no speakers", speakers),
+            ("no subjects", subjects),
+        ):
             questions = cache.get([without(i.question, names) for i in items])
             for item, q in zip(items, questions, strict=True):
                 said = [k for k, t in enumerate(turns) if t.at <= item.asked_at]
                 best[variant][item.type.value].append(float((vectors[said] @ q).max()))
-    for variant, cut in (("asked", args.cosine), ("no speakers", args.unnamed),
-                         ("no subjects", args.unnamed)):  # fmt: skip
-        shares = [f"{kind} {int((np.array(v) < cut).sum())}/{len(v)}"
-                  for kind, v in sorted(best[variant].items())]  # fmt: skip
+    for variant, cut in (
+        ("asked", args.cosine),
+        ("no speakers", args.unnamed),
+        ("no subjects", args.unnamed),
+    ):
+        shares = [
+            f"{kind} {int((np.array(v) < cut).sum())}/{len(v)}"
+            for kind, v in sorted(best[variant].items())
+        ]
         print(f"{variant:<12} cutoff {cut}: refused " + ", ".join(shares))
 
 

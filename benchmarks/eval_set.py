@@ -52,16 +52,35 @@ OUT = Path("/work/cache/kg-eval/locomo_updates.jsonl")
 
 # relation -> (predicate, news, dated history, question now, question of a year, tool field)
 RELATIONS: dict[str, tuple[str, str, str, str, str]] = {
-    "playsFor": ("PLAYS_FOR", "{s} plays for {o} now.", "Back in {y}, {s} started playing for "
-                 "{o}.", "Which team does {s} play for?", "Which team did {s} play for in {y}?"),
-    "isAffiliatedTo": ("AFFILIATED_WITH", "{s} is affiliated with {o} now.", "In {y}, {s} "
-                       "became affiliated with {o}.", "What is {s} affiliated with?",
-                       "What was {s} affiliated with in {y}?"),
-    "isMarriedTo": ("MARRIED_TO", "{s} is married to {o} now.", "In {y}, {s} married {o}.",
-                    "Who is {s} married to?", "Who was {s} married to in {y}?"),
-    "worksAt": ("WORKS_AT", "{s} works at {o} now.", "In {y}, {s} started working at {o}.",
-                "Where does {s} work?", "Where did {s} work in {y}?"),
-}  # fmt: skip
+    "playsFor": (
+        "PLAYS_FOR",
+        "{s} plays for {o} now.",
+        "Back in {y}, {s} started playing for {o}.",
+        "Which team does {s} play for?",
+        "Which team did {s} play for in {y}?",
+    ),
+    "isAffiliatedTo": (
+        "AFFILIATED_WITH",
+        "{s} is affiliated with {o} now.",
+        "In {y}, {s} became affiliated with {o}.",
+        "What is {s} affiliated with?",
+        "What was {s} affiliated with in {y}?",
+    ),
+    "isMarriedTo": (
+        "MARRIED_TO",
+        "{s} is married to {o} now.",
+        "In {y}, {s} married {o}.",
+        "Who is {s} married to?",
+        "Who was {s} married to in {y}?",
+    ),
+    "worksAt": (
+        "WORKS_AT",
+        "{s} works at {o} now.",
+        "In {y}, {s} started working at {o}.",
+        "Where does {s} work?",
+        "Where did {s} work in {y}?",
+    ),
+}
 ANSWER_PREDICATE = "CURRENT_ANSWER"
 ONTOLOGY = Ontology(
     name="eval-updates",
@@ -69,10 +88,13 @@ ONTOLOGY = Ontology(
     predicates=[
         *(p for p in DEFAULT_ONTOLOGY.predicates if p.name not in {"WORKS_AT", "MARRIED_TO"}),
         *(Predicate(name=r[0], cardinality="one") for r in RELATIONS.values()),
-        Predicate(name=ANSWER_PREDICATE, cardinality="one",
-                  description="The current answer to a question whose answer changes."),
+        Predicate(
+            name=ANSWER_PREDICATE,
+            cardinality="one",
+            description="The current answer to a question whose answer changes.",
+        ),
     ],
-)  # fmt: skip
+)
 YAGO_LICENSE = "Planted chains: YAGO11k (YAGO, CC BY; via xiongsiheng/TILP, MIT). "
 
 
@@ -107,7 +129,7 @@ def yago_chains(path: Path) -> list[Chain]:
             or len({f["valid_from"] for f in fs}) < len(fs)
             or any(fs[i]["valid_to"] > fs[i + 1]["valid_from"] for i in range(len(fs) - 1))
         ):
-            continue  # fmt: skip
+            continue
         values = [(o, [o], f["valid_from"], f["valid_to"]) for o, f in zip(objs, fs, strict=True)]
         out.append(Chain(rel, yago_name(r["subject"]), values))
     return out
@@ -151,9 +173,14 @@ def _after(session: Session, minutes: int = 1) -> datetime:
 
 
 def plant(
-    sessions: list[Session], chain: Chain, kind: ItemType, speakers: list[str], asked_at: datetime,
-    rng: random.Random, tag: str,
-) -> Item | None:  # fmt: skip
+    sessions: list[Session],
+    chain: Chain,
+    kind: ItemType,
+    speakers: list[str],
+    asked_at: datetime,
+    rng: random.Random,
+    tag: str,
+) -> Item | None:
     """Plant `chain` into `sessions` (in place) and return the item that asks about it."""
     values = chain.values[-min(len(chain.values), 4, len(sessions)) :]
     if len(values) < 2:
@@ -182,15 +209,30 @@ def plant(
             fact["invalid_at"] = datetime(stop, 1, 1, tzinfo=UTC) if n + 1 < len(values) else None
         elif kind is ItemType.tool_result:
             channel, source, said = Channel.tool, "json", None
-            text = json.dumps({"tool": "people_lookup", "subject": chain.subject,
-                               "relation": pred.lower(), "value": value,
-                               "as_of": at.date().isoformat()})  # fmt: skip
+            text = json.dumps(
+                {
+                    "tool": "people_lookup",
+                    "subject": chain.subject,
+                    "relation": pred.lower(),
+                    "value": value,
+                    "as_of": at.date().isoformat(),
+                }
+            )
         else:
             text = news.format(s=chain.subject, o=value)
-        _append(sessions, slot, Turn(
-            id=tid, at=at, text=text, speaker=said, channel=channel, source=source,  # type: ignore[arg-type]
-            facts=[StructuredFact.model_validate(fact)],
-        ))  # fmt: skip
+        _append(
+            sessions,
+            slot,
+            Turn(
+                id=tid,
+                at=at,
+                text=text,
+                speaker=said,
+                channel=channel,
+                source=source,  # type: ignore[arg-type]
+                facts=[StructuredFact.model_validate(fact)],
+            ),
+        )
         ids.append(tid)
     last = values[-1]
     if kind is ItemType.temporal:
@@ -201,17 +243,23 @@ def plant(
         evidence = [ids[k]]
     else:
         value, alts = last[0], last[1]
-        question = (f"{chain.subject}?" if chain.kind == "situated"
-                    else ask_now.format(s=chain.subject))  # fmt: skip
+        question = (
+            f"{chain.subject}?" if chain.kind == "situated" else ask_now.format(s=chain.subject)
+        )
         stale = [v for v, *_rest in values[:-1]]
         evidence = [ids[-1]]
     return Item(
-        id=tag, type=kind, question=question, asked_at=asked_at, haystack="?",
+        id=tag,
+        type=kind,
+        question=question,
+        asked_at=asked_at,
+        haystack="?",
         subject=chain.subject,
-        evidence=evidence, answers=list(dict.fromkeys([value, *alts])),
+        evidence=evidence,
+        answers=list(dict.fromkeys([value, *alts])),
         stale_answers=[s for s in stale if s not in alts],
         supersedes=[Supersedes(turn=b, old=a) for a, b in itertools.pairwise(ids)],
-    )  # fmt: skip
+    )
 
 
 # -- haystacks ------------------------------------------------------------------------------
@@ -221,36 +269,55 @@ def locomo_sessions(data: dict[str, Any], conv: str) -> list[Session]:
     facts: dict[str, list[StructuredFact]] = {}
     for f in data["observation_facts"]:
         if f["conv"] == conv:
-            sf = StructuredFact(subject=f["speaker"], predicate="OBSERVED",
-                                object=f["fact"][:500], fact=f["fact"])  # fmt: skip
+            sf = StructuredFact(
+                subject=f["speaker"], predicate="OBSERVED", object=f["fact"][:500], fact=f["fact"]
+            )
             facts.setdefault(f["source_dia_ids"][0], []).append(sf)
     by_session: dict[int, list[Turn]] = {}
     for e in data["episodes"]:
         if e["conv"] != conv:
             continue
-        text = e["text"] + (f" [shares an image: {e['image_caption']}]"
-                            if e.get("image_caption") else "")  # fmt: skip
-        by_session.setdefault(e["session"], []).append(Turn(
-            id=e["dia_id"], at=datetime.fromisoformat(e["valid_at"]).replace(tzinfo=UTC),
-            text=text, speaker=e["speaker"], facts=facts.get(e["dia_id"], []),
-        ))  # fmt: skip
+        text = e["text"] + (
+            f" [shares an image: {e['image_caption']}]" if e.get("image_caption") else ""
+        )
+        by_session.setdefault(e["session"], []).append(
+            Turn(
+                id=e["dia_id"],
+                at=datetime.fromisoformat(e["valid_at"]).replace(tzinfo=UTC),
+                text=text,
+                speaker=e["speaker"],
+                facts=facts.get(e["dia_id"], []),
+            )
+        )
     return [Session(id=f"S{k}", turns=v) for k, v in sorted(by_session.items())]
 
 
 FILLER = [
-    "How was your weekend?", "Pretty quiet, I mostly read and cooked.",
-    "I tried a new bakery near the station.", "Was it any good?",
-    "The sourdough was great, the coffee less so.", "I have been walking more in the mornings.",
-    "That sounds nice, the weather has been mild.", "My sister visited on Saturday.",
-    "Did you two go anywhere?", "We went to the river and had lunch outside.",
-    "Work has been busy with the new project.", "Hope it calms down soon.",
-    "I finally fixed my bike's brakes.", "I should take mine in too.",
-    "Any plans for the holidays?", "Maybe a short trip to the coast.",
-    "I watched an old film last night.", "Which one?", "A black-and-white mystery, quite slow.",
-    "I started learning to play the guitar.", "How is it going?",
-    "My fingers hurt, but I can play two chords.", "Let's catch up again next week.",
+    "How was your weekend?",
+    "Pretty quiet, I mostly read and cooked.",
+    "I tried a new bakery near the station.",
+    "Was it any good?",
+    "The sourdough was great, the coffee less so.",
+    "I have been walking more in the mornings.",
+    "That sounds nice, the weather has been mild.",
+    "My sister visited on Saturday.",
+    "Did you two go anywhere?",
+    "We went to the river and had lunch outside.",
+    "Work has been busy with the new project.",
+    "Hope it calms down soon.",
+    "I finally fixed my bike's brakes.",
+    "I should take mine in too.",
+    "Any plans for the holidays?",
+    "Maybe a short trip to the coast.",
+    "I watched an old film last night.",
+    "Which one?",
+    "A black-and-white mystery, quite slow.",
+    "I started learning to play the guitar.",
+    "How is it going?",
+    "My fingers hurt, but I can play two chords.",
+    "Let's catch up again next week.",
     "Sure, talk soon.",
-]  # fmt: skip
+]
 
 
 def synthetic_sessions(rng: random.Random, n: int, start: datetime) -> list[Session]:
@@ -258,8 +325,15 @@ def synthetic_sessions(rng: random.Random, n: int, start: datetime) -> list[Sess
     out = []
     for s in range(n):
         at = start + timedelta(days=9 * s, hours=rng.randrange(8, 20))
-        turns = [Turn(id=f"S{s + 1}:{t + 1}", at=at + timedelta(minutes=t), speaker=speakers[t % 2],
-                      text=rng.choice(FILLER)) for t in range(6)]  # fmt: skip
+        turns = [
+            Turn(
+                id=f"S{s + 1}:{t + 1}",
+                at=at + timedelta(minutes=t),
+                speaker=speakers[t % 2],
+                text=rng.choice(FILLER),
+            )
+            for t in range(6)
+        ]
         out.append(Session(id=f"S{s + 1}", turns=turns))
     return out
 
@@ -269,9 +343,13 @@ def _with_haystack(item: Item, hid: str) -> Item:
 
 
 def _plant_all(
-    hid: str, sessions: list[Session], speakers: list[str],
-    chains: Iterator[tuple[Chain, ItemType]], asked_at: datetime, rng: random.Random,
-) -> list[Item]:  # fmt: skip
+    hid: str,
+    sessions: list[Session],
+    speakers: list[str],
+    chains: Iterator[tuple[Chain, ItemType]],
+    asked_at: datetime,
+    rng: random.Random,
+) -> list[Item]:
     items = []
     for n, (chain, kind) in enumerate(chains):
         item = plant(sessions, chain, kind, speakers, asked_at, rng, f"{hid}-P{n + 1}")
@@ -287,32 +365,52 @@ def build_locomo(data_dir: Path, convs: str, per_kind: int, seed: int) -> Golden
     situated = situated_chains(data_dir / "temporal" / "situatedqa_updates_dev.jsonl")
     rng.shuffle(yago)
     rng.shuffle(situated)
-    out = GoldenSet(meta=Meta(
-        name=f"locomo-updates ({convs}, seed {seed})",
-        license="LoCoMo CC BY-NC 4.0 (evaluation only, never committed); SituatedQA (no "
-                "licence stated); " + YAGO_LICENSE,
-        ontology=ONTOLOGY))  # fmt: skip
+    out = GoldenSet(
+        meta=Meta(
+            name=f"locomo-updates ({convs}, seed {seed})",
+            license="LoCoMo CC BY-NC 4.0 (evaluation only, never committed); SituatedQA (no "
+            "licence stated); " + YAGO_LICENSE,
+            ontology=ONTOLOGY,
+        )
+    )
     foreign = L.foreign_pairs(data)
     for conv in L.split(data)[convs]:
         sessions = locomo_sessions(data, conv)
         asked = sessions[-1].turns[-1].at + timedelta(days=1)
         speakers = L.speakers(data, conv)
-        plan = ([(situated.pop(), ItemType.knowledge_update) for _ in range(per_kind)]
-                + [(yago.pop(), ItemType.knowledge_update) for _ in range(per_kind // 2)]
-                + [(yago.pop(), ItemType.temporal) for _ in range(per_kind // 2)]
-                + [(yago.pop(), ItemType.tool_result) for _ in range(per_kind // 3)])  # fmt: skip
+        plan = (
+            [(situated.pop(), ItemType.knowledge_update) for _ in range(per_kind)]
+            + [(yago.pop(), ItemType.knowledge_update) for _ in range(per_kind // 2)]
+            + [(yago.pop(), ItemType.temporal) for _ in range(per_kind // 2)]
+            + [(yago.pop(), ItemType.tool_result) for _ in range(per_kind // 3)]
+        )
         items = _plant_all(conv, sessions, speakers, iter(plan), asked, rng)
         kinds = {4: ItemType.single, 1: ItemType.multi, 2: ItemType.temporal}
         for cat, kind in kinds.items():
             qs = [q for q in L.questions(data, [conv]) if q["category"] == cat]
             for q in rng.sample(qs, min(per_kind, len(qs))):
-                items.append(Item(id=q["qid"], type=kind, question=q["question"], asked_at=asked,
-                                  haystack=conv, evidence=q["gold_dia_ids"],
-                                  answers=[str(q["answer"])]))  # fmt: skip
+                items.append(
+                    Item(
+                        id=q["qid"],
+                        type=kind,
+                        question=q["question"],
+                        asked_at=asked,
+                        haystack=conv,
+                        evidence=q["gold_dia_ids"],
+                        answers=[str(q["answer"])],
+                    )
+                )
         fq = L.foreign_questions(data, conv, foreign[conv])
         for n, q in enumerate(rng.sample(fq, min(per_kind, len(fq)))):
-            items.append(Item(id=f"{conv}-A{n + 1}", type=ItemType.abstain,
-                              question=q["question"], asked_at=asked, haystack=conv))  # fmt: skip
+            items.append(
+                Item(
+                    id=f"{conv}-A{n + 1}",
+                    type=ItemType.abstain,
+                    question=q["question"],
+                    asked_at=asked,
+                    haystack=conv,
+                )
+            )
         out.haystacks[conv] = Haystack(id=conv, sessions=sessions)
         out.items += items
     return out.check()
@@ -323,31 +421,58 @@ def build_example(seed: int, data_dir: Path = DATA) -> GoldenSet:
     rng = random.Random(seed)
     yago = yago_chains(data_dir / "temporal" / "yago11k_asof_dev.jsonl")
     rng.shuffle(yago)
-    out = GoldenSet(meta=Meta(
-        name="example: YAGO11k chains in synthetic small talk",
-        license=YAGO_LICENSE + "Conversation turns: written for kg (synthetic).",
-        ontology=ONTOLOGY))  # fmt: skip
+    out = GoldenSet(
+        meta=Meta(
+            name="example: YAGO11k chains in synthetic small talk",
+            license=YAGO_LICENSE + "Conversation turns: written for kg (synthetic).",
+            ontology=ONTOLOGY,
+        )
+    )
     for h in range(2):
         hid = f"chat-{h + 1}"
         sessions = synthetic_sessions(rng, 8, datetime(2024, 1 + h, 3, tzinfo=UTC))
         asked = sessions[-1].turns[-1].at + timedelta(days=1)
-        plan = ([(yago.pop(), ItemType.knowledge_update) for _ in range(4)]
-                + [(yago.pop(), ItemType.temporal) for _ in range(2)]
-                + [(yago.pop(), ItemType.tool_result) for _ in range(1)])  # fmt: skip
+        plan = (
+            [(yago.pop(), ItemType.knowledge_update) for _ in range(4)]
+            + [(yago.pop(), ItemType.temporal) for _ in range(2)]
+            + [(yago.pop(), ItemType.tool_result) for _ in range(1)]
+        )
         items = _plant_all(hid, sessions, ["Mina", "Joon"], iter(plan), asked, rng)
         neighbour = ("Arlo", "beekeeper") if h == 0 else ("Suri", "glassblower")
         tid = f"{hid}-N:1"
-        _append(sessions, 2, Turn(
-            id=tid, at=_after(sessions[2]), speaker="Mina",
-            text=f"My new neighbour {neighbour[0]} is a {neighbour[1]}, she gave us honey.",
-            facts=[StructuredFact(subject=neighbour[0], predicate="WORKS_AS",
-                                  object=neighbour[1])],
-        ))  # fmt: skip
-        items.append(Item(id=f"{hid}-single", type=ItemType.single, haystack=hid,
-                          question=f"What does {neighbour[0]} do for a living?", asked_at=asked,
-                          evidence=[tid], answers=[neighbour[1]]))  # fmt: skip
-        items.append(Item(id=f"{hid}-A1", type=ItemType.abstain, haystack=hid, asked_at=asked,
-                          question="Which hospital did Mina's grandmother work at?"))  # fmt: skip
+        _append(
+            sessions,
+            2,
+            Turn(
+                id=tid,
+                at=_after(sessions[2]),
+                speaker="Mina",
+                text=f"My new neighbour {neighbour[0]} is a {neighbour[1]}, she gave us honey.",
+                facts=[
+                    StructuredFact(subject=neighbour[0], predicate="WORKS_AS", object=neighbour[1])
+                ],
+            ),
+        )
+        items.append(
+            Item(
+                id=f"{hid}-single",
+                type=ItemType.single,
+                haystack=hid,
+                question=f"What does {neighbour[0]} do for a living?",
+                asked_at=asked,
+                evidence=[tid],
+                answers=[neighbour[1]],
+            )
+        )
+        items.append(
+            Item(
+                id=f"{hid}-A1",
+                type=ItemType.abstain,
+                haystack=hid,
+                asked_at=asked,
+                question="Which hospital did Mina's grandmother work at?",
+            )
+        )
         out.haystacks[hid] = Haystack(id=hid, sessions=sessions)
         out.items += items
     return out.check()

@@ -100,16 +100,26 @@ def select(data: dict[str, Any], n_dev: int, n_held: int) -> list[Turn]:
     obs = observations(data)
     convs = sorted({e["conv"] for e in data["episodes"]})
     turns: list[Turn] = []
-    for split, names, n in (("dev", convs[:DEV_CONVERSATIONS], n_dev),
-                            ("held-out", convs[DEV_CONVERSATIONS:], n_held)):  # fmt: skip
+    for split, names, n in (
+        ("dev", convs[:DEV_CONVERSATIONS], n_dev),
+        ("held-out", convs[DEV_CONVERSATIONS:], n_held),
+    ):
         pool: list[Turn] = []
         for conv in names:
             eps = [e for e in data["episodes"] if e["conv"] == conv]
             pool += [
-                Turn(split, conv, e["dia_id"], e["speaker"], turn_text(e),
-                     datetime.fromisoformat(e["valid_at"]).replace(tzinfo=UTC), i)
-                for i, e in enumerate(eps) if (conv, e["dia_id"]) in obs
-            ]  # fmt: skip
+                Turn(
+                    split,
+                    conv,
+                    e["dia_id"],
+                    e["speaker"],
+                    turn_text(e),
+                    datetime.fromisoformat(e["valid_at"]).replace(tzinfo=UTC),
+                    i,
+                )
+                for i, e in enumerate(eps)
+                if (conv, e["dia_id"]) in obs
+            ]
         picked = set(random.Random(f"{SEED}-{split}").sample(range(len(pool)), min(n, len(pool))))
         turns += [t for i, t in enumerate(pool) if i in picked]
     return interleave(turns)
@@ -191,9 +201,15 @@ async def run_kg(args: argparse.Namespace, url: str, turns: list[Turn], out: Pat
             return value, calls
 
     counts = Counts()
-    llm = Recording(args.model_name, base_url=url, max_concurrency=1, max_retries=2,
-                    timeout=args.timeout, max_tokens=args.max_tokens,
-                    http_client=counting_client(counts, args.timeout))  # fmt: skip
+    llm = Recording(
+        args.model_name,
+        base_url=url,
+        max_concurrency=1,
+        max_retries=2,
+        timeout=args.timeout,
+        max_tokens=args.max_tokens,
+        http_client=counting_client(counts, args.timeout),
+    )
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kg-eq-", dir=args.home) as home:
         async with await KG.open(home=home, llm=llm, embedder=local_minilm()) as kg:
@@ -202,9 +218,13 @@ async def run_kg(args: argparse.Namespace, url: str, turns: list[Turn], out: Pat
                 if time.perf_counter() - t_start > args.budget:
                     break
                 done.add(t)
-                episode = Episode(source="message", group_id=t.conv, content=t.content,
-                                  reference_time=when(t),
-                                  source_description=f"locomo {t.dia_id}")  # fmt: skip
+                episode = Episode(
+                    source="message",
+                    group_id=t.conv,
+                    content=t.content,
+                    reference_time=when(t),
+                    source_description=f"locomo {t.dia_id}",
+                )
                 c0, p0, g0, n0 = (
                     counts.calls,
                     counts.prompt_tokens,
@@ -231,24 +251,47 @@ async def run_kg(args: argparse.Namespace, url: str, turns: list[Turn], out: Pat
                 node = await kg.store.episode_by_hash(t.conv, content_hash(episode))
                 kept = json.loads(node.extraction or "[]") if node and node.extraction else []
                 raw = replies[n0:]
-                record(out, {
-                    "system": "kg", "model": args.model, "split": t.split, "conv": t.conv,
-                    "dia_id": t.dia_id, "outcome": outcome, "error": error,
-                    "status": node.status.value if node else None,
-                    "proposed": [f.model_dump() for f in raw[-1].facts] if raw else [],
-                    "kept": [{"subject": f["subject"], "predicate": f["predicate"],
-                              "object": f["object"], "fact": f["fact"]} for f in kept],
-                    "written": written, "dropped": dropped,
-                    "calls": counts.calls - c0, "prompt_tokens": counts.prompt_tokens - p0,
-                    "completion_tokens": counts.completion_tokens - g0,
-                    "seconds": round(time.perf_counter() - t0, 2),
-                    "quote_threshold": Guards().quote_threshold,
-                })  # fmt: skip
+                record(
+                    out,
+                    {
+                        "system": "kg",
+                        "model": args.model,
+                        "split": t.split,
+                        "conv": t.conv,
+                        "dia_id": t.dia_id,
+                        "outcome": outcome,
+                        "error": error,
+                        "status": node.status.value if node else None,
+                        "proposed": [f.model_dump() for f in raw[-1].facts] if raw else [],
+                        "kept": [
+                            {
+                                "subject": f["subject"],
+                                "predicate": f["predicate"],
+                                "object": f["object"],
+                                "fact": f["fact"],
+                            }
+                            for f in kept
+                        ],
+                        "written": written,
+                        "dropped": dropped,
+                        "calls": counts.calls - c0,
+                        "prompt_tokens": counts.prompt_tokens - p0,
+                        "completion_tokens": counts.completion_tokens - g0,
+                        "seconds": round(time.perf_counter() - t0, 2),
+                        "quote_threshold": Guards().quote_threshold,
+                    },
+                )
                 if args.progress:
-                    print(f"kg {t.split} {t.conv} {t.dia_id}: {outcome}, {len(kept)} kept, "
-                          f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)  # fmt: skip
-            versions = [v for conv in {t.conv for t in done}
-                        for v in await kg.history(group_id=conv, limit=100_000)]  # fmt: skip
+                    print(
+                        f"kg {t.split} {t.conv} {t.dia_id}: {outcome}, {len(kept)} kept, "
+                        f"{time.perf_counter() - t0:.0f} s",
+                        file=sys.stderr,
+                    )
+            versions = [
+                v
+                for conv in {t.conv for t in done}
+                for v in await kg.history(group_id=conv, limit=100_000)
+            ]
             ingested = set()
             for conv in {t.conv for t in turns if t in done}:  # a group not reached has no graph
                 rows = await kg.store.raw_query(
@@ -256,8 +299,16 @@ async def run_kg(args: argparse.Namespace, url: str, turns: list[Turn], out: Pat
                 )
                 ingested |= {r["u"] for r in rows}
             orphans = sum(1 for v in versions if not set(v.edge.episodes) <= ingested)
-            record(out, {"system": "kg", "model": args.model, "summary": True,
-                         "half_written": orphans, "versions": len(versions)})  # fmt: skip
+            record(
+                out,
+                {
+                    "system": "kg",
+                    "model": args.model,
+                    "summary": True,
+                    "half_written": orphans,
+                    "versions": len(versions),
+                },
+            )
 
 
 async def run_graphiti(args: argparse.Namespace, url: str, turns: list[Turn], out: Path) -> None:
@@ -275,10 +326,17 @@ async def run_graphiti(args: argparse.Namespace, url: str, turns: list[Turn], ou
         async with await KG.open(home=home, embedder=None) as kg:  # its FalkorDB, for Graphiti
             store = kg.store
             assert isinstance(store, FalkorDBStore)
-            g = graphiti(store.client, "graphiti_eq", base_url=url, model=args.model_name,
-                         embedder=GraphitiEmbedder(local_minilm()), counts=counts,
-                         timeout=args.timeout, max_tokens=args.max_tokens,
-                         json_object=True)  # fmt: skip
+            g = graphiti(
+                store.client,
+                "graphiti_eq",
+                base_url=url,
+                model=args.model_name,
+                embedder=GraphitiEmbedder(local_minilm()),
+                counts=counts,
+                timeout=args.timeout,
+                max_tokens=args.max_tokens,
+                json_object=True,
+            )
             await g.build_indices_and_constraints()
             for t in order:
                 left = args.budget - (time.perf_counter() - t_start)
@@ -289,28 +347,54 @@ async def run_graphiti(args: argparse.Namespace, url: str, turns: list[Turn], ou
                 kept: list[dict[str, Any]] = []
                 outcome, error = "ingested", None
                 try:
-                    res = await asyncio.wait_for(g.add_episode(
-                        name=t.dia_id, episode_body=t.content, source_description="locomo",
-                        reference_time=when(t), source=EpisodeType.message,
-                        group_id=t.conv.replace("-", "_")), left)  # fmt: skip
+                    res = await asyncio.wait_for(
+                        g.add_episode(
+                            name=t.dia_id,
+                            episode_body=t.content,
+                            source_description="locomo",
+                            reference_time=when(t),
+                            source=EpisodeType.message,
+                            group_id=t.conv.replace("-", "_"),
+                        ),
+                        left,
+                    )
                     names = {n.uuid: n.name for n in res.nodes}
-                    kept = [{"subject": names.get(e.source_node_uuid, ""), "predicate": e.name,
-                             "object": names.get(e.target_node_uuid, ""), "fact": e.fact}
-                            for e in res.edges]  # fmt: skip
+                    kept = [
+                        {
+                            "subject": names.get(e.source_node_uuid, ""),
+                            "predicate": e.name,
+                            "object": names.get(e.target_node_uuid, ""),
+                            "fact": e.fact,
+                        }
+                        for e in res.edges
+                    ]
                 except TimeoutError:
                     outcome, error = "cut", "budget"
                 except Exception as exc:
                     outcome, error = "raised", f"{type(exc).__name__}: {str(exc)[:200]}"
-                record(out, {
-                    "system": "graphiti", "model": args.model, "split": t.split, "conv": t.conv,
-                    "dia_id": t.dia_id, "outcome": outcome, "error": error, "kept": kept,
-                    "calls": counts.calls - c0, "prompt_tokens": counts.prompt_tokens - p0,
-                    "completion_tokens": counts.completion_tokens - g0,
-                    "seconds": round(time.perf_counter() - t0, 2),
-                })  # fmt: skip
+                record(
+                    out,
+                    {
+                        "system": "graphiti",
+                        "model": args.model,
+                        "split": t.split,
+                        "conv": t.conv,
+                        "dia_id": t.dia_id,
+                        "outcome": outcome,
+                        "error": error,
+                        "kept": kept,
+                        "calls": counts.calls - c0,
+                        "prompt_tokens": counts.prompt_tokens - p0,
+                        "completion_tokens": counts.completion_tokens - g0,
+                        "seconds": round(time.perf_counter() - t0, 2),
+                    },
+                )
                 if args.progress:
-                    print(f"graphiti {t.split} {t.conv} {t.dia_id}: {outcome}, {len(kept)} "
-                          f"kept, {time.perf_counter() - t0:.0f} s", file=sys.stderr)  # fmt: skip
+                    print(
+                        f"graphiti {t.split} {t.conv} {t.dia_id}: {outcome}, {len(kept)} "
+                        f"kept, {time.perf_counter() - t0:.0f} s",
+                        file=sys.stderr,
+                    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -323,14 +407,23 @@ def run(args: argparse.Namespace) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     args.home = str(out.parent)
     systems = args.systems.split(",")
-    print(f"# {args.model}: {len(turns)} turns ({sum(t.split == 'dev' for t in turns)} dev), "
-          f"systems {systems}, records -> {out}", flush=True)  # fmt: skip
+    print(
+        f"# {args.model}: {len(turns)} turns ({sum(t.split == 'dev' for t in turns)} dev), "
+        f"systems {systems}, records -> {out}",
+        flush=True,
+    )
     with contextlib.ExitStack() as stack:
         urls = []
         for name in systems:
             log = out.parent / f"llama-{args.model}-{name}.log"
-            server = LocalLLMServer(model=args.model, threads=args.threads, nice=args.nice,
-                                    n_ctx=args.n_ctx, log_path=log, verbose=True)  # fmt: skip
+            server = LocalLLMServer(
+                model=args.model,
+                threads=args.threads,
+                nice=args.nice,
+                n_ctx=args.n_ctx,
+                log_path=log,
+                verbose=True,
+            )
             urls.append(stack.enter_context(server).base_url)
         jobs = {"kg": run_kg, "graphiti": run_graphiti}
 
@@ -359,8 +452,9 @@ def revet(row: dict[str, Any], turn: Turn, threshold: float) -> list[dict[str, A
     extraction = Extraction.model_validate({"facts": row["proposed"]})
     if profile_for(MODEL_NAMES.get(row["model"], row["model"])).schema is CompactExtraction:
         extraction = CompactExtraction.model_validate({"facts": row["proposed"]}).full()
-    episode = Episode(source="message", group_id=turn.conv, content=turn.content,
-                      reference_time=when(turn))  # fmt: skip
+    episode = Episode(
+        source="message", group_id=turn.conv, content=turn.content, reference_time=when(turn)
+    )
     kept, _, _ = vet(extraction, episode, DEFAULT_ONTOLOGY, Guards(quote_threshold=threshold))
     return unique([{"subject": f.subject, "fact": f.fact} for f in kept])
 
@@ -404,22 +498,28 @@ def null_rate(
     return hits / n if n else 0.0
 
 
-def score_set(rows: list[tuple[list[dict[str, Any]], Turn]], obs: Any, speakers: Any,
-              theta: float) -> dict[str, float]:  # fmt: skip
+def score_set(
+    rows: list[tuple[list[dict[str, Any]], Turn]], obs: Any, speakers: Any, theta: float
+) -> dict[str, float]:
     kept = correct = matched_obs = total_obs = 0
     for facts, turn in rows:
         own = obs[(turn.conv, turn.dia_id)]
         total_obs += len(own)
         kept += len(facts)
         correct += sum(best_overlap(f, own, speakers[turn.conv]) >= theta for f in facts)
-        matched_obs += sum(any(overlap(f, o, speakers[turn.conv]) >= theta for f in facts)
-                           for o in own)  # fmt: skip
+        matched_obs += sum(
+            any(overlap(f, o, speakers[turn.conv]) >= theta for f in facts) for o in own
+        )
     n = len(rows)
-    return {"turns": n, "kept": kept, "correct": correct,
-            "precision": correct / kept if kept else float("nan"),
-            "recall": matched_obs / total_obs if total_obs else float("nan"),
-            "kept_per_turn": kept / n if n else 0.0,
-            "correct_per_turn": correct / n if n else 0.0}  # fmt: skip
+    return {
+        "turns": n,
+        "kept": kept,
+        "correct": correct,
+        "precision": correct / kept if kept else float("nan"),
+        "recall": matched_obs / total_obs if total_obs else float("nan"),
+        "kept_per_turn": kept / n if n else 0.0,
+        "correct_per_turn": correct / n if n else 0.0,
+    }
 
 
 def gap(rates: dict[float, tuple[float, float]], theta: float) -> float:
@@ -437,37 +537,54 @@ def spread(values: list[float]) -> str:
 def score(args: argparse.Namespace) -> None:
     data = load(args.data)
     obs = observations(data)
-    speakers = {c: sorted({e["speaker"] for e in data["episodes"] if e["conv"] == c})
-                for c in {e["conv"] for e in data["episodes"]}}  # fmt: skip
+    speakers = {
+        c: sorted({e["speaker"] for e in data["episodes"] if e["conv"] == c})
+        for c in {e["conv"] for e in data["episodes"]}
+    }
     rows = [r for r in load_rows(args.records) if not r.get("summary")]
     every = {(t.conv, t.dia_id): t for t in select(data, 10_000, 10_000)}
     summaries = [r for r in load_rows(args.records) if r.get("summary")]
     models = sorted({r["model"] for r in rows})
     print(f"records: {len(rows)} turn rows from {', '.join(args.records)}")
     # 1. the matcher's threshold, on dev facts of every system and model
-    dev_facts = [(f, every[(r["conv"], r["dia_id"])]) for r in rows if r["split"] == "dev"
-                 for f in (revet(r, every[(r["conv"], r["dia_id"])], 0.0)
-                           if r["system"] == "kg" else r["kept"])]  # fmt: skip
+    dev_facts = [
+        (f, every[(r["conv"], r["dia_id"])])
+        for r in rows
+        if r["split"] == "dev"
+        for f in (
+            revet(r, every[(r["conv"], r["dia_id"])], 0.0) if r["system"] == "kg" else r["kept"]
+        )
+    ]
     grid = [th for th in GRID if 0.2 <= th <= 0.9]
-    rates = {th: (own_rate(dev_facts, obs, speakers, th), null_rate(dev_facts, obs, speakers, th))
-             for th in grid}  # fmt: skip
+    rates = {
+        th: (own_rate(dev_facts, obs, speakers, th), null_rate(dev_facts, obs, speakers, th))
+        for th in grid
+    }
     fit = [th for th in grid if rates[th][1] <= NULL_RATE]
     theta = args.matcher or max(fit or [1.0], key=lambda th: (gap(rates, th), th))
-    print(f"matcher threshold: {theta} (dev facts: {len(dev_facts)}; the threshold with the "
-          f"largest gap between matching the fact's own turn and another turn of the same "
-          f"speaker, the latter at most {NULL_RATE:.0%}; own / other by threshold: "
-          + ", ".join(f"{th}: {o:.2f}/{n:.2f}" for th, (o, n) in rates.items()) + ")")  # fmt: skip
+    print(
+        f"matcher threshold: {theta} (dev facts: {len(dev_facts)}; the threshold with the "
+        f"largest gap between matching the fact's own turn and another turn of the same "
+        f"speaker, the latter at most {NULL_RATE:.0%}; own / other by threshold: "
+        + ", ".join(f"{th}: {o:.2f}/{n:.2f}" for th, (o, n) in rates.items())
+        + ")"
+    )
     # 2. kg's quote threshold, on the dev turns of every model at once (one default for kg)
-    dev = [(r, every[(r["conv"], r["dia_id"])]) for r in rows
-           if r["system"] == "kg" and r["split"] == "dev"]  # fmt: skip
-    sweep = {q: score_set([(revet(r, t, q), t) for r, t in dev], obs, speakers, theta)
-             for q in GRID}  # fmt: skip
+    dev = [
+        (r, every[(r["conv"], r["dia_id"])])
+        for r in rows
+        if r["system"] == "kg" and r["split"] == "dev"
+    ]
+    sweep = {
+        q: score_set([(revet(r, t, q), t) for r, t in dev], obs, speakers, theta) for q in GRID
+    }
     print(f"\n## kg's quote threshold on dev ({len(dev)} turns, {', '.join(models)})")
     print("| quote threshold | kept | correct | precision | recall |\n|---|---|---|---|---|")
     for q, s in sweep.items():
         if q in (0.0, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0):
-            print(f"| {q} | {s['kept']} | {s['correct']} | {s['precision']:.2f} "
-                  f"| {s['recall']:.2f} |")  # fmt: skip
+            print(
+                f"| {q} | {s['kept']} | {s['correct']} | {s['precision']:.2f} | {s['recall']:.2f} |"
+            )
     ok = [q for q, s in sweep.items() if s["kept"] and s["precision"] >= PRECISION_FLOOR]
     if args.quote is not None:
         q_best, why = args.quote, "given"
@@ -489,15 +606,20 @@ def score(args: argparse.Namespace) -> None:
             both = [k for k in in_split if k in g_rows]
             sides = {
                 f"kg (quote threshold {q_best})": [
-                    (revet(kg_rows[k], every[k], q_best), every[k]) for k in in_split],
+                    (revet(kg_rows[k], every[k], q_best), every[k]) for k in in_split
+                ],
                 "kg (exact quotes, as before)": [
-                    (revet(kg_rows[k], every[k], 1.0), every[k]) for k in in_split],
+                    (revet(kg_rows[k], every[k], 1.0), every[k]) for k in in_split
+                ],
                 "kg, on the turns Graphiti finished": [
-                    (revet(kg_rows[k], every[k], q_best), every[k]) for k in both],
+                    (revet(kg_rows[k], every[k], q_best), every[k]) for k in both
+                ],
                 "graphiti-core": [
                     (unique(g_rows[k]["kept"]), every[k])
-                    for k in g_rows if g_rows[k]["split"] == split],
-            }  # fmt: skip
+                    for k in g_rows
+                    if g_rows[k]["split"] == split
+                ],
+            }
             for name, side in sides.items():
                 if not side:
                     continue
@@ -507,11 +629,21 @@ def score(args: argparse.Namespace) -> None:
                 outcomes = defaultdict(int)
                 for k in keys:
                     outcomes[src[k]["outcome"]] += 1
-                table.append((model, split, name, s, outcomes,
-                              [float(src[k]["calls"]) for k in keys],
-                              [float(src[k]["prompt_tokens"] + src[k]["completion_tokens"])
-                               for k in keys],
-                              [src[k]["seconds"] for k in keys]))  # fmt: skip
+                table.append(
+                    (
+                        model,
+                        split,
+                        name,
+                        s,
+                        outcomes,
+                        [float(src[k]["calls"]) for k in keys],
+                        [
+                            float(src[k]["prompt_tokens"] + src[k]["completion_tokens"])
+                            for k in keys
+                        ],
+                        [src[k]["seconds"] for k in keys],
+                    )
+                )
     print(f"\n## extraction quality (matcher threshold {theta})")
     print(
         "| model | split | system | turns | outcomes | facts kept | correct | precision | recall "

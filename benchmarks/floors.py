@@ -86,9 +86,11 @@ async def ingest(kg: KG, args: argparse.Namespace) -> list[str]:
         )
         print(out[-1], flush=True)
         assert await counts(kg, f"kg{r}") == await counts(kg, f"raw{r}")
-    out.append(f"ingest: kg's share of the raw batched rate, median "
-               f"{statistics.median(shares):.0%} (min {min(shares):.0%}, max {max(shares):.0%}; "
-               f"target >= 33%)")  # fmt: skip
+    out.append(
+        f"ingest: kg's share of the raw batched rate, median "
+        f"{statistics.median(shares):.0%} (min {min(shares):.0%}, max {max(shares):.0%}; "
+        f"target >= 33%)"
+    )
     return out
 
 
@@ -112,17 +114,23 @@ async def lookups(kg: KG, args: argparse.Namespace) -> list[str]:
             kg_ms.append((t1 - t0) * 1000)
             bare_ms.append((t2 - t1) * 1000)
     ratio = pct(kg_ms, 50) / pct(bare_ms, 50)
-    return [f"kg.facts(subject=) p50 / p95 {p50_95(kg_ms)} ms; bare indexed read "
-            f"{p50_95(bare_ms)} ms; kg's p50 {ratio:.2f}x the bare read's (target <= 3x; "
-            f"{load()})"]  # fmt: skip
+    return [
+        f"kg.facts(subject=) p50 / p95 {p50_95(kg_ms)} ms; bare indexed read "
+        f"{p50_95(bare_ms)} ms; kg's p50 {ratio:.2f}x the bare read's (target <= 3x; "
+        f"{load()})"
+    ]
 
 
 def vector_floor(kg: KG) -> str:
     if isinstance(kg.store, FalkorDBStore):
-        return ("CALL db.idx.vector.queryRelationships('RELATES_TO', 'fact_embedding', 10, "
-                "vecf32($v)) YIELD relationship RETURN relationship.uuid AS u")  # fmt: skip
-    return ("CALL db.index.vector.queryRelationships('kg_fact_embedding', 10, $v) "
-            "YIELD relationship RETURN relationship.uuid AS u")  # fmt: skip
+        return (
+            "CALL db.idx.vector.queryRelationships('RELATES_TO', 'fact_embedding', 10, "
+            "vecf32($v)) YIELD relationship RETURN relationship.uuid AS u"
+        )
+    return (
+        "CALL db.index.vector.queryRelationships('kg_fact_embedding', 10, $v) "
+        "YIELD relationship RETURN relationship.uuid AS u"
+    )
 
 
 async def searches(kg: KG, group: str, vectors: list[list[float]], n: int) -> tuple[Any, ...]:
@@ -148,8 +156,9 @@ async def fill(kg: KG, group: str, size: int, vectors: dict[str, list[float]]) -
     await bulk.q("CREATE (:Episodic {uuid: 'bench', group_id: $g})", {"g": group})
     await bulk.drop_fact_index()
     t0 = time.perf_counter()
-    await bulk.fill(0, size, PEOPLE + [f"Person {i}" for i in range(5000)], vectors,
-                    random.Random(size))  # fmt: skip
+    await bulk.fill(
+        0, size, PEOPLE + [f"Person {i}" for i in range(5000)], vectors, random.Random(size)
+    )
     loaded = time.perf_counter() - t0
     t0 = time.perf_counter()
     await bulk.build_fact_index()
@@ -168,16 +177,20 @@ async def search_beside(kg: KG, args: argparse.Namespace) -> list[str]:
     out = [await fill(kg, "small", args.small, vectors)]
     print(out[-1], flush=True)
     alone = await searches(kg, "small", query_vectors, args.searches)
-    out.append(f"search, {args.small:,}-fact group alone: p50 / p95 {p50_95(alone[0])} ms "
-               f"(cosine branch {p50_95(alone[1])}; bare vector query {p50_95(alone[2])}; "
-               f"{load()})")  # fmt: skip
+    out.append(
+        f"search, {args.small:,}-fact group alone: p50 / p95 {p50_95(alone[0])} ms "
+        f"(cosine branch {p50_95(alone[1])}; bare vector query {p50_95(alone[2])}; "
+        f"{load()})"
+    )
     print(out[-1], flush=True)
     out.append(await fill(kg, "large", args.large, vectors))
     print(out[-1], flush=True)
     beside = await searches(kg, "small", query_vectors, args.searches)
-    out.append(f"search, {args.small:,}-fact group beside a {args.large:,}-fact group: p50 / "
-               f"p95 {p50_95(beside[0])} ms (cosine branch {p50_95(beside[1])}; bare vector "
-               f"query {p50_95(beside[2])}; {load()})")  # fmt: skip
+    out.append(
+        f"search, {args.small:,}-fact group beside a {args.large:,}-fact group: p50 / "
+        f"p95 {p50_95(beside[0])} ms (cosine branch {p50_95(beside[1])}; bare vector "
+        f"query {p50_95(beside[2])}; {load()})"
+    )
     print(out[-1], flush=True)
     out.append(
         f"search p95 beside / alone: {pct(beside[0], 95) / pct(alone[0], 95):.2f}x (target <= 2x)"
@@ -211,8 +224,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--searches", type=int, default=60, help="searches timed per measurement")
     ap.add_argument("--distinct", type=int, default=3000, help="distinct sentences embedded")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--parts", nargs="+", default=["ingest", "facts", "search"],
-                    choices=["ingest", "facts", "search"])  # fmt: skip
+    ap.add_argument(
+        "--parts",
+        nargs="+",
+        default=["ingest", "facts", "search"],
+        choices=["ingest", "facts", "search"],
+    )
     add_store_options(ap)
     return ap
 

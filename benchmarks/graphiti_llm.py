@@ -75,9 +75,10 @@ def counting_client(counts: Counts, timeout: float) -> httpx.AsyncClient:
         counts.answered.append(Call(prompt, completion, seconds, finish))
 
     return httpx.AsyncClient(
-        timeout=timeout, event_hooks={"request": [on_request], "response": [on_response]},
-        limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)
-    )  # fmt: skip
+        timeout=timeout,
+        event_hooks={"request": [on_request], "response": [on_response]},
+        limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+    )
 
 
 def graphiti(
@@ -98,13 +99,23 @@ def graphiti(
     `json_object`: Graphiti's own fallback for servers without `json_schema` (the schema goes
     in the prompt), which llama-cpp-python's server needs.
     """
-    openai = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=2,
-                         http_client=counting_client(counts, timeout))  # fmt: skip
+    openai = AsyncOpenAI(
+        base_url=base_url,
+        api_key="unused",
+        max_retries=2,
+        http_client=counting_client(counts, timeout),
+    )
     llm = OpenAIGenericClient(
         LLMConfig(api_key="unused", model=model, small_model=model, base_url=base_url),
-        client=openai, max_tokens=max_tokens,
+        client=openai,
+        max_tokens=max_tokens,
         structured_output_mode="json_object" if json_object else "json_schema",
-    )  # fmt: skip
+    )
     driver = FalkorDriver(falkor_db=falkordb_client, database=database)
-    return Graphiti(graph_driver=driver, llm_client=llm, embedder=embedder,
-                    cross_encoder=NoRerank(), max_coroutines=max_coroutines)  # fmt: skip
+    return Graphiti(
+        graph_driver=driver,
+        llm_client=llm,
+        embedder=embedder,
+        cross_encoder=NoRerank(),
+        max_coroutines=max_coroutines,
+    )

@@ -81,9 +81,15 @@ async def load_graphiti(g: Graphiti, data: dict[str, Any], conv: str, embedder: 
         if ep["conv"] != conv:
             continue
         text = turn_text(ep)
-        node = EpisodicNode(name=ep["dia_id"], group_id=group, source=EpisodeType.message,
-                            source_description=f"locomo {conv} {ep['dia_id']}", content=text,
-                            valid_at=utc(ep["valid_at"]), created_at=now)  # fmt: skip
+        node = EpisodicNode(
+            name=ep["dia_id"],
+            group_id=group,
+            source=EpisodeType.message,
+            source_description=f"locomo {conv} {ep['dia_id']}",
+            content=text,
+            valid_at=utc(ep["valid_at"]),
+            created_at=now,
+        )
         await node.save(driver)
         by_dia[ep["dia_id"]] = node.uuid
     facts = [f for f in data["observation_facts"] if f["conv"] == conv]
@@ -92,18 +98,36 @@ async def load_graphiti(g: Graphiti, data: dict[str, Any], conv: str, embedder: 
     for f, v in zip(facts, vectors, strict=True):
         if f["speaker"] not in speakers:
             [nv] = await embedder.embed([f["speaker"]])
-            node = EntityNode(name=f["speaker"], group_id=group, labels=["Entity"],
-                              created_at=now, name_embedding=nv, summary="")  # fmt: skip
+            node = EntityNode(
+                name=f["speaker"],
+                group_id=group,
+                labels=["Entity"],
+                created_at=now,
+                name_embedding=nv,
+                summary="",
+            )
             await node.save(driver)
             speakers[f["speaker"]] = node
-        target = EntityNode(name=f["fact"][:500], group_id=group, labels=["Entity"],
-                            created_at=now, name_embedding=v, summary="")  # fmt: skip
+        target = EntityNode(
+            name=f["fact"][:500],
+            group_id=group,
+            labels=["Entity"],
+            created_at=now,
+            name_embedding=v,
+            summary="",
+        )
         await target.save(driver)
-        edge = EntityEdge(group_id=group, source_node_uuid=speakers[f["speaker"]].uuid,
-                          target_node_uuid=target.uuid, created_at=now, name="OBSERVED",
-                          fact=f["fact"], fact_embedding=v, valid_at=utc(f["valid_at"]),
-                          episodes=[by_dia[d] for d in f["source_dia_ids"]
-                                    if d in by_dia])  # fmt: skip
+        edge = EntityEdge(
+            group_id=group,
+            source_node_uuid=speakers[f["speaker"]].uuid,
+            target_node_uuid=target.uuid,
+            created_at=now,
+            name="OBSERVED",
+            fact=f["fact"],
+            fact_embedding=v,
+            valid_at=utc(f["valid_at"]),
+            episodes=[by_dia[d] for d in f["source_dia_ids"] if d in by_dia],
+        )
         await edge.save(driver)
 
 
@@ -134,8 +158,11 @@ async def main() -> None:
             graphiti: dict[str, Graphiti] = {}
             for conv in convs:
                 driver = FalkorDriver(falkor_db=falkor, database=graphiti_group(conv))
-                g = Graphiti(graph_driver=driver, embedder=GraphitiEmbedder(embedder),
-                             cross_encoder=NoCrossEncoder())  # fmt: skip
+                g = Graphiti(
+                    graph_driver=driver,
+                    embedder=GraphitiEmbedder(embedder),
+                    cross_encoder=NoCrossEncoder(),
+                )
                 await g.build_indices_and_constraints()
                 await load_graphiti(g, data, conv, embedder)
                 graphiti[conv] = g
@@ -143,19 +170,23 @@ async def main() -> None:
 
             async def g_episodes(q: dict[str, Any]) -> list[str]:
                 g = graphiti[q["conv"]]
-                r = await g.search_(q["question"], config=episodes_bm25,
-                                    group_ids=[graphiti_group(q["conv"])])  # fmt: skip
+                r = await g.search_(
+                    q["question"], config=episodes_bm25, group_ids=[graphiti_group(q["conv"])]
+                )
                 return [e.name for e in r.episodes]
 
             async def g_facts(q: dict[str, Any]) -> list[str]:
                 g = graphiti[q["conv"]]
-                r = await g.search_(q["question"], config=edges_rrf,
-                                    group_ids=[graphiti_group(q["conv"])])  # fmt: skip
-                eps = await EpisodicNode.get_by_uuids(g.driver, sorted(
-                    {u for e in r.edges for u in e.episodes}))  # fmt: skip
+                r = await g.search_(
+                    q["question"], config=edges_rrf, group_ids=[graphiti_group(q["conv"])]
+                )
+                eps = await EpisodicNode.get_by_uuids(
+                    g.driver, sorted({u for e in r.edges for u in e.episodes})
+                )
                 names = {e.uuid: e.name for e in eps}
-                return list(dict.fromkeys(names[u] for e in r.edges for u in e.episodes
-                                          if u in names))  # fmt: skip
+                return list(
+                    dict.fromkeys(names[u] for e in r.edges for u in e.episodes if u in names)
+                )
 
             methods = {
                 "graphiti episodes (BM25)": g_episodes,

@@ -48,11 +48,17 @@ def make_episodes(n_facts: int, per_episode: int, rng: random.Random) -> list[di
                     {"subject": person, "predicate": "LIVES_IN", "object": rng.choice(cities)}
                 )
             elif roll < 0.6:
-                facts.append({"subject": person, "predicate": "WORKS_AT",
-                              "object": rng.choice(companies)})  # fmt: skip
+                facts.append(
+                    {"subject": person, "predicate": "WORKS_AT", "object": rng.choice(companies)}
+                )
             else:
-                facts.append({"subject": person, "predicate": "KNOWS",
-                              "object": f"Person {rng.randrange(people)}"})  # fmt: skip
+                facts.append(
+                    {
+                        "subject": person,
+                        "predicate": "KNOWS",
+                        "object": f"Person {rng.randrange(people)}",
+                    }
+                )
         episodes.append({"source": "facts", "reference_time": ref, "facts": facts})
     return episodes
 
@@ -95,10 +101,14 @@ async def main(args: argparse.Namespace) -> None:
     episodes = make_episodes(sizes[-1], args.facts_per_episode, rng)
 
     async with bench_kg(args) as kg:
-        print(f"# ingest and query benchmark: {args.facts_per_episode} facts per episode, "
-              f"on {await describe(kg, args)}")  # fmt: skip
-        print("| facts | ingest facts/s | ms/episode | closed | facts p50/p95 ms "
-              "| subject+predicate p50/p95 | as-of 2016 p50/p95 | PING p50 ms |")  # fmt: skip
+        print(
+            f"# ingest and query benchmark: {args.facts_per_episode} facts per episode, "
+            f"on {await describe(kg, args)}"
+        )
+        print(
+            "| facts | ingest facts/s | ms/episode | closed | facts p50/p95 ms "
+            "| subject+predicate p50/p95 | as-of 2016 p50/p95 | PING p50 ms |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         done = 0
         closed = 0

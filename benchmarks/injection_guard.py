@@ -33,9 +33,28 @@ from kg.ingest.extraction import Guards
 from kg.schemas.episode import StructuredFact
 
 CORPUS = Path(__file__).parent / "data" / "injection_corpus.jsonl"
-_CYRILLIC = str.maketrans({"a": "а", "c": "с", "e": "е", "o": "о", "p": "р", "x": "х",
-                           "y": "у", "i": "і", "s": "ѕ", "A": "А", "E": "Е", "O": "О",
-                           "P": "Р", "C": "С", "T": "Т", "H": "Н", "K": "К", "M": "М"})  # fmt: skip
+_CYRILLIC = str.maketrans(
+    {
+        "a": "а",
+        "c": "с",
+        "e": "е",
+        "o": "о",
+        "p": "р",
+        "x": "х",
+        "y": "у",
+        "i": "і",
+        "s": "ѕ",
+        "A": "А",
+        "E": "Е",
+        "O": "О",
+        "P": "Р",
+        "C": "С",
+        "T": "Т",
+        "H": "Н",
+        "K": "К",
+        "M": "М",
+    }
+)
 _LEET = str.maketrans({"a": "4", "e": "3", "i": "1", "o": "0", "s": "5"})
 
 
@@ -98,8 +117,12 @@ def flags(guards: Guards) -> Callable[[str], bool]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--split", choices=("heldout", "dev", "all"), default=None,
-                    help="one split only (default: both, held-out first)")  # fmt: skip
+    ap.add_argument(
+        "--split",
+        choices=("heldout", "dev", "all"),
+        default=None,
+        help="one split only (default: both, held-out first)",
+    )
     ap.add_argument("--misses", action="store_true", help="list every miss (dev split only)")
     args = ap.parse_args()
     corpus = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]
@@ -108,8 +131,10 @@ def main() -> None:
     for split in splits:
         entries = [e for e in corpus if split == "all" or split_of(e["id"]) == split]
         inj = sum(e["label"] == "injection" for e in entries)
-        print(f"\n{split}: {inj} injection and {len(entries) - inj} benign entries, "
-              f"each under {len(TRANSFORMS)} obfuscations")  # fmt: skip
+        print(
+            f"\n{split}: {inj} injection and {len(entries) - inj} benign entries, "
+            f"each under {len(TRANSFORMS)} obfuscations"
+        )
         print(f"{'obfuscation':<18}{'catch rate':>12}{'false positives':>18}")
         caught_all = fp_all = inj_all = ben_all = 0
         for name, transform in TRANSFORMS.items():
@@ -132,16 +157,20 @@ def main() -> None:
             n_inj, ben = inj - refused_inj, len(entries) - inj - refused_ben
             refused = refused_inj + refused_ben
             note = f"; {refused} facts refused by validation, left out" if refused else ""
-            print(f"{name:<18}{caught / n_inj:>11.1%} {fp / ben:>17.1%}   "
-                  f"({caught}/{n_inj}, {fp}/{ben}{note})")  # fmt: skip
+            print(
+                f"{name:<18}{caught / n_inj:>11.1%} {fp / ben:>17.1%}   "
+                f"({caught}/{n_inj}, {fp}/{ben}{note})"
+            )
             caught_all, fp_all, inj_all, ben_all = (
                 caught_all + caught,
                 fp_all + fp,
                 inj_all + n_inj,
                 ben_all + ben,
             )
-        print(f"{'all':<18}{caught_all / inj_all:>11.1%} {fp_all / ben_all:>17.1%}   "
-              f"({caught_all}/{inj_all}, {fp_all}/{ben_all})")  # fmt: skip
+        print(
+            f"{'all':<18}{caught_all / inj_all:>11.1%} {fp_all / ben_all:>17.1%}   "
+            f"({caught_all}/{inj_all}, {fp_all}/{ben_all})"
+        )
 
 
 if __name__ == "__main__":

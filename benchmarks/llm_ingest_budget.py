@@ -57,8 +57,13 @@ class CountingLLM(ScriptedLLM):
         words = text.split()
         quote = " ".join(words[:6]) or text
         topic = next((w.strip(".,!?") for w in words[1:] if w[:1].isupper()), "chat")
-        fact = {"subject": speaker, "predicate": "MENTIONED", "object": topic or "chat",
-                "fact": f"{speaker} mentioned {topic}", "quote": quote}  # fmt: skip
+        fact = {
+            "subject": speaker,
+            "predicate": "MENTIONED",
+            "object": topic or "chat",
+            "fact": f"{speaker} mentioned {topic}",
+            "quote": quote,
+        }
         return json.dumps({"entities": [{"name": speaker, "type": "Person"}], "facts": [fact]})
 
 
@@ -71,8 +76,9 @@ async def main() -> None:
     parser.add_argument("data", nargs="?", default=str(Path("../shared/data")))
     parser.add_argument("--conversations", type=int, default=2)
     parser.add_argument("--bad-every", type=int, default=10)
-    parser.add_argument("--minilm", action="store_true",
-                        help="embed with MiniLM: cosine candidates for resolution")  # fmt: skip
+    parser.add_argument(
+        "--minilm", action="store_true", help="embed with MiniLM: cosine candidates for resolution"
+    )
     args = parser.parse_args()
     data = json.loads((Path(args.data) / "locomo" / "locomo_dev.json").read_text())
     convs = sorted({e["conv"] for e in data["episodes"]})[: args.conversations]
@@ -88,10 +94,13 @@ async def main() -> None:
             for e in turns:
                 when = datetime.fromisoformat(e["valid_at"]).replace(tzinfo=UTC)
                 t0 = time.perf_counter()
-                r = await kg.add_episode(source="message", group_id=e["conv"],
-                                         content=f"{e['speaker']}: {e['text']}",
-                                         reference_time=when,
-                                         source_description=f"locomo {e['dia_id']}")  # fmt: skip
+                r = await kg.add_episode(
+                    source="message",
+                    group_id=e["conv"],
+                    content=f"{e['speaker']}: {e['text']}",
+                    reference_time=when,
+                    source_description=f"locomo {e['dia_id']}",
+                )
                 engine_ms.append((time.perf_counter() - t0) * 1000)
                 calls[r.summary.llm_calls] += 1
                 prompt_tokens.append(r.summary.prompt_tokens)
@@ -100,8 +109,10 @@ async def main() -> None:
                 facts += (await kg.stats(c)).current_facts
 
     n = len(turns)
-    print(f"# LLM budget on {n} LoCoMo turns ({', '.join(convs)}); every {args.bad_every}th "
-          "reply malformed")  # fmt: skip
+    print(
+        f"# LLM budget on {n} LoCoMo turns ({', '.join(convs)}); every {args.bad_every}th "
+        "reply malformed"
+    )
     print("| LLM calls per episode | episodes | share |")
     print("|---|---|---|")
     for k in sorted(calls):

@@ -47,13 +47,30 @@ def kg_extraction(messages: list[dict[str, Any]]) -> dict[str, Any]:
     quote = " ".join(text.split()[:5])
     obj = max(words, key=lambda w: (len(w), w)).strip("'-").lower()
     h = int(hashlib.sha1(episode.encode()).hexdigest(), 16)
-    facts = [{"subject": "I", "predicate": "LIKES", "object": obj, "fact": f"{speaker} likes {obj}",
-              "quote": quote, "valid_at": None, "invalid_at": None}]  # fmt: skip
+    facts = [
+        {
+            "subject": "I",
+            "predicate": "LIKES",
+            "object": obj,
+            "fact": f"{speaker} likes {obj}",
+            "quote": quote,
+            "valid_at": None,
+            "invalid_at": None,
+        }
+    ]
     if h % 10 == 0:
         org = ORGS[h // 10 % len(ORGS)]
-        facts.append({"subject": "I", "predicate": "WORKS_AT", "object": org,
-                      "fact": f"{speaker} works at {org}", "quote": quote,
-                      "valid_at": None, "invalid_at": None})  # fmt: skip
+        facts.append(
+            {
+                "subject": "I",
+                "predicate": "WORKS_AT",
+                "object": org,
+                "fact": f"{speaker} works at {org}",
+                "quote": quote,
+                "valid_at": None,
+                "invalid_at": None,
+            }
+        )
     return {"entities": [{"name": "I", "type": "Person"}], "facts": facts}
 
 
@@ -132,13 +149,23 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         prompt = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
         await asyncio.sleep(max(0.0, LATENCY - (time.monotonic() - t0)))
         payload = {
-            "id": "stub", "object": "chat.completion", "created": int(time.time()),
+            "id": "stub",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": request.get("model", "stub"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": prompt // 4, "completion_tokens": len(text) // 4,
-                      "total_tokens": prompt // 4 + len(text) // 4},
-        }  # fmt: skip
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt // 4,
+                "completion_tokens": len(text) // 4,
+                "total_tokens": prompt // 4 + len(text) // 4,
+            },
+        }
     elif path.endswith("/stats/reset"):
         COUNTS.clear()
         payload = {}
@@ -147,8 +174,13 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     else:
         payload = {"data": [{"id": "stub", "object": "model"}], "object": "list"}
     data = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
@@ -161,8 +193,14 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=1.0)
     args = parser.parse_args()
     LATENCY = args.latency
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning",
-                backlog=2048, limit_concurrency=None)  # fmt: skip
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        backlog=2048,
+        limit_concurrency=None,
+    )
 
 
 if __name__ == "__main__":

@@ -67,22 +67,28 @@ def spread(values: list[float], unit: str = "") -> str:
     if not values:
         return "n/a"
     q = statistics.quantiles(values, n=20, method="inclusive") if len(values) > 1 else values
-    return (f"mean {statistics.mean(values):.1f}{unit}, p50 {statistics.median(values):.1f}"
-            f"{unit}, p95 {q[-1]:.1f}{unit}, max {max(values):.1f}{unit}")  # fmt: skip
+    return (
+        f"mean {statistics.mean(values):.1f}{unit}, p50 {statistics.median(values):.1f}"
+        f"{unit}, p95 {q[-1]:.1f}{unit}, max {max(values):.1f}{unit}"
+    )
 
 
 def per_call(counts: Counts, cap: int, server_log: str = "") -> None:
     """Per chat completion: tokens in and out, seconds, and replies cut at the cap."""
     done = counts.answered
-    print(f"per call ({len(done)} answered, {counts.errors} error statuses): prompt tokens "
-          f"{spread([float(c.prompt_tokens) for c in done])}; generated tokens "
-          f"{spread([float(c.completion_tokens) for c in done])}; seconds "
-          f"{spread([c.seconds for c in done], ' s')}; cut at the {cap}-token cap: "
-          f"{sum(c.finish_reason == 'length' for c in done)}")  # fmt: skip
+    print(
+        f"per call ({len(done)} answered, {counts.errors} error statuses): prompt tokens "
+        f"{spread([float(c.prompt_tokens) for c in done])}; generated tokens "
+        f"{spread([float(c.completion_tokens) for c in done])}; seconds "
+        f"{spread([c.seconds for c in done], ' s')}; cut at the {cap}-token cap: "
+        f"{sum(c.finish_reason == 'length' for c in done)}"
+    )
     evaluated = [int(n) for n in re.findall(r"prompt eval time =.*?/\s*(\d+) tokens", server_log)]
     if evaluated:
-        print(f"prompt tokens evaluated by llama.cpp (the rest reused from its cache): "
-              f"{sum(evaluated)} of {counts.prompt_tokens}")  # fmt: skip
+        print(
+            f"prompt tokens evaluated by llama.cpp (the rest reused from its cache): "
+            f"{sum(evaluated)} of {counts.prompt_tokens}"
+        )
 
 
 def turns_of(data_dir: str, n: int, first: int = 0) -> tuple[str, list[dict[str, Any]]]:
@@ -112,10 +118,16 @@ async def run_kg(
     missed = 0
     for i, e in enumerate(turns):
         t1 = time.perf_counter()
-        r = await kg.add_episode(Episode(
-            source="message", group_id=conv, content=f"{e['speaker']}: {e['text']}",
-            reference_time=when(e, args.first_turn + i), source_description=f"locomo {e['dia_id']}",
-        ), wait=False)  # fmt: skip
+        r = await kg.add_episode(
+            Episode(
+                source="message",
+                group_id=conv,
+                content=f"{e['speaker']}: {e['text']}",
+                reference_time=when(e, args.first_turn + i),
+                source_description=f"locomo {e['dia_id']}",
+            ),
+            wait=False,
+        )
         found = await kg.search(e["text"], group_id=conv, recipe="episodes_bm25", limit=50)
         to_text.append(time.perf_counter() - t1)
         missed += r.episode_uuid not in {h.episode.uuid for h in found.episodes}
@@ -125,11 +137,20 @@ async def run_kg(
         results.append(r)
         to_facts.append(time.perf_counter() - enqueued[r.episode_uuid])
         if args.progress:
-            print(f"kg {len(results)}/{len(turns)} at {time.perf_counter() - t0:.0f} s",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"kg {len(results)}/{len(turns)} at {time.perf_counter() - t0:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
-    worker = Worker(kg, groups=[conv], concurrency=1, poll_seconds=0.5,
-                    lease_seconds=args.timeout * 3, on_result=done)  # fmt: skip
+    worker = Worker(
+        kg,
+        groups=[conv],
+        concurrency=1,
+        poll_seconds=0.5,
+        lease_seconds=args.timeout * 3,
+        on_result=done,
+    )
     crashes: list[str] = []
     t0 = time.perf_counter()
     draining = asyncio.create_task(worker.drain())
@@ -151,23 +172,32 @@ async def run_kg(
     dropped: Counter[str] = Counter()
     for r in results:
         dropped.update(r.summary.facts_dropped)
-    kept = sum(r.summary.facts_added + r.summary.facts_reinforced + r.summary.facts_merged
-               for r in results)  # fmt: skip
-    extracted = [n.facts_extracted or 0 for n in await all_episodes(kg, conv)
-                 if n.status is EpisodeStatus.ingested]  # fmt: skip
-    finished = [n for n in await all_episodes(kg, conv)  # not those the budget left queued
-                if n.status in (EpisodeStatus.ingested, EpisodeStatus.failed)]  # fmt: skip
+    kept = sum(
+        r.summary.facts_added + r.summary.facts_reinforced + r.summary.facts_merged for r in results
+    )
+    extracted = [
+        n.facts_extracted or 0
+        for n in await all_episodes(kg, conv)
+        if n.status is EpisodeStatus.ingested
+    ]
+    finished = [
+        n
+        for n in await all_episodes(kg, conv)  # not those the budget left queued
+        if n.status in (EpisodeStatus.ingested, EpisodeStatus.failed)
+    ]
     calls = [float(n.llm_calls) for n in finished]
     tokens = [float(n.llm_tokens) for n in finished]
-    reasons: Counter[str] = Counter(r for n in await all_episodes(kg, conv)
-                                    for r in n.failure_reasons)  # fmt: skip
+    reasons: Counter[str] = Counter(
+        r for n in await all_episodes(kg, conv) for r in n.failure_reasons
+    )
     n = len(turns)
     print(f"\n## kg, background (enqueue + Worker.drain), {n} turns of {conv} ({span(args, n)})")
     print(f"reply format accepted: {kg.llm.json_mode if isinstance(kg.llm, OpenAILLM) else '?'}")
     print("| outcome | episodes |\n|---|---|")
     print(f"| ingested | {status['ingested']} |\n| failed-and-recorded | {status['failed']} |")
-    print(f"| crashed (exception out of the worker, or left unfinished) | "
-          f"{len(crashes) + stranded} |")  # fmt: skip
+    print(
+        f"| crashed (exception out of the worker, or left unfinished) | {len(crashes) + stranded} |"
+    )
     print(f"| still queued when the {args.budget:.0f} s budget ran out | {unreached} |")
     print(f"half-written: {len(orphans)} versions cite a non-ingested episode")
     print(
@@ -183,8 +213,10 @@ async def run_kg(
     print(f"worker: {stats}")
     print(f"failed attempts by reason: {dict(reasons)}")
     proposed = sum(extracted) + sum(dropped.values())
-    print(f"facts proposed (ingested episodes): {proposed}; kept by vetting "
-          f"{sum(extracted)}; written as added/reinforced/merged {kept}")  # fmt: skip
+    print(
+        f"facts proposed (ingested episodes): {proposed}; kept by vetting "
+        f"{sum(extracted)}; written as added/reinforced/merged {kept}"
+    )
     print("| dropped by rule | facts |\n|---|---|")
     for rule, count in dropped.most_common():
         print(f"| {rule} | {count} |")
@@ -218,9 +250,17 @@ async def run_graphiti(
     from graphiti_core.nodes import EpisodeType
 
     counts = Counts()
-    g = graphiti(store.client, "graphitirun", base_url=base_url, model=args.model,
-                 embedder=GraphitiEmbedder(embedder), counts=counts, timeout=args.timeout,
-                 max_tokens=args.max_tokens, json_object=True)  # fmt: skip
+    g = graphiti(
+        store.client,
+        "graphitirun",
+        base_url=base_url,
+        model=args.model,
+        embedder=GraphitiEmbedder(embedder),
+        counts=counts,
+        timeout=args.timeout,
+        max_tokens=args.max_tokens,
+        json_object=True,
+    )
     await g.build_indices_and_constraints()
     log_from = len(server.output()) if server else 0  # one server for both: only graphiti's
     raised: Counter[str] = Counter()
@@ -234,30 +274,48 @@ async def run_graphiti(
         t1, calls0 = time.perf_counter(), counts.calls
         tokens0 = counts.prompt_tokens + counts.completion_tokens
         try:
-            await asyncio.wait_for(g.add_episode(
-                name=e["dia_id"], episode_body=f"{e['speaker']}: {e['text']}",
-                source_description="locomo", reference_time=when(e, args.first_turn + i),
-                source=EpisodeType.message, group_id="graphitirun"), left)  # fmt: skip
+            await asyncio.wait_for(
+                g.add_episode(
+                    name=e["dia_id"],
+                    episode_body=f"{e['speaker']}: {e['text']}",
+                    source_description="locomo",
+                    reference_time=when(e, args.first_turn + i),
+                    source=EpisodeType.message,
+                    group_id="graphitirun",
+                ),
+                left,
+            )
         except TimeoutError:
             cut = 1
             break
         except Exception as exc:
             raised[type(exc).__name__] += 1
-        finished.append((time.perf_counter() - t1, counts.calls - calls0,
-                         counts.prompt_tokens + counts.completion_tokens - tokens0))  # fmt: skip
+        finished.append(
+            (
+                time.perf_counter() - t1,
+                counts.calls - calls0,
+                counts.prompt_tokens + counts.completion_tokens - tokens0,
+            )
+        )
         if args.progress:
-            print(f"graphiti {i + 1}/{len(turns)} (turn {args.first_turn + i}) calls "
-                  f"{counts.calls} at {time.perf_counter() - t0:.0f} s", file=sys.stderr,
-                  flush=True)  # fmt: skip
+            print(
+                f"graphiti {i + 1}/{len(turns)} (turn {args.first_turn + i}) calls "
+                f"{counts.calls} at {time.perf_counter() - t0:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     wall = time.perf_counter() - t0
     n, done = len(turns), len(finished)
-    print(f"\n## graphiti-core add_episode, one after the other, {n} turns "
-          f"({span(args, n)})")  # fmt: skip
-    print(f"episodes finished: {done} of {n} ({sum(raised.values())} of them raised "
-          f"{dict(raised)}); cancelled at the {args.budget:.0f} s budget: {cut}; "
-          f"not started: {n - done - cut}")  # fmt: skip
-    print(f"LLM calls: {counts.calls} ({counts.errors} answered with an error status); "
-          f"per finished episode: {spread([float(c) for _, c, _ in finished])}")  # fmt: skip
+    print(f"\n## graphiti-core add_episode, one after the other, {n} turns ({span(args, n)})")
+    print(
+        f"episodes finished: {done} of {n} ({sum(raised.values())} of them raised "
+        f"{dict(raised)}); cancelled at the {args.budget:.0f} s budget: {cut}; "
+        f"not started: {n - done - cut}"
+    )
+    print(
+        f"LLM calls: {counts.calls} ({counts.errors} answered with an error status); "
+        f"per finished episode: {spread([float(c) for _, c, _ in finished])}"
+    )
     print(
         f"tokens: prompt {counts.prompt_tokens}, completion {counts.completion_tokens}; "
         f"per finished episode: {spread([float(t) for _, _, t in finished])}"
@@ -273,15 +331,23 @@ async def main_async(
     conv, turns = turns_of(args.data, args.turns, args.first_turn)
     embedder = local_minilm()
     counts = Counts()
-    llm = OpenAILLM(args.model, base_url=urls[0], max_concurrency=1, max_retries=2,
-                    timeout=args.timeout, max_tokens=args.max_tokens,
-                    http_client=counting_client(counts, args.timeout))  # fmt: skip
+    llm = OpenAILLM(
+        args.model,
+        base_url=urls[0],
+        max_concurrency=1,
+        max_retries=2,
+        timeout=args.timeout,
+        max_tokens=args.max_tokens,
+        http_client=counting_client(counts, args.timeout),
+    )
     with tempfile.TemporaryDirectory(prefix="kg-local-bg-") as home:
         async with await KG.open(home=home, llm=llm, embedder=embedder) as kg:
-            print(f"# SmolLM2-135M at {', '.join(urls)}, llama.cpp threads {args.threads}, "
-                  f"n_ctx {args.n_ctx}, RAM prompt cache {args.prompt_cache}, "
-                  f"nice {args.nice}, max_tokens {args.max_tokens}, budget {args.budget:.0f} s, "
-                  f"{'together' if args.together else 'one after the other'}")  # fmt: skip
+            print(
+                f"# SmolLM2-135M at {', '.join(urls)}, llama.cpp threads {args.threads}, "
+                f"n_ctx {args.n_ctx}, RAM prompt cache {args.prompt_cache}, "
+                f"nice {args.nice}, max_tokens {args.max_tokens}, budget {args.budget:.0f} s, "
+                f"{'together' if args.together else 'one after the other'}"
+            )
             assert isinstance(kg.store, FalkorDBStore)
             jobs = []
             if not args.skip_kg:
@@ -299,25 +365,38 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", nargs="?", default=str(Path("../shared/data")))
     parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--first-turn", type=int, default=0,
-                        help="start at this turn of the same order (finish a cut run)")  # fmt: skip
+    parser.add_argument(
+        "--first-turn",
+        type=int,
+        default=0,
+        help="start at this turn of the same order (finish a cut run)",
+    )
     parser.add_argument("--base-url", default=None, help="use a running server")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads")
     parser.add_argument("--n-ctx", type=int, default=4096)
-    parser.add_argument("--port", type=int, default=None,
-                        help="the first server's port (graphiti's: the next)")  # fmt: skip
+    parser.add_argument(
+        "--port", type=int, default=None, help="the first server's port (graphiti's: the next)"
+    )
     parser.add_argument("--nice", type=int, default=5, help="the servers' niceness")
-    parser.add_argument("--prompt-cache", action="store_true",
-                        help="llama-cpp-python's RAM prompt cache (its memory grows)")  # fmt: skip
-    parser.add_argument("--log-dir", type=Path, default=None,
-                        help="keep each server's log (llama.cpp timings a request)")  # fmt: skip
+    parser.add_argument(
+        "--prompt-cache",
+        action="store_true",
+        help="llama-cpp-python's RAM prompt cache (its memory grows)",
+    )
+    parser.add_argument(
+        "--log-dir",
+        type=Path,
+        default=None,
+        help="keep each server's log (llama.cpp timings a request)",
+    )
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--max-tokens", type=int, default=320)
     parser.add_argument("--skip-kg", action="store_true")
     parser.add_argument("--skip-graphiti", action="store_true")
-    parser.add_argument("--together", action="store_true",
-                        help="kg and graphiti at once, each on its own server")  # fmt: skip
+    parser.add_argument(
+        "--together", action="store_true", help="kg and graphiti at once, each on its own server"
+    )
     parser.add_argument("--progress", action="store_true")
     parser.add_argument(
         "--budget",
@@ -339,10 +418,19 @@ def main() -> None:
             log = args.log_dir / f"llama-{name}.log" if args.log_dir else None
             if log:
                 log.parent.mkdir(parents=True, exist_ok=True)
-            servers.append(stack.enter_context(LocalLLMServer(
-                port=args.port + i if args.port else None, threads=args.threads,
-                n_ctx=args.n_ctx, nice=args.nice, log_path=log,
-                cache=args.prompt_cache, verbose=True)))  # fmt: skip
+            servers.append(
+                stack.enter_context(
+                    LocalLLMServer(
+                        port=args.port + i if args.port else None,
+                        threads=args.threads,
+                        n_ctx=args.n_ctx,
+                        nice=args.nice,
+                        log_path=log,
+                        cache=args.prompt_cache,
+                        verbose=True,
+                    )
+                )
+            )
         urls = [s.base_url for s in servers if s is not None]
         asyncio.run(main_async(args, servers, urls))
 

@@ -50,15 +50,19 @@ def pct(values: list[float], q: int) -> float:
 def spread(values: list[float], unit: str = "") -> str:
     if not values:
         return "n/a"
-    return (f"mean {statistics.mean(values):.1f}{unit}, p50 {pct(values, 50):.1f}{unit}, "
-            f"p95 {pct(values, 95):.1f}{unit}, max {max(values):.1f}{unit}")  # fmt: skip
+    return (
+        f"mean {statistics.mean(values):.1f}{unit}, p50 {pct(values, 50):.1f}{unit}, "
+        f"p95 {pct(values, 95):.1f}{unit}, max {max(values):.1f}{unit}"
+    )
 
 
 def failure_kind(error: str) -> str:
-    for needle, kind in (("did not match", "reply invalid after a corrective retry"),
-                         ("refused every structured", "every reply format refused"),
-                         ("failed after retries", "endpoint unavailable"),
-                         ("refused the request", "request refused")):  # fmt: skip
+    for needle, kind in (
+        ("did not match", "reply invalid after a corrective retry"),
+        ("refused every structured", "every reply format refused"),
+        ("failed after retries", "endpoint unavailable"),
+        ("refused the request", "request refused"),
+    ):
         if needle in error:
             return kind
     return "other"
@@ -68,8 +72,14 @@ async def ingest(args: argparse.Namespace, base_url: str) -> None:
     data = json.loads((Path(args.data) / "locomo" / "locomo_dev.json").read_text())
     conv = sorted({e["conv"] for e in data["episodes"]})[0]
     turns = [e for e in data["episodes"] if e["conv"] == conv][: args.turns]
-    llm = OpenAILLM(args.model, base_url=base_url, max_concurrency=1, max_retries=2,
-                    timeout=args.timeout, max_tokens=args.max_tokens)  # fmt: skip
+    llm = OpenAILLM(
+        args.model,
+        base_url=base_url,
+        max_concurrency=1,
+        max_retries=2,
+        timeout=args.timeout,
+        max_tokens=args.max_tokens,
+    )
 
     outcomes: Counter[str] = Counter()
     failures: Counter[str] = Counter()
@@ -90,10 +100,12 @@ async def ingest(args: argparse.Namespace, base_url: str) -> None:
             t_start = time.perf_counter()
             for i, e in enumerate(turns):
                 episode = Episode(
-                    source="message", group_id=conv, content=f"{e['speaker']}: {e['text']}",
+                    source="message",
+                    group_id=conv,
+                    content=f"{e['speaker']}: {e['text']}",
                     reference_time=datetime.fromisoformat(e["valid_at"]).replace(tzinfo=UTC),
                     source_description=f"locomo {e['dia_id']}",
-                )  # fmt: skip
+                )
                 episodes.append(episode)
                 t0 = time.perf_counter()
                 try:
@@ -108,10 +120,14 @@ async def ingest(args: argparse.Namespace, base_url: str) -> None:
                     outcomes[r.status if r.status != "added" else "ingested"] += 1
                     s = r.summary
                     dropped.update(s.facts_dropped)
-                    planned.update(added=s.facts_added, reinforced=s.facts_reinforced,
-                                   closed=s.facts_closed, contested=s.facts_contested,
-                                   merged=s.facts_merged,
-                                   entities_merged=s.entities_merged)  # fmt: skip
+                    planned.update(
+                        added=s.facts_added,
+                        reinforced=s.facts_reinforced,
+                        closed=s.facts_closed,
+                        contested=s.facts_contested,
+                        merged=s.facts_merged,
+                        entities_merged=s.entities_merged,
+                    )
                     prompt_tokens.append(s.prompt_tokens)
                     completion_tokens.append(s.completion_tokens)
                     resolution_errors += s.resolution_error is not None
@@ -128,8 +144,12 @@ async def ingest(args: argparse.Namespace, base_url: str) -> None:
                 else:
                     kept += node.facts_extracted
                 if args.progress:
-                    print(f"{i + 1}/{len(turns)} {e['dia_id']} {node.status.value} "
-                          f"{latency[-1]:.1f}s", file=sys.stderr, flush=True)  # fmt: skip
+                    print(
+                        f"{i + 1}/{len(turns)} {e['dia_id']} {node.status.value} "
+                        f"{latency[-1]:.1f}s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             wall = time.perf_counter() - t_start
 
             # Half-written episodes: versions citing a failed or missing episode.
@@ -143,8 +163,7 @@ async def ingest(args: argparse.Namespace, base_url: str) -> None:
     proposed = kept + sum(dropped.values())
     n = len(turns)
     print(f"# {n} LoCoMo turns of {conv} through kg with {args.model} at {base_url}")
-    print(f"reply format accepted by the endpoint: {llm.json_mode}; "
-          f"max_tokens {args.max_tokens}")  # fmt: skip
+    print(f"reply format accepted by the endpoint: {llm.json_mode}; max_tokens {args.max_tokens}")
     print("\n| outcome | episodes |\n|---|---|")
     for k in ("ingested", "failed-and-recorded", "duplicate", "crashed"):
         print(f"| {k} | {outcomes.get(k, 0)} |")
@@ -152,8 +171,10 @@ async def ingest(args: argparse.Namespace, base_url: str) -> None:
         print(f"  failed: {kind}: {count}")
     for line in crashes:
         print(f"  CRASH {line}")
-    print(f"half-written episodes: {len(orphans)} versions cite a non-ingested episode; "
-          f"{n - len(ingested) - len(failed)} turns have no stored episode")  # fmt: skip
+    print(
+        f"half-written episodes: {len(orphans)} versions cite a non-ingested episode; "
+        f"{n - len(ingested) - len(failed)} turns have no stored episode"
+    )
     print(f"\nfacts proposed by the model (ingested episodes): {proposed}")
     print(f"kept by vetting: {kept} ({100 * kept / proposed if proposed else 0:.0f}%)")
     print("\n| dropped by rule | facts |\n|---|---|")

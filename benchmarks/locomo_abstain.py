@@ -57,11 +57,18 @@ def signals(
         own = [q for q in data["queries"] if q["conv"] == conv and q["gold_dia_ids"]]
         foreign = L.foreign_questions(data, conv, pairs[conv])
         names = re.compile(r"\b(" + "|".join(map(re.escape, L.speakers(data, conv))) + r")('s)?\b")
-        unnamed = cache.get([" ".join(names.sub(" ", q["question"]).split()) or q["question"]
-                             for q in own + foreign])  # fmt: skip
+        unnamed = cache.get(
+            [
+                " ".join(names.sub(" ", q["question"]).split()) or q["question"]
+                for q in own + foreign
+            ]
+        )
         for q, qv in zip(own + foreign, unnamed, strict=True):
-            kind = "foreign" if "foreign_from" in q else (
-                "adversarial" if q["category"] == 5 else "answerable")  # fmt: skip
+            kind = (
+                "foreign"
+                if "foreign_from" in q
+                else ("adversarial" if q["category"] == 5 else "answerable")
+            )
             terms = F.tuned_query(q["question"])
             b = bm.scores(terms)
             c = dv @ cache.get([q["question"]])[0]
@@ -73,16 +80,19 @@ def signals(
             gold = None
             if kind != "foreign":
                 gold = np.array([ids[d] for d in q["gold_dia_ids"] if d in ids])
-            rows.append({
-                "conv": conv, "kind": kind,
-                "r10": F.recall_at(fused, gold)[1] if gold is not None and len(gold) else 0.0,
-                "cosine": float(c.max()),
-                "bm25_share": top / ceiling if ceiling else 0.0,
-                "cosine_margin": float(c.max() - np.sort(c)[-50:].mean()),
-                "both": 0.5 * float(c.max()) + 0.5 * (top / ceiling if ceiling else 0.0),
-                "joint": float((0.5 * c + 0.5 * share).max()),
-                "cosine_unnamed": float((dv @ qv).max()),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "conv": conv,
+                    "kind": kind,
+                    "r10": F.recall_at(fused, gold)[1] if gold is not None and len(gold) else 0.0,
+                    "cosine": float(c.max()),
+                    "bm25_share": top / ceiling if ceiling else 0.0,
+                    "cosine_margin": float(c.max() - np.sort(c)[-50:].mean()),
+                    "both": 0.5 * float(c.max()) + 0.5 * (top / ceiling if ceiling else 0.0),
+                    "joint": float((0.5 * c + 0.5 * share).max()),
+                    "cosine_unnamed": float((dv @ qv).max()),
+                }
+            )
     return rows
 
 
@@ -93,13 +103,22 @@ def refused(rows: list[dict[str, Any]], signal: str, cut: float, kind: str) -> f
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", nargs="?", default=None)
-    ap.add_argument("--budget", type=float, default=0.05,
-                    help="share of answerable dev questions the cutoff may refuse")  # fmt: skip
-    ap.add_argument("--cosine", type=float, default=None,
-                    help="also report this fixed cosine cutoff, e.g. 0.49")  # fmt: skip
-    ap.add_argument("--key", choices=("turn", "prev"), default="turn",
-                    help="what a turn is indexed by: itself, or the engine's key for an "
-                    "unextracted turn (the previous turn and the turn)")  # fmt: skip
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=0.05,
+        help="share of answerable dev questions the cutoff may refuse",
+    )
+    ap.add_argument(
+        "--cosine", type=float, default=None, help="also report this fixed cosine cutoff, e.g. 0.49"
+    )
+    ap.add_argument(
+        "--key",
+        choices=("turn", "prev"),
+        default="turn",
+        help="what a turn is indexed by: itself, or the engine's key for an "
+        "unextracted turn (the previous turn and the turn)",
+    )
     args = ap.parse_args()
     data = L.load(args.data)
     cache = L.EmbeddingCache()
@@ -108,8 +127,12 @@ def main() -> None:
     rows["all"] = rows["dev"] + rows["held-out"]
     kinds = ("answerable", "adversarial", "foreign")
     counts = {p: {k: sum(r["kind"] == k for r in rs) for k in kinds} for p, rs in rows.items()}
-    print("questions: " + "; ".join(f"{p} " + ", ".join(f"{k} {n}" for k, n in c.items())
-                                    for p, c in counts.items()))  # fmt: skip
+    print(
+        "questions: "
+        + "; ".join(
+            f"{p} " + ", ".join(f"{k} {n}" for k, n in c.items()) for p, c in counts.items()
+        )
+    )
     signals_ = ("cosine", "cosine_margin", "bm25_share", "both", "joint", "cosine_unnamed")
     runs = [(sig, None) for sig in signals_]
     if args.cosine is not None:
@@ -119,19 +142,24 @@ def main() -> None:
         cut = fixed if fixed is not None else float(np.quantile(answerable, args.budget))
         why = "fixed" if fixed is not None else f"refuses {args.budget:.0%} of answerable dev"
         print(f"\n{sig}: cutoff {cut:.3f} ({why})")
-        print(f"{'split':<10}{'refused: answerable':>20}{'adversarial':>13}{'foreign':>9}"
-              f"{'R@10 before':>13}{'R@10 after':>12}{'AUC foreign':>13}")  # fmt: skip
+        print(
+            f"{'split':<10}{'refused: answerable':>20}{'adversarial':>13}{'foreign':>9}"
+            f"{'R@10 before':>13}{'R@10 after':>12}{'AUC foreign':>13}"
+        )
         for part, rs in rows.items():
             ans = [r for r in rs if r["kind"] == "answerable"]
             before = 100 * float(np.mean([r["r10"] for r in ans]))
             after = 100 * float(np.mean([0.0 if r[sig] < cut else r["r10"] for r in ans]))
             pos = np.array([r[sig] for r in ans])
             neg = np.array([r[sig] for r in rs if r["kind"] == "foreign"])
-            auc = float((pos[:, None] > neg[None, :]).mean()
-                        + 0.5 * (pos[:, None] == neg[None, :]).mean())  # fmt: skip
+            auc = float(
+                (pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean()
+            )
             share = [refused(rs, sig, cut, k) for k in kinds]
-            print(f"{part:<10}{share[0]:>20.1f}{share[1]:>13.1f}{share[2]:>9.1f}"
-                  f"{before:>13.1f}{after:>12.1f}{auc:>13.3f}")  # fmt: skip
+            print(
+                f"{part:<10}{share[0]:>20.1f}{share[1]:>13.1f}{share[2]:>9.1f}"
+                f"{before:>13.1f}{after:>12.1f}{auc:>13.3f}"
+            )
 
 
 if __name__ == "__main__":

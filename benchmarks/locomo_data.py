@@ -74,8 +74,10 @@ class Conversation:
 
     def prev_with_facts(self) -> list[str]:
         """The previous turn (same session), the turn, and the facts extracted from it."""
-        return [" ".join([r, *self.facts.get(i, [])]) for r, i in zip(self.round(1, 0), self.ids,
-                                                                      strict=True)]  # fmt: skip
+        return [
+            " ".join([r, *self.facts.get(i, [])])
+            for r, i in zip(self.round(1, 0), self.ids, strict=True)
+        ]
 
     def round(self, before: int = 1, after: int = 1) -> list[str]:
         """Each turn with its neighbours in the same session (a round, not a lone turn)."""

@@ -201,8 +201,13 @@ def build_cases(
         qs = L.questions(data, [conv])
         qv = cache.get([q["question"] for q in qs])
         says = np.array([says_when(t) for t in cv.texts()], dtype=bool)
-        docs = {"turn": cv.texts(), "facts": cv.with_facts(), "round": cv.round(1, 1),
-                "prev": cv.round(1, 0), "prevfacts": cv.prev_with_facts()}  # fmt: skip
+        docs = {
+            "turn": cv.texts(),
+            "facts": cv.with_facts(),
+            "round": cv.round(1, 1),
+            "prev": cv.round(1, 0),
+            "prevfacts": cv.prev_with_facts(),
+        }
         per_key = {}
         for key in keys:
             bm = Bm25Index(docs[key], **(bm25_kw or {}))
@@ -256,23 +261,37 @@ def report_rows(keys: Sequence[str]) -> list[tuple[str, Callable[[Case], np.ndar
         ("BM25, question words dropped", lambda c: c.branches["bm25q:turn"]),
         ("BM25, and k1 0.9, b 0", lambda c: c.branches["bm25t:turn"]),
         ("cosine (MiniLM)", lambda c: c.branches["cos:turn"]),
-        ("RRF, all words (episodes_hybrid_rrf before)",
-         lambda c: rrf([c.branches["bm25:turn"], c.branches["cos:turn"]], [1, 1])),
-        ("score fusion (episodes_hybrid)",
-         lambda c: engine_fusion([c.branches["bm25q:turn"], c.branches["cos:turn"]], W)),
-        ("score fusion, k1 0.9, b 0",
-         lambda c: engine_fusion([c.branches["bm25t:turn"], c.branches["cos:turn"]], W)),
-    ]  # fmt: skip
+        (
+            "RRF, all words (episodes_hybrid_rrf before)",
+            lambda c: rrf([c.branches["bm25:turn"], c.branches["cos:turn"]], [1, 1]),
+        ),
+        (
+            "score fusion (episodes_hybrid)",
+            lambda c: engine_fusion([c.branches["bm25q:turn"], c.branches["cos:turn"]], W),
+        ),
+        (
+            "score fusion, k1 0.9, b 0",
+            lambda c: engine_fusion([c.branches["bm25t:turn"], c.branches["cos:turn"]], W),
+        ),
+    ]
     for key in (k for k in keys if k != "turn"):
         rows += [
             (f"[{key}] BM25, question words dropped", lambda c, k=key: c.branches[f"bm25q:{k}"]),
             (f"[{key}] BM25, and k1 0.9, b 0", lambda c, k=key: c.branches[f"bm25t:{k}"]),
             (f"[{key}] cosine", lambda c, k=key: c.branches[f"cos:{k}"]),
-            (f"[{key}] score fusion", lambda c, k=key: engine_fusion(
-                [c.branches[f"bm25q:{k}"], c.branches[f"cos:{k}"]], W)),
-            (f"[{key}] score fusion, k1 0.9, b 0", lambda c, k=key: engine_fusion(
-                [c.branches[f"bm25t:{k}"], c.branches[f"cos:{k}"]], W)),
-        ]  # fmt: skip
+            (
+                f"[{key}] score fusion",
+                lambda c, k=key: engine_fusion(
+                    [c.branches[f"bm25q:{k}"], c.branches[f"cos:{k}"]], W
+                ),
+            ),
+            (
+                f"[{key}] score fusion, k1 0.9, b 0",
+                lambda c, k=key: engine_fusion(
+                    [c.branches[f"bm25t:{k}"], c.branches[f"cos:{k}"]], W
+                ),
+            ),
+        ]
     return rows
 
 
@@ -283,12 +302,22 @@ def sweep_rows(keys: Sequence[str]) -> list[tuple[str, Callable[[Case], np.ndarr
         b, v = f"{bm}:{key}", f"cos:{key}"
         rows.append((b, lambda c, b=b: c.branches[b]))
         for w in (1, 2):
-            rows.append((f"rrf {b} x{w}", lambda c, b=b, v=v, w=w: rrf(
-                [c.branches[b], c.branches[v]], [w, 1])))  # fmt: skip
+            rows.append(
+                (
+                    f"rrf {b} x{w}",
+                    lambda c, b=b, v=v, w=w: rrf([c.branches[b], c.branches[v]], [w, 1]),
+                )
+            )
         for how in ("minmax", "dbsf", "z", "rank", "max"):
             for a in (0.5, 0.6, 0.7, 0.8):
-                rows.append((f"{how} {b} a={a}", lambda c, b=b, v=v, how=how, a=a: convex(
-                    [c.branches[b], c.branches[v]], [a, 1 - a], how)))  # fmt: skip
+                rows.append(
+                    (
+                        f"{how} {b} a={a}",
+                        lambda c, b=b, v=v, how=how, a=a: convex(
+                            [c.branches[b], c.branches[v]], [a, 1 - a], how
+                        ),
+                    )
+                )
     return rows
 
 
@@ -306,8 +335,12 @@ def dated_rows(key: str) -> list[tuple[str, Callable[[Case], np.ndarray]]]:
         (f"[{key}] BM25", lambda c: c.branches[b])
     ]
     for boost in (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0):
-        rows.append((f"[{key}] score fusion, dated boost {boost}", lambda c, x=boost: dated(
-            engine_fusion([c.branches[b], c.branches[v]], W), c, x)))  # fmt: skip
+        rows.append(
+            (
+                f"[{key}] score fusion, dated boost {boost}",
+                lambda c, x=boost: dated(engine_fusion([c.branches[b], c.branches[v]], W), c, x),
+            )
+        )
     return rows
 
 
@@ -323,13 +356,23 @@ def by_category(cases: Sequence[Case], fuse: Callable[[Case], np.ndarray]) -> st
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", nargs="?", default=None)
-    ap.add_argument("--keys", nargs="*", default=["turn"], choices=KEYS,
-                    help="what an episode is indexed by (turn is always included)")  # fmt: skip
-    ap.add_argument("--parts", nargs="*", default=["dev", "held-out", "all"],
-                    help="splits to print (choose on dev before looking at the rest)")  # fmt: skip
+    ap.add_argument(
+        "--keys",
+        nargs="*",
+        default=["turn"],
+        choices=KEYS,
+        help="what an episode is indexed by (turn is always included)",
+    )
+    ap.add_argument(
+        "--parts",
+        nargs="*",
+        default=["dev", "held-out", "all"],
+        help="splits to print (choose on dev before looking at the rest)",
+    )
     ap.add_argument("--sweep", action="store_true", help="the fusion grid instead of the report")
-    ap.add_argument("--dated", action="store_true",
-                    help="the dated boost's grid by category, last of --keys")  # fmt: skip
+    ap.add_argument(
+        "--dated", action="store_true", help="the dated boost's grid by category, last of --keys"
+    )
     args = ap.parse_args()
     keys = list(dict.fromkeys(["turn", *args.keys]))
     data = L.load(args.data)
@@ -340,8 +383,10 @@ def main() -> None:
     if "all" in args.parts:
         cases["all"] = cases["dev"] + cases["held-out"]
     cases = {p: cases[p] for p in args.parts}
-    print(f"{'recall@5/10/25/50':<48}" + " | ".join(
-        f"{p} ({len(cases[p])} q)".ljust(23) for p in args.parts))  # fmt: skip
+    print(
+        f"{'recall@5/10/25/50':<48}"
+        + " | ".join(f"{p} ({len(cases[p])} q)".ljust(23) for p in args.parts)
+    )
     if args.dated:
         for name, fuse in dated_rows(keys[-1]):
             print(summary(name, {p: table(cs, fuse) for p, cs in cases.items()}), flush=True)

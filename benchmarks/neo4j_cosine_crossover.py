@@ -78,9 +78,11 @@ async def main(args: argparse.Namespace) -> None:
         store = kg.store
         assert isinstance(store, Neo4jStore), "a Neo4j --uri"
         [total] = await store.raw_query("", "MATCH ()-[e:RELATES_TO]->() RETURN count(e) AS n")
-        print(f"# Neo4j cosine branch: shared index against exact, {args.queries} queries x "
-              f"{args.rounds} rounds; {total['n']:,} facts in the database; load "
-              f"{os.getloadavg()[0]:.1f} at start")  # fmt: skip
+        print(
+            f"# Neo4j cosine branch: shared index against exact, {args.queries} queries x "
+            f"{args.rounds} rounds; {total['n']:,} facts in the database; load "
+            f"{os.getloadavg()[0]:.1f} at start"
+        )
         figures: dict[tuple[int, str], list[tuple[float, float]]] = {}
         recalls: dict[int, list[float]] = {}
         for _ in range(args.rounds):
@@ -96,9 +98,11 @@ async def main(args: argparse.Namespace) -> None:
                     recalls.setdefault(size, []).append(recall_at_10(got["index"], got["exact"]))
                 for name, ts in times.items():
                     figures.setdefault((size, name), []).append((pct(ts, 50), pct(ts, 95)))
-                print(f"{size:>9,}: index p50 {pct(times['index'], 50):.1f} ms, exact p50 "
-                      f"{pct(times['exact'], 50):.1f} ms; load {os.getloadavg()[0]:.1f}",
-                      flush=True)  # fmt: skip
+                print(
+                    f"{size:>9,}: index p50 {pct(times['index'], 50):.1f} ms, exact p50 "
+                    f"{pct(times['exact'], 50):.1f} ms; load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
         print("\n| group facts | index p50 / p95 ms | exact p50 / p95 ms | index recall@10 |")
         print("|---|---|---|---|")
         for size in args.sizes:
@@ -106,9 +110,11 @@ async def main(args: argparse.Namespace) -> None:
             for name in ("index", "exact"):
                 runs = figures[(size, name)]
                 p50s, p95s = [r[0] for r in runs], [r[1] for r in runs]
-                cells.append(f"{statistics.median(p50s):.1f} / {statistics.median(p95s):.1f} "
-                             f"({min(p50s):.1f}-{max(p50s):.1f} / "
-                             f"{min(p95s):.1f}-{max(p95s):.1f})")  # fmt: skip
+                cells.append(
+                    f"{statistics.median(p50s):.1f} / {statistics.median(p95s):.1f} "
+                    f"({min(p50s):.1f}-{max(p50s):.1f} / "
+                    f"{min(p95s):.1f}-{max(p95s):.1f})"
+                )
             print(f"| {size:,} | {cells[0]} | {cells[1]} | {statistics.fmean(recalls[size]):.3f} |")
         print(f"\nload average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 

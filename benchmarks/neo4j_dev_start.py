@@ -51,10 +51,21 @@ def one_run(env: dict[str, str], idle: float) -> tuple[float, float, float]:
     log = open(work / "log", "wb")  # noqa: SIM115 - closed below
     start = time.monotonic()
     proc = subprocess.Popen(
-        [str(RUN), "--port", str(free_port()), "--password", password,
-         "--data", str(work / "data"), "--ready-file", str(ready)],
-        stdout=log, stderr=log, env=env,
-    )  # fmt: skip
+        [
+            str(RUN),
+            "--port",
+            str(free_port()),
+            "--password",
+            password,
+            "--data",
+            str(work / "data"),
+            "--ready-file",
+            str(ready),
+        ],
+        stdout=log,
+        stderr=log,
+        env=env,
+    )
     try:
         while not ready.exists():
             if proc.poll() is not None:
@@ -98,8 +109,10 @@ def main() -> None:
     try:
         if args.cold:
             ready, rss, stop = one_run(env, args.idle)
-            print(f"cold start (resolve jars, compile launcher, start): {ready:.1f} s to ready, "
-                  f"{rss:.0f} MB RSS idle, {stop:.1f} s to stop")  # fmt: skip
+            print(
+                f"cold start (resolve jars, compile launcher, start): {ready:.1f} s to ready, "
+                f"{rss:.0f} MB RSS idle, {stop:.1f} s to stop"
+            )
         runs = [one_run(env, args.idle) for _ in range(args.runs)]
     finally:
         if scratch is not None:

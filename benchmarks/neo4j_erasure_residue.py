@@ -44,8 +44,13 @@ STRICT_LOGS = ["db.tx_log.rotation.retention_policy=keep_none", "db.tx_log.rotat
 
 
 def kg(uri: str, *args: str, stdin: str | None = None) -> str:
-    r = subprocess.run([sys.executable, "-m", "kg.cli", "--uri", uri, *args], input=stdin,
-                       capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "kg.cli", "--uri", uri, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     if r.returncode != 0:
         raise SystemExit(f"kg {' '.join(args)}: {r.stderr.strip()}")
     return r.stdout
@@ -68,26 +73,46 @@ def episodes(n: int) -> str:
     rows = []
     for i in range(n):
         who, friend = f"Person {i:04d}", f"Person {(i + 1) % n:04d}"
-        facts = [{"subject": who, "predicate": "LIVES_IN", "object": f"City {i % 37}"},
-                 {"subject": who, "predicate": "KNOWS", "object": friend}]  # fmt: skip
+        facts = [
+            {"subject": who, "predicate": "LIVES_IN", "object": f"City {i % 37}"},
+            {"subject": who, "predicate": "KNOWS", "object": friend},
+        ]
         when = (t0 + timedelta(days=i)).isoformat()
         rows.append({"source": "facts", "reference_time": when, "facts": facts})
     for j, city in enumerate(["Seoul", "Busan", "Daegu"]):
         when = (t0 + timedelta(days=n + j)).isoformat()
-        rows.append({"source": "facts", "reference_time": when, "facts": [
-            {"subject": SECRET, "predicate": "LIVES_IN", "object": city},
-            {"subject": SECRET, "predicate": "KNOWS", "object": "Person 0001"}]})  # fmt: skip
-    rows.append({"source": "text", "reference_time": t0.isoformat(),
-                 "content": f"{SECRET} wrote to the council about the harbour."})  # fmt: skip
+        rows.append(
+            {
+                "source": "facts",
+                "reference_time": when,
+                "facts": [
+                    {"subject": SECRET, "predicate": "LIVES_IN", "object": city},
+                    {"subject": SECRET, "predicate": "KNOWS", "object": "Person 0001"},
+                ],
+            }
+        )
+    rows.append(
+        {
+            "source": "text",
+            "reference_time": t0.isoformat(),
+            "content": f"{SECRET} wrote to the council about the harbour.",
+        }
+    )
     return "\n".join(json.dumps(r) for r in rows)
 
 
 def filler(n: int, start: int) -> str:
     t0 = datetime(2030, 1, 1, tzinfo=UTC)
-    return "\n".join(json.dumps({
-        "source": "text", "reference_time": (t0 + timedelta(minutes=start + i)).isoformat(),
-        "content": f"Filler note {start + i}: " + "lorem ipsum dolor sit amet " * 20,
-    }) for i in range(n))  # fmt: skip
+    return "\n".join(
+        json.dumps(
+            {
+                "source": "text",
+                "reference_time": (t0 + timedelta(minutes=start + i)).isoformat(),
+                "content": f"Filler note {start + i}: " + "lorem ipsum dolor sit amet " * 20,
+            }
+        )
+        for i in range(n)
+    )
 
 
 def report(stage: str, root: Path) -> list[str]:
@@ -111,8 +136,17 @@ def main() -> None:
     try:
         a.start()
         print(kg(a.uri, "ingest", "--no-extract", "-", stdin=episodes(args.episodes)).strip())
-        print(kg(a.uri, "--group", "other", "ingest", "--no-extract", "-",
-                 stdin=episodes(20).replace(SECRET, "Someone Else")).strip())  # fmt: skip
+        print(
+            kg(
+                a.uri,
+                "--group",
+                "other",
+                "ingest",
+                "--no-extract",
+                "-",
+                stdin=episodes(20).replace(SECRET, "Someone Else"),
+            ).strip()
+        )
         print(kg(a.uri, "erase", "--subject", SECRET, "--yes").strip())
         report("1. after `kg erase`, server running", work / "a")
         a.stop()
@@ -121,8 +155,15 @@ def main() -> None:
         a.stop()
         a = Server(work / "a", password, STRICT_LOGS).start()
         for round_ in range(2):
-            kg(a.uri, "--group", "filler", "ingest", "--no-extract", "-",
-               stdin=filler(150, 150 * round_))  # fmt: skip
+            kg(
+                a.uri,
+                "--group",
+                "filler",
+                "ingest",
+                "--no-extract",
+                "-",
+                stdin=filler(150, 150 * round_),
+            )
         a.stop()
         a.start()
         report("3. keep_none log retention, 128k rotation, later writes, restarts", work / "a")
@@ -150,8 +191,10 @@ def main() -> None:
             for g in groups
         )
         print(f"\ngroups {groups}: counts equal before and after the procedure: {same}")
-        print(f"total {time.monotonic() - t_start:.0f} s; load average "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
+        print(
+            f"total {time.monotonic() - t_start:.0f} s; load average "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
         if found or dumped or not same:
             raise SystemExit(1)
     finally:

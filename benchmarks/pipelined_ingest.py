@@ -91,8 +91,9 @@ def free_port() -> int:
 
 def start_stub(latency: float, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
     port = port or free_port()
-    proc = subprocess.Popen([sys.executable, str(HERE / "llm_stub.py"), "--port", str(port),
-                             "--latency", str(latency)])  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "llm_stub.py"), "--port", str(port), "--latency", str(latency)]
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -124,26 +125,40 @@ def when(e: dict[str, Any], i: int) -> datetime:
 
 
 def episode(group: str, e: dict[str, Any], i: int) -> Episode:
-    return Episode(source="message", group_id=group, content=f"{e['speaker']}: {e['text']}",
-                   reference_time=when(e, i),
-                   source_description=f"locomo {e['dia_id']}")  # fmt: skip
+    return Episode(
+        source="message",
+        group_id=group,
+        content=f"{e['speaker']}: {e['text']}",
+        reference_time=when(e, i),
+        source_description=f"locomo {e['dia_id']}",
+    )
 
 
 async def as_of(kg: KG, group: str, dates: list[datetime]) -> dict[str, Any]:
     """The as-of answers and every version, episodes named by turn (uuids differ per run)."""
-    rows = await kg.store.raw_query(group, "MATCH (e:Episodic) RETURN e.uuid AS u, "
-                                    "e.source_description AS d")  # fmt: skip
+    rows = await kg.store.raw_query(
+        group, "MATCH (e:Episodic) RETURN e.uuid AS u, e.source_description AS d"
+    )
     turn = {r["u"]: r["d"] for r in rows}
     views = []
     for d in [*dates, None]:
         facts = await kg.facts(group_id=group, valid_at=d, limit=100_000)
         views.append(sorted(f"{f.subject} {f.predicate} {f.object}" for f in facts))
     versions = sorted(
-        repr((f.subject, f.predicate, f.object, f.edge.valid_at, f.edge.invalid_at,
-              f.edge.expired_at is None, [turn[u] for u in f.edge.episodes],
-              turn.get(f.edge.invalidated_by or "")))
+        repr(
+            (
+                f.subject,
+                f.predicate,
+                f.object,
+                f.edge.valid_at,
+                f.edge.invalid_at,
+                f.edge.expired_at is None,
+                [turn[u] for u in f.edge.episodes],
+                turn.get(f.edge.invalidated_by or ""),
+            )
+        )
         for f in await kg.history(group_id=group, limit=100_000)
-    )  # fmt: skip
+    )
     return {"views": views, "versions": versions}
 
 
@@ -165,8 +180,11 @@ async def run(args: argparse.Namespace) -> None:
                     for i, e in enumerate(turns):
                         await kg.add_episode(episode("sequential", e, i))
                         if args.progress and i % 50 == 0:
-                            print(f"sequential {i}/{n} {time.perf_counter() - t0:.0f} s",
-                                  file=sys.stderr, flush=True)  # fmt: skip
+                            print(
+                                f"sequential {i}/{n} {time.perf_counter() - t0:.0f} s",
+                                file=sys.stderr,
+                                flush=True,
+                            )
                     wall = time.perf_counter() - t0
                     calls = sum(stub_stats(base_url).values())
                     table.append(("kg sequential (add_episode, waiting)", wall, calls, ""))
@@ -181,37 +199,49 @@ async def run(args: argparse.Namespace) -> None:
                     stats = await Worker(kg, groups=[group], concurrency=c).drain()
                     walls.append(time.perf_counter() - t0)
                     calls = sum(stub_stats(base_url).values())
-                    print(f"background run {r + 1}: {walls[-1]:.1f} s, {calls} calls, "
-                          f"enqueue {enqueued:.1f} s, load {load()}", file=sys.stderr,
-                          flush=True)  # fmt: skip
+                    print(
+                        f"background run {r + 1}: {walls[-1]:.1f} s, {calls} calls, "
+                        f"enqueue {enqueued:.1f} s, load {load()}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     if not args.skip_sequential:
                         same = await as_of(kg, "sequential", dates) == await as_of(kg, group, dates)
-                        print(f"as-of answers and versions, sequential vs {group}: "
-                              f"{'identical' if same else 'DIFFERENT'} ({len(dates) + 1} valid "
-                              "times)")  # fmt: skip
-                note = (f"enqueue {enqueued:.1f} s ({1000 * enqueued / n:.1f} ms an episode); "
-                        f"worker {stats.completed} written, {stats.failed} failed")  # fmt: skip
+                        print(
+                            f"as-of answers and versions, sequential vs {group}: "
+                            f"{'identical' if same else 'DIFFERENT'} ({len(dates) + 1} valid "
+                            "times)"
+                        )
+                note = (
+                    f"enqueue {enqueued:.1f} s ({1000 * enqueued / n:.1f} ms an episode); "
+                    f"worker {stats.completed} written, {stats.failed} failed"
+                )
                 if len(walls) > 1:
-                    note += (f"; median of {len(walls)} runs, range {min(walls):.1f}-"
-                             f"{max(walls):.1f} s")  # fmt: skip
-                table.append(("kg background (enqueue + Worker)", statistics.median(walls), calls,
-                              note))  # fmt: skip
+                    note += (
+                        f"; median of {len(walls)} runs, range {min(walls):.1f}-{max(walls):.1f} s"
+                    )
+                table.append(
+                    ("kg background (enqueue + Worker)", statistics.median(walls), calls, note)
+                )
                 raw = []
                 for _ in range(args.repeats):
                     raw.append(await client_alone(llm, turns, c))
                 note = f"{c * statistics.median(raw) / n:.3f} s a call at {c} in flight"
                 if len(raw) > 1:
                     note += f"; median of {len(raw)}, range {min(raw):.1f}-{max(raw):.1f} s"
-                table.append(("LLM client alone (same client, no kg)", statistics.median(raw), n,
-                              note))  # fmt: skip
+                table.append(
+                    ("LLM client alone (same client, no kg)", statistics.median(raw), n, note)
+                )
                 assert isinstance(kg.store, FalkorDBStore)
                 await run_graphiti(kg.store, base_url, turns, args, table)
     finally:
         proc.terminate()
         proc.wait()
-    print(f"\n# {n} turns of {conv}; stub latency {lat:.2f} s; concurrency {c}: limit "
-          f"{limit:.1f} episodes/s at one call an episode ({n / limit:.0f} s); load average "
-          f"at the end {load()}")  # fmt: skip
+    print(
+        f"\n# {n} turns of {conv}; stub latency {lat:.2f} s; concurrency {c}: limit "
+        f"{limit:.1f} episodes/s at one call an episode ({n / limit:.0f} s); load average "
+        f"at the end {load()}"
+    )
     seq = next((w for name, w, _, _ in table if name.startswith("kg sequential")), None)
     print(
         "\n| path | wall s | episodes/s | LLM calls | calls/episode | vs sequential | "
@@ -226,9 +256,11 @@ async def run(args: argparse.Namespace) -> None:
         )
     rates = {name.split(" (")[0]: calls / wall for name, wall, calls, _ in table}
     if "LLM client alone" in rates and "kg background" in rates:
-        print(f"\nkg background made its LLM calls at "
-              f"{100 * rates['kg background'] / rates['LLM client alone']:.0f}% of the rate the "
-              "client alone reached (calls/s)")  # fmt: skip
+        print(
+            f"\nkg background made its LLM calls at "
+            f"{100 * rates['kg background'] / rates['LLM client alone']:.0f}% of the rate the "
+            "client alone reached (calls/s)"
+        )
 
 
 def load() -> str:
@@ -250,9 +282,12 @@ async def client_alone(llm: OpenAILLM, turns: list[dict[str, Any]], c: int) -> f
 
 
 async def run_graphiti(
-    store: FalkorDBStore, base_url: str, turns: list[dict[str, Any]],
-    args: argparse.Namespace, table: list[tuple[str, float, int, str]],
-) -> None:  # fmt: skip
+    store: FalkorDBStore,
+    base_url: str,
+    turns: list[dict[str, Any]],
+    args: argparse.Namespace,
+    table: list[tuple[str, float, int, str]],
+) -> None:
     from graphiti_core.nodes import EpisodeType
     from graphiti_core.utils.bulk_utils import RawEpisode
 
@@ -260,12 +295,26 @@ async def run_graphiti(
     os.environ["SEMAPHORE_LIMIT"] = str(c)
     if not args.skip_graphiti_bulk:
         counts = Counts()
-        g = graphiti(store.client, "graphitibulk", base_url=base_url, model="stub",
-                     embedder=HashEmbedder(), counts=counts, max_coroutines=c)  # fmt: skip
+        g = graphiti(
+            store.client,
+            "graphitibulk",
+            base_url=base_url,
+            model="stub",
+            embedder=HashEmbedder(),
+            counts=counts,
+            max_coroutines=c,
+        )
         await g.build_indices_and_constraints()
-        raw = [RawEpisode(name=e["dia_id"], content=f"{e['speaker']}: {e['text']}",
-                          source_description="locomo", source=EpisodeType.message,
-                          reference_time=when(e, i)) for i, e in enumerate(turns)]  # fmt: skip
+        raw = [
+            RawEpisode(
+                name=e["dia_id"],
+                content=f"{e['speaker']}: {e['text']}",
+                source_description="locomo",
+                source=EpisodeType.message,
+                reference_time=when(e, i),
+            )
+            for i, e in enumerate(turns)
+        ]
         t0 = time.perf_counter()
         error = ""
         try:
@@ -276,8 +325,15 @@ async def run_graphiti(
     m = min(n, n if args.graphiti_loop_turns is None else args.graphiti_loop_turns)
     if m:
         counts = Counts()
-        g = graphiti(store.client, "graphitiloop", base_url=base_url, model="stub",
-                     embedder=HashEmbedder(), counts=counts, max_coroutines=c)  # fmt: skip
+        g = graphiti(
+            store.client,
+            "graphitiloop",
+            base_url=base_url,
+            model="stub",
+            embedder=HashEmbedder(),
+            counts=counts,
+            max_coroutines=c,
+        )
         await g.build_indices_and_constraints()
         raised = 0
         per: list[float] = []
@@ -285,10 +341,14 @@ async def run_graphiti(
         for i, e in enumerate(turns[:m]):
             t1 = time.perf_counter()
             try:
-                await g.add_episode(name=e["dia_id"], episode_body=f"{e['speaker']}: {e['text']}",
-                                    source_description="locomo", reference_time=when(e, i),
-                                    source=EpisodeType.message,
-                                    group_id="graphitiloop")  # fmt: skip
+                await g.add_episode(
+                    name=e["dia_id"],
+                    episode_body=f"{e['speaker']}: {e['text']}",
+                    source_description="locomo",
+                    reference_time=when(e, i),
+                    source=EpisodeType.message,
+                    group_id="graphitiloop",
+                )
             except Exception:
                 raised += 1
             per.append(time.perf_counter() - t1)

@@ -59,11 +59,17 @@ def episode(e: int, per_episode: int, people: int, rng: random.Random) -> dict[s
         person = f"Person {rng.randrange(people)}"
         roll = rng.random()
         if roll < 0.3:
-            facts.append({"subject": person, "predicate": "LIVES_IN",
-                          "object": f"City {rng.randrange(200)}"})  # fmt: skip
+            facts.append(
+                {"subject": person, "predicate": "LIVES_IN", "object": f"City {rng.randrange(200)}"}
+            )
         else:
-            facts.append({"subject": person, "predicate": "KNOWS",
-                          "object": f"Person {rng.randrange(people)}"})  # fmt: skip
+            facts.append(
+                {
+                    "subject": person,
+                    "predicate": "KNOWS",
+                    "object": f"Person {rng.randrange(people)}",
+                }
+            )
     return {"source": "facts", "reference_time": START + timedelta(minutes=e), "facts": facts}
 
 
@@ -128,9 +134,14 @@ async def crash(kg: KG) -> None:
 
 
 async def measure(
-    home: Path, kg: KG, args: argparse.Namespace, label: str, people: int, rng: random.Random,
+    home: Path,
+    kg: KG,
+    args: argparse.Namespace,
+    label: str,
+    people: int,
+    rng: random.Random,
     next_episode: int,
-) -> tuple[KG, int]:  # fmt: skip
+) -> tuple[KG, int]:
     repeats, extra, per = args.repeats, args.crash_episodes, args.facts_per_episode
     t0 = time.perf_counter()
     await kg.close()
@@ -163,13 +174,17 @@ async def grow(args: argparse.Namespace) -> None:
     per = args.facts_per_episode
     people = max(10, max(args.sizes) // 20)
     print("\n## Many small episodes\n")
-    print(f"{per} facts per episode. Reopen after a clean close (median of {args.repeats}, "
-          "range), the same until the search indexes are rebuilt (median), the close's own "
-          "time, AOF base + incremental after the close, reopen after "
-          f"{args.crash_episodes} more episodes and a SIGKILLed server, the AOF then, and "
-          "redis.log lines at the end.\n")  # fmt: skip
-    print("| facts | clean reopen | search indexes ready | close | AOF after close | "
-          "crash reopen | AOF at crash | redis.log lines |")  # fmt: skip
+    print(
+        f"{per} facts per episode. Reopen after a clean close (median of {args.repeats}, "
+        "range), the same until the search indexes are rebuilt (median), the close's own "
+        "time, AOF base + incremental after the close, reopen after "
+        f"{args.crash_episodes} more episodes and a SIGKILLed server, the AOF then, and "
+        "redis.log lines at the end.\n"
+    )
+    print(
+        "| facts | clean reopen | search indexes ready | close | AOF after close | "
+        "crash reopen | AOF at crash | redis.log lines |"
+    )
     print("|---|---|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory(prefix="kg-reopen-") as tmp:
         home = Path(tmp)
@@ -204,9 +219,12 @@ async def baseline(args: argparse.Namespace) -> None:
             base, incr = aof_parts(home)
             kg, reopen = await timed_open(home)
             await kg.close()
-            print(f"\nBaseline (old settings), {args.baseline:,} facts: written in {took:.0f} s, "
-                  f"AOF {mb(base)} + {mb(incr)}, reopen {reopen:.2f} s (the whole history "
-                  "replayed)", flush=True)  # fmt: skip
+            print(
+                f"\nBaseline (old settings), {args.baseline:,} facts: written in {took:.0f} s, "
+                f"AOF {mb(base)} + {mb(incr)}, reopen {reopen:.2f} s (the whole history "
+                "replayed)",
+                flush=True,
+            )
     finally:
         EmbeddedServer.extra_args, persistence.fold = saved
 
@@ -229,10 +247,13 @@ async def big_episode(args: argparse.Namespace) -> None:
         kg, clean_s = await timed_open(home)
         await kg.close()
         after_base, after_incr = aof_parts(home)
-        print(f"\nOne episode of {n:,} facts: written in {took:.1f} s (AOF {mb(base)} + "
-              f"{mb(incr)}); reopen after a SIGKILLed server {crash_s:.2f} s; close "
-              f"{close_s:.2f} s; clean reopen {clean_s:.2f} s (AOF {mb(after_base)} + "
-              f"{mb(after_incr)}); redis.log {log_lines(home)} lines", flush=True)  # fmt: skip
+        print(
+            f"\nOne episode of {n:,} facts: written in {took:.1f} s (AOF {mb(base)} + "
+            f"{mb(incr)}); reopen after a SIGKILLed server {crash_s:.2f} s; close "
+            f"{close_s:.2f} s; clean reopen {clean_s:.2f} s (AOF {mb(after_base)} + "
+            f"{mb(after_incr)}); redis.log {log_lines(home)} lines",
+            flush=True,
+        )
 
 
 async def vector_store(home: Path, size: int) -> None:
@@ -259,8 +280,9 @@ async def vector_store(home: Path, size: int) -> None:
         await bulk.fill(0, size, people, vectors, random.Random(size))
         await kg.store.raw_query(group, "MATCH (b:BenchBase) DELETE b", write=True)
         await indexes_ready(kg, group)
-        print(f"  wrote {size:,} facts with vectors in {time.perf_counter() - t0:.0f} s",
-              flush=True)  # fmt: skip
+        print(
+            f"  wrote {size:,} facts with vectors in {time.perf_counter() - t0:.0f} s", flush=True
+        )
     base, incr = aof_parts(home)
     print(f"  AOF after close: {mb(base)} + {mb(incr)}", flush=True)
 
@@ -300,8 +322,9 @@ async def vector_reopen(home: Path, kill: bool) -> tuple[float, float, float, fl
         now = START + timedelta(days=10**4)
         view = SearchView(valid_at=now, known_at=now)
         text = time.perf_counter() - t0
-        text += await until(lambda: store.search_text("default", Scope.facts, "lives Seoul",
-                                                      view, 10))  # fmt: skip
+        text += await until(
+            lambda: store.search_text("default", Scope.facts, "lives Seoul", view, 10)
+        )
         built = time.perf_counter() - t0 + await indexes_ready(kg)
     finally:
         falkordb_store.INDEX_WAIT_SECONDS = saved
@@ -312,8 +335,10 @@ async def vector_reopen(home: Path, kill: bool) -> tuple[float, float, float, fl
 async def vectors(args: argparse.Namespace) -> None:
     print("\n## Stores with 384-d embeddings\n")
     print(f"Seconds from the start of KG.open; median of {args.repeats} (range).\n")
-    print("| facts | settings | reopen | | as-of answers | full-text answers | "
-          "every index built | AOF base + log |")  # fmt: skip
+    print(
+        "| facts | settings | reopen | | as-of answers | full-text answers | "
+        "every index built | AOF base + log |"
+    )
     print("|---|---|---|---|---|---|---|---|", flush=True)
     root = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="kg-reopen-vec-"))
     saved = EmbeddedServer.args
@@ -341,8 +366,11 @@ async def vectors(args: argparse.Namespace) -> None:
                         xs = [r[i] for r in runs]
                         cells.append(f"{statistics.median(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})")
                     how = "after a kill" if kill else "clean"
-                    print(f"| {size:,} | {name} | {cells[0]} | {how} | {cells[1]} | {cells[2]} "
-                          f"| {cells[3]} | {mb(base)} + {mb(incr)} |", flush=True)  # fmt: skip
+                    print(
+                        f"| {size:,} | {name} | {cells[0]} | {how} | {cells[1]} | {cells[2]} "
+                        f"| {cells[3]} | {mb(base)} + {mb(incr)} |",
+                        flush=True,
+                    )
             finally:
                 EmbeddedServer.args = saved  # type: ignore[method-assign]
     print(f"\nload average {os.getloadavg()}; stores kept under {root}", flush=True)
@@ -356,8 +384,13 @@ async def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--baseline", type=int, default=0, help="facts for the old-settings run")
     ap.add_argument("--big-episode", type=int, default=0, help="facts in the one-episode run")
-    ap.add_argument("--vectors", type=int, nargs="*", default=[],
-                    help="facts in stores with embeddings (no --sizes run then)")  # fmt: skip
+    ap.add_argument(
+        "--vectors",
+        type=int,
+        nargs="*",
+        default=[],
+        help="facts in stores with embeddings (no --sizes run then)",
+    )
     ap.add_argument("--home", default=None, help="where to keep (and reuse) the vector stores")
     ap.add_argument(
         "--before",

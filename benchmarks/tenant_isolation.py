@@ -42,11 +42,15 @@ from tests.served import Served, free_port, make_keys  # noqa: E402
 CONTEXTS = {
     # The costliest context a request may ask for (the caps of ContextRequest), over every
     # scope (the recipe MCP's search_memory uses), its words in every episode.
-    "costly": {"query": "garden budget trip", "recipe": "combined_hybrid_rrf", "limit": 100,
-               "max_tokens": 20_000},
+    "costly": {
+        "query": "garden budget trip",
+        "recipe": "combined_hybrid_rrf",
+        "limit": 100,
+        "max_tokens": 20_000,
+    },
     # The default context (facts), about facts that exist.
     "plain": {"query": "who lives in Lima"},
-}  # fmt: skip
+}
 WHEN = datetime(2024, 1, 1, tzinfo=UTC)
 TEXT = "the team met again on tuesday and talked about the garden the budget and the trip"
 WORDS = TEXT.split()
@@ -63,19 +67,27 @@ async def seed(home: Path, episodes: int) -> None:
         for i in range(episodes):
             text = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(70)) + f" (note {i})"
             await kg.add_episode(
-                source="text", content=text, reference_time=WHEN,
-                group_id="noisy", extract=False, name=f"note {i}",
-            )  # fmt: skip
+                source="text",
+                content=text,
+                reference_time=WHEN,
+                group_id="noisy",
+                extract=False,
+                name=f"note {i}",
+            )
             if i % 10 == 0:
                 await kg.add_episode(
-                    source="facts", reference_time=WHEN, group_id="noisy",
+                    source="facts",
+                    reference_time=WHEN,
+                    group_id="noisy",
                     facts=[{"subject": f"Person {i}", "predicate": "LIVES_IN", "object": "Lima"}],
-                )  # fmt: skip
+                )
         for name, city in (("Ada", "Oslo"), ("Ben", "Rome"), ("Cy", "Kyoto")):
             await kg.add_episode(
-                source="facts", reference_time=WHEN, group_id="quiet",
+                source="facts",
+                reference_time=WHEN,
+                group_id="quiet",
                 facts=[{"subject": name, "predicate": "LIVES_IN", "object": city}],
-            )  # fmt: skip
+            )
 
 
 def quiet(url: str, key: str, seconds: float, rate: float) -> list[float]:
@@ -135,10 +147,18 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rate", type=float, default=10.0, help="quiet requests a second")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--mix", choices=["both", "lists", "context"], default="both",
-                    help="what the noisy loops send: both alternately, or one of them")  # fmt: skip
-    ap.add_argument("--context", choices=sorted(CONTEXTS), default="costly",
-                    help="the noisy tenant's context request")  # fmt: skip
+    ap.add_argument(
+        "--mix",
+        choices=["both", "lists", "context"],
+        default="both",
+        help="what the noisy loops send: both alternately, or one of them",
+    )
+    ap.add_argument(
+        "--context",
+        choices=sorted(CONTEXTS),
+        default="costly",
+        help="the noisy tenant's context request",
+    )
     ap.add_argument("--home", type=Path, default=None, help="scratch data directory")
     ap.add_argument("serve_args", nargs="*", help="extra kg serve flags (after --)")
     args = ap.parse_args()
@@ -148,8 +168,11 @@ def main() -> None:
     started = time.monotonic()
     asyncio.run(seed(home, args.episodes))
     keys = asyncio.run(make_keys(home, [("noisy", "admin"), ("quiet", "read")]))
-    print(f"seeded {args.episodes} episodes in {time.monotonic() - started:.0f} s; "
-          f"checkout {ROOT}; load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+    print(
+        f"seeded {args.episodes} episodes in {time.monotonic() - started:.0f} s; "
+        f"checkout {ROOT}; load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     served = Served(home=home, port=free_port(), keys=keys)
     served.start(*args.serve_args)
     ratios = []

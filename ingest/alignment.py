@@ -142,8 +142,9 @@ def align_line(quote: str, text: str, speaker: str | None = None) -> tuple[float
         return _local(q, t, name)
     best = (0.0, 0, 0)
     for sentence in _SENTENCE.finditer(text):  # a long text: sentence by sentence
-        part = [(w, a + sentence.start(), b + sentence.start())
-                for w, a, b in words(sentence.group())]  # fmt: skip
+        part = [
+            (w, a + sentence.start(), b + sentence.start()) for w, a, b in words(sentence.group())
+        ]
         if part and (found := _local(q, part[: _CHUNK_WORDS * 2], name))[0] > best[0]:
             best = found
     return best
@@ -155,9 +156,17 @@ def align(quote: str, lines: list[tuple[str | None, str]]) -> list[Span]:
     return sorted(spans, key=lambda sp: -sp.score)
 
 
-_PRONOUNS = {"i": "{0}", "me": "{0}", "my": "{0}'s", "mine": "{0}'s", "myself": "{0}",
-             "i'm": "{0} is", "i've": "{0} has", "i'd": "{0} would",
-             "i'll": "{0} will"}  # fmt: skip
+_PRONOUNS = {
+    "i": "{0}",
+    "me": "{0}",
+    "my": "{0}'s",
+    "mine": "{0}'s",
+    "myself": "{0}",
+    "i'm": "{0} is",
+    "i've": "{0} has",
+    "i'd": "{0} would",
+    "i'll": "{0} will",
+}
 
 
 def third_person(span: str, speaker: str | None) -> str:

@@ -103,8 +103,11 @@ def clusters(facts: Sequence[Fact], max_iterations: int = MAX_ITERATIONS) -> lis
         if len(members) < 2:
             continue
         inside = set(members)
-        own = [f for f in facts if f.edge.source_node_uuid in inside
-               and f.edge.target_node_uuid in inside]  # fmt: skip
+        own = [
+            f
+            for f in facts
+            if f.edge.source_node_uuid in inside and f.edge.target_node_uuid in inside
+        ]
         own.sort(key=lambda f: (-len(f.edge.episodes), f.edge.uuid))
         out.append(Cluster(members=tuple(sorted(members)), facts=tuple(own)))
     return sorted(out, key=lambda c: c.members)
@@ -202,10 +205,15 @@ def community_nodes(
     nodes, members = [], []
     for c, (s, by) in zip(todo, summaries, strict=True):
         node = CommunityNode(
-            uuid=new_id(), group_id=group_id, name=s.name.strip() or "community",
-            summary=s.summary.strip(), created_at=now, episodes=c.episodes,
-            fingerprint=c.fingerprint, summarizer=by,
-        )  # fmt: skip
+            uuid=new_id(),
+            group_id=group_id,
+            name=s.name.strip() or "community",
+            summary=s.summary.strip(),
+            created_at=now,
+            episodes=c.episodes,
+            fingerprint=c.fingerprint,
+            summarizer=by,
+        )
         nodes.append(node)
         members += [CommunityMembership(community_uuid=node.uuid, entity_uuid=m) for m in c.members]
     return nodes, members

@@ -24,15 +24,21 @@ from kg.schemas.ontology import DEFAULT_ONTOLOGY
 
 # (turn, [(subject, words the fact must name)]): made up for this test.
 TURNS: tuple[tuple[str, tuple[tuple[str, frozenset[str]], ...]], ...] = (
-    ("Priya: I started a new job at the city library last week.",
-     (("Priya", frozenset({"library"})),)),
+    (
+        "Priya: I started a new job at the city library last week.",
+        (("Priya", frozenset({"library"})),),
+    ),
     ("Tom: My sister Jane moved to Denver in March.", (("Jane", frozenset({"denver"})),)),
     ("Priya: Hi Tom! How are you doing?", ()),
-    ("Tom: I adopted a puppy named Biscuit, and I run every morning before work.",
-     (("Tom", frozenset({"biscuit", "puppy"})), ("Tom", frozenset({"run", "running"})))),
-    ("Priya: I have been learning to play the cello since 2020.",
-     (("Priya", frozenset({"cello"})),)),
-)  # fmt: skip
+    (
+        "Tom: I adopted a puppy named Biscuit, and I run every morning before work.",
+        (("Tom", frozenset({"biscuit", "puppy"})), ("Tom", frozenset({"run", "running"}))),
+    ),
+    (
+        "Priya: I have been learning to play the cello since 2020.",
+        (("Priya", frozenset({"cello"})),),
+    ),
+)
 WHEN = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
 
@@ -71,8 +77,10 @@ class DoctorReport(BaseModel):
             )
         if self.facts_found == 0:
             return "unusable: its replies kept no fact the test turns state"
-        return (f"usable: {self.facts_found} of {self.facts_expected} expected facts kept, "
-                f"{self.facts_kept - self.facts_found} other facts kept")  # fmt: skip
+        return (
+            f"usable: {self.facts_found} of {self.facts_expected} expected facts kept, "
+            f"{self.facts_kept - self.facts_found} other facts kept"
+        )
 
 
 def _found(kept: list[StructuredFact], subject: str, needed: frozenset[str]) -> bool:

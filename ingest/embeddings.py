@@ -87,9 +87,11 @@ class SentenceTransformerEmbedder:
                 torch.set_num_threads(1)
             try:
                 return self._st.encode(
-                    texts, batch_size=self.batch_size, normalize_embeddings=True,
+                    texts,
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
                     show_progress_bar=False,
-                )  # fmt: skip
+                )
             finally:
                 torch.set_num_threads(threads)
 

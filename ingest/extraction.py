@@ -276,8 +276,9 @@ def vet(
             predicate = None
         fact = (
             _structured(f, predicate, named[0] if named else None, types, ontology, episode)
-            if predicate is not None else None
-        )  # fmt: skip
+            if predicate is not None
+            else None
+        )
         if untrusted:
             quote = _norm(said)
             reason = guards.instruction_reason(f"{f.fact}. {f.quote}") or next(
@@ -371,11 +372,15 @@ def _structured(
     subject, obj = _who(f.subject, speaker), _who(f.object, speaker)
     try:
         return StructuredFact(
-            subject=subject, predicate=predicate, object=obj, fact=f.fact,
-            valid_at=valid_at, invalid_at=invalid_at,
+            subject=subject,
+            predicate=predicate,
+            object=obj,
+            fact=f.fact,
+            valid_at=valid_at,
+            invalid_at=invalid_at,
             subject_type=_type(types.get(_norm(f.subject)), ontology),
             object_type=_type(types.get(_norm(f.object)), ontology),
-        )  # fmt: skip
+        )
     except ValueError:
         return None
 

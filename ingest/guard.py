@@ -42,10 +42,21 @@ _CONFUSABLE = {
     **dict(zip("ΑΒΕΗΙΚΜΝΟΡΤΥΧΖ", "ABEHIKMNOPTYXZ", strict=True)),
     **dict(zip("ᴀʙᴄᴅᴇғɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢıɡ", "abcdefghijklmnoprstuvwyzig", strict=True)),
 }
-_LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a",
-                       "$": "s"})  # fmt: skip
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
-                         "\u2032": "'", "\u201c": '"', "\u201d": '"', "\u201e": '"'})  # fmt: skip
+_LEET = str.maketrans(
+    {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
+)
+_QUOTES = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u201b": "'",
+        "\u2032": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+    }
+)
 _WORD = re.compile(r"[\w@$]+")
 _LINE_BREAK = re.compile(r"[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]")
 _SPACE = re.compile(r"[^\S\n]+")
@@ -102,8 +113,10 @@ def fold(text: str) -> str:
 
 # Addresses are masked before the word rules, so "report" in report.pdf or "files" in a path
 # is not a word of the sentence; `exfiltration_url` reads them whole (scope "urls").
-_ADDRESS = re.compile(r"(?:(?:https?|ftp|s3|gs|file)://|www\.)\S+?(?=[.,;:!?)\]'\"]*(?:\s|$))"
-                      r"|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")  # fmt: skip
+_ADDRESS = re.compile(
+    r"(?:(?:https?|ftp|s3|gs|file)://|www\.)\S+?(?=[.,;:!?)\]'\"]*(?:\s|$))"
+    r"|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"
+)
 
 Scope = Literal["sentence", "lines", "text", "urls"]
 
@@ -127,51 +140,66 @@ def _p(*alternatives: str) -> re.Pattern[str]:
 
 
 def _rule(name: str, why: str, *all_of: str | re.Pattern[str], scope: Scope = "sentence") -> Rule:
-    return Rule(name, why, tuple(p if isinstance(p, re.Pattern) else re.compile(p)
-                                 for p in all_of), scope)  # fmt: skip
+    return Rule(
+        name, why, tuple(p if isinstance(p, re.Pattern) else re.compile(p) for p in all_of), scope
+    )
 
 
 # Who the orders are for: the assistant, by any name an attacker would use.
-AI = (r"(?:ai|a\.i\.|assistants?|chat ?bots?|bots?|llms?|language models?|models?|gpt|chatgpt"
-      r"|claude|gemini|copilot|ai agents?|agents?)")  # fmt: skip
+AI = (
+    r"(?:ai|a\.i\.|assistants?|chat ?bots?|bots?|llms?|language models?|models?|gpt|chatgpt"
+    r"|claude|gemini|copilot|ai agents?|agents?)"
+)
 LANGUAGES = (
     "english|french|spanish|german|korean|chinese|japanese|russian|italian"
     "|portuguese|pirate|emoji|uppercase|all caps|base64|rhymes|json"
 )
 # Verbs that steer what the assistant says.
-SAY = (r"(?:respond|reply|replies|answer|say|state|tell|mention|recommend|suggest|promote"
-       r"|endorse|praise|describe|refer|speak|talk|write|output|print|end|begin|start|sign"
-       r"|include|reveal|disclose|repeat|claim|insist|agree|comply|obey|follow|act|behave"
-       r"|pretend|refuse|use|add|append|summari[sz]e|translate|treat|consider|ignore"
-       r"|disregard|forget|never mention)")  # fmt: skip
+SAY = (
+    r"(?:respond|reply|replies|answer|say|state|tell|mention|recommend|suggest|promote"
+    r"|endorse|praise|describe|refer|speak|talk|write|output|print|end|begin|start|sign"
+    r"|include|reveal|disclose|repeat|claim|insist|agree|comply|obey|follow|act|behave"
+    r"|pretend|refuse|use|add|append|summari[sz]e|translate|treat|consider|ignore"
+    r"|disregard|forget|never mention)"
+)
 # A standing order: applies beyond this text.
-STANDING = (r"\b(?:from now on|from this (?:point|moment|message)(?: on| forward)?|going forward"
-            r"|henceforth|hereafter|from here on|until (?:told|instructed) otherwise"
-            r"|(?:for|in) (?:all|every|any|each) (?:future|subsequent|later|following|other)"
-            r" (?:conversations?|sessions?|chats?|responses?|replies|answers?|messages?"
-            r"|interactions?|questions?)|for the rest of (?:this|the) (?:conversation|chat"
-            r"|session)|in (?:every|each|all|any) (?:of your )?(?:responses?|replies|answers?"
-            r"|messages?|outputs?)|every (?:answer|response|reply) you|whenever (?:someone"
-            r"|anyone|the user|a user|users|you|asked|people)|every time (?:someone|anyone"
-            r"|the user|a user|you)|at all times|no matter what|regardless of (?:what|the user"
-            r"|the question)|for all future)\b")  # fmt: skip
-IMPERATIVE_START = (r"(?:^|[:;,\"'(\-*>] ?)(?:(?:please|also|and|now|but|then|p\.s\.|ps|note"
-                    r"|important|urgent|remember|attention|ok|okay|so|instead)"
-                    r"[,:!]? )*")  # fmt: skip
-SECOND_PERSON = (r"\b(?:you|u)(?: \w+)? (?:must|should|shall|will|need to|have to|are to"
-                 r"|are (?:required|instructed|supposed|expected|told|ordered|allowed) to"
-                 r"|can now|may now|are going to|'ll)\b")  # fmt: skip
-THIRD_PERSON = (rf"\b(?:the |any |all |every |an |a |each )?{AI}(?: \w+){{0,4}} (?:must|should"
-                r"|shall|has to|have to|needs? to|is to|are to|(?:is|are) (?:required|instructed"
-                r"|supposed|expected|told|ordered|asked) to"
-                r"|will (?:always|never|only|now))\b")  # fmt: skip
+STANDING = (
+    r"\b(?:from now on|from this (?:point|moment|message)(?: on| forward)?|going forward"
+    r"|henceforth|hereafter|from here on|until (?:told|instructed) otherwise"
+    r"|(?:for|in) (?:all|every|any|each) (?:future|subsequent|later|following|other)"
+    r" (?:conversations?|sessions?|chats?|responses?|replies|answers?|messages?"
+    r"|interactions?|questions?)|for the rest of (?:this|the) (?:conversation|chat"
+    r"|session)|in (?:every|each|all|any) (?:of your )?(?:responses?|replies|answers?"
+    r"|messages?|outputs?)|every (?:answer|response|reply) you|whenever (?:someone"
+    r"|anyone|the user|a user|users|you|asked|people)|every time (?:someone|anyone"
+    r"|the user|a user|you)|at all times|no matter what|regardless of (?:what|the user"
+    r"|the question)|for all future)\b"
+)
+IMPERATIVE_START = (
+    r"(?:^|[:;,\"'(\-*>] ?)(?:(?:please|also|and|now|but|then|p\.s\.|ps|note"
+    r"|important|urgent|remember|attention|ok|okay|so|instead)"
+    r"[,:!]? )*"
+)
+SECOND_PERSON = (
+    r"\b(?:you|u)(?: \w+)? (?:must|should|shall|will|need to|have to|are to"
+    r"|are (?:required|instructed|supposed|expected|told|ordered|allowed) to"
+    r"|can now|may now|are going to|'ll)\b"
+)
+THIRD_PERSON = (
+    rf"\b(?:the |any |all |every |an |a |each )?{AI}(?: \w+){{0,4}} (?:must|should"
+    r"|shall|has to|have to|needs? to|is to|are to|(?:is|are) (?:required|instructed"
+    r"|supposed|expected|told|ordered|asked) to"
+    r"|will (?:always|never|only|now))\b"
+)
 URL = r"<url>"
-CONVERSATION = (r"\b(?:conversation|chat(?: history| log)?|chat ?history|history|transcript"
-                r"|messages|previous message|context(?: window)?|memory|memories|system prompt"
-                r"|prompt|instructions|session|dialog(?:ue)?|files|(?:personal|private) "
-                r"(?:data|information|details)|api keys?|credentials|passwords?|tokens?"
-                r"|name and address|everything (?:above|so far|you know)"
-                r"|user'?s? \w+)\b")  # fmt: skip
+CONVERSATION = (
+    r"\b(?:conversation|chat(?: history| log)?|chat ?history|history|transcript"
+    r"|messages|previous message|context(?: window)?|memory|memories|system prompt"
+    r"|prompt|instructions|session|dialog(?:ue)?|files|(?:personal|private) "
+    r"(?:data|information|details)|api keys?|credentials|passwords?|tokens?"
+    r"|name and address|everything (?:above|so far|you know)"
+    r"|user'?s? \w+)\b"
+)
 
 # A ban on saying something, at the start of a sentence (after "please", "and", ...).
 PROHIBITION_START = (

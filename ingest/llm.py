@@ -203,11 +203,17 @@ class StructuredLLM(abc.ABC):
             except ValidationError as exc:
                 value, error = None, validation_message(exc, limit=5)
             calls.append(
-                LLMCall(purpose=purpose, model=self.model, attempt=attempt,
-                        prompt_tokens=reply.prompt_tokens,
-                        completion_tokens=reply.completion_tokens,
-                        latency_ms=round(latency, 2), valid=error is None, cut=reply.cut)
-            )  # fmt: skip
+                LLMCall(
+                    purpose=purpose,
+                    model=self.model,
+                    attempt=attempt,
+                    prompt_tokens=reply.prompt_tokens,
+                    completion_tokens=reply.completion_tokens,
+                    latency_ms=round(latency, 2),
+                    valid=error is None,
+                    cut=reply.cut,
+                )
+            )
             if value is not None:
                 return value, calls
             assert error is not None
@@ -269,8 +275,7 @@ def _with_schema_prompt(messages: list[Message], schema: type[BaseModel]) -> lis
 
 def _response_format(mode: JsonMode, schema: type[BaseModel], name: str) -> Any:
     if mode == "json_schema":
-        return {"type": "json_schema",
-                "json_schema": {"name": name, "schema": wire_schema(schema)}}  # fmt: skip
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": wire_schema(schema)}}
     if mode == "json_object_schema":
         return {"type": "json_object", "schema": wire_schema(schema)}
     if mode == "json_object":
@@ -362,8 +367,9 @@ class OpenAILLM(StructuredLLM):
                 try:
                     return await self._send(self._client, mode, messages, schema, name)
                 except _FormatRefused:  # the server behind the URL changed: find out again
-                    log.warning("LLM endpoint %s now refuses %s; probing again",
-                                self._endpoint[0], mode)  # fmt: skip
+                    log.warning(
+                        "LLM endpoint %s now refuses %s; probing again", self._endpoint[0], mode
+                    )
                     self._modes.pop(self._endpoint, None)
             async with self._probing:  # one request finds the mode; the others then use it
                 if (mode := self.json_mode) is not None:
@@ -385,8 +391,11 @@ class OpenAILLM(StructuredLLM):
                     reply = await self._send(self._rest_client, mode, messages, schema, name)
             except _FormatRefused as exc:
                 refusals.append(f"{mode}: {exc}")
-                log.info("LLM endpoint %s refused %s; trying the next reply format",
-                         self._endpoint[0], mode)  # fmt: skip
+                log.info(
+                    "LLM endpoint %s refused %s; trying the next reply format",
+                    self._endpoint[0],
+                    mode,
+                )
                 continue
             self._modes[self._endpoint] = mode
             return reply
@@ -419,8 +428,9 @@ class OpenAILLM(StructuredLLM):
                 raise _FormatRefused(mode, exc.message[:300]) from exc
             if isinstance(exc, openai.RateLimitError | openai.InternalServerError):
                 raise LLMUnavailableError(f"LLM endpoint failed after retries: {exc}") from exc
-            raise LLMError(f"LLM endpoint refused the request ({exc.status_code}): "
-                           f"{exc.message}") from exc  # fmt: skip
+            raise LLMError(
+                f"LLM endpoint refused the request ({exc.status_code}): {exc.message}"
+            ) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise LLMUnavailableError(f"LLM endpoint failed after retries: {exc}") from exc
         usage = response.usage
@@ -439,8 +449,9 @@ async def served_models(base_url: str, api_key: str | None = None) -> list[str]:
     import openai
 
     _check_base_url(base_url)
-    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "not-needed",
-                                max_retries=1, timeout=30.0)  # fmt: skip
+    client = openai.AsyncOpenAI(
+        base_url=base_url, api_key=api_key or "not-needed", max_retries=1, timeout=30.0
+    )
     try:
         page = await client.models.list()
     except openai.APIStatusError as exc:

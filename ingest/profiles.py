@@ -106,8 +106,10 @@ def small_messages(content: str, profile: Profile, ontology: Ontology) -> list[M
         {"role": "system", "content": SMALL_RULES.format(predicates=predicates)}
     ]
     for text, reply in profile.examples:
-        messages += [{"role": "user", "content": f"EPISODE:\n{text}"},
-                     {"role": "assistant", "content": reply}]  # fmt: skip
+        messages += [
+            {"role": "user", "content": f"EPISODE:\n{text}"},
+            {"role": "assistant", "content": reply},
+        ]
     return [*messages, {"role": "user", "content": f"EPISODE:\n{content}"}]
 
 

@@ -46,8 +46,12 @@ def _resolve(raw: str, reference: datetime) -> datetime | None:
     if m := re.fullmatch(rf"in {NUMBER} (day|week|month|year)s?", s):
         return offset(ref, m[2], count(m[1]))
     s = re.sub(r"^(since|from|on|in|as of|starting)\s+", "", s)
-    fixed = {"today": ref, "now": ref, "yesterday": ref - timedelta(days=1),
-             "tomorrow": ref + timedelta(days=1)}  # fmt: skip
+    fixed = {
+        "today": ref,
+        "now": ref,
+        "yesterday": ref - timedelta(days=1),
+        "tomorrow": ref + timedelta(days=1),
+    }
     if s in fixed:
         return fixed[s]
     if m := re.fullmatch(r"^(\d{4})$", s):

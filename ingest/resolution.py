@@ -233,11 +233,13 @@ async def _question(
         live = await store.facts_between(group_id, pairs, view, NEIGHBOURHOOD_LIMIT)
     stored = (
         await store.embeddings(group_id, Scope.facts, [x.edge.uuid for x in live])
-        if vectors and live else {}
-    )  # fmt: skip
+        if vectors and live
+        else {}
+    )
     for i, f in enumerate(facts):
-        near = _fact_candidates(f, uuids(f.subject), uuids(f.object), live, ontology,
-                                vectors.get(fact_text(f)), stored)  # fmt: skip
+        near = _fact_candidates(
+            f, uuids(f.subject), uuids(f.object), live, ontology, vectors.get(fact_text(f)), stored
+        )
         if near:
             fid = f"F{i + 1}"
             ask.facts[fid] = i
@@ -247,8 +249,9 @@ async def _question(
     return None if ask.empty() else ask
 
 
-def _id_for(table: dict[str, EntityNode] | dict[str, Fact], item: EntityNode | Fact,
-            prefix: str) -> str:  # fmt: skip
+def _id_for(
+    table: dict[str, EntityNode] | dict[str, Fact], item: EntityNode | Fact, prefix: str
+) -> str:
     """The short id already given to `item`, or a new one."""
     uid = _uid(item)
     for k, v in table.items():
@@ -269,8 +272,7 @@ async def _entity_candidates(
     """Existing entities that share a word with the name or whose name embeds close to it."""
     hits = await store.search_text(group_id, Scope.entities, name, view, ENTITY_CANDIDATES)
     if vector is not None:
-        near = await store.search_vector(group_id, Scope.entities, vector, view,
-                                         ENTITY_CANDIDATES)  # fmt: skip
+        near = await store.search_vector(group_id, Scope.entities, vector, view, ENTITY_CANDIDATES)
         hits += [h for h in near if h.score >= ENTITY_COSINE]
     out: dict[str, EntityNode] = {}
     for h in hits:
@@ -413,9 +415,13 @@ def _end(new: StructuredFact, old: Fact, reference_time: datetime) -> Structured
     if start <= old.valid_at:
         return None
     return StructuredFact(
-        subject=old.subject, predicate=old.predicate, object=old.object,
-        valid_at=old.valid_at, invalid_at=start, fact=old.edge.fact,
-    )  # fmt: skip
+        subject=old.subject,
+        predicate=old.predicate,
+        object=old.object,
+        valid_at=old.valid_at,
+        invalid_at=start,
+        fact=old.edge.fact,
+    )
 
 
 def _end_before(new: StructuredFact, old: Fact, reference_time: datetime) -> StructuredFact:

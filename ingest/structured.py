@@ -142,12 +142,15 @@ def planning_names(
             since[named] = min(since.get(named, valid_at), valid_at)
     return PlanningNames(
         content_hashes=tuple(dict.fromkeys(digests)),
-        idempotency_keys=tuple(dict.fromkeys(e.idempotency_key for e in episodes
-                                             if e.idempotency_key is not None)),
+        idempotency_keys=tuple(
+            dict.fromkeys(e.idempotency_key for e in episodes if e.idempotency_key is not None)
+        ),
         name_keys=tuple(sorted(keys)),
-        timelines=tuple(NamedTimeline(subject_key=s, predicate=p, object_key=o, since=t)
-                        for (s, p, o), t in since.items()),
-    )  # fmt: skip
+        timelines=tuple(
+            NamedTimeline(subject_key=s, predicate=p, object_key=o, since=t)
+            for (s, p, o), t in since.items()
+        ),
+    )
 
 
 class BatchTimelines:
@@ -185,10 +188,11 @@ class BatchTimelines:
         ):
             return []
         return [
-            ep for ep in self._episodes
+            ep
+            for ep in self._episodes
             if ep.content_hash == content_hash
             or (idempotency_key is not None and ep.idempotency_key == idempotency_key)
-        ]  # fmt: skip
+        ]
 
     async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]:
         return [self._entities[k] for k in dict.fromkeys(name_keys) if k in self._entities]
@@ -220,10 +224,12 @@ class BatchTimelines:
             if (at := self._at.get(f.uuid)) is not None:
                 # A new version in its place: the one held may be an earlier plan's own edge.
                 e = self._edges[at][f.uuid]
-                self._edges[at][f.uuid] = e.model_copy(update={
-                    "episodes": [*e.episodes, f.episode_uuid],
-                    "episode_valid_at": [*e.episode_valid_at, f.valid_at],
-                })  # fmt: skip
+                self._edges[at][f.uuid] = e.model_copy(
+                    update={
+                        "episodes": [*e.episodes, f.episode_uuid],
+                        "episode_valid_at": [*e.episode_valid_at, f.valid_at],
+                    }
+                )
         for e in plan.new_edges:
             self._keep(e)  # the plan's own: never changed here, and lent only as copies
 
@@ -261,9 +267,13 @@ async def plan_structured_episode(
         [f.model_dump(mode="json", exclude_none=True) for f in facts], ensure_ascii=False
     )
     node = episodic_node(
-        episode, uuid=uuid or new_id(), now=now, extractor=STRUCTURED_EXTRACTOR,
-        content=facts_json, digest=digest,
-    )  # fmt: skip
+        episode,
+        uuid=uuid or new_id(),
+        now=now,
+        extractor=STRUCTURED_EXTRACTOR,
+        content=facts_json,
+        digest=digest,
+    )
     return await plan_facts(node, facts, store, ontology, now, new_id, predicates)
 
 

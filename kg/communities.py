@@ -92,11 +92,16 @@ async def rebuild_communities(
             plan.base = base
             await store.write_communities(plan)
         return CommunityReport(
-            group_id=group_id, communities=len(found), kept=len(found) - len(todo),
-            summarized=len(todo), deleted=len(plan.delete), llm_calls=len(calls),
+            group_id=group_id,
+            communities=len(found),
+            kept=len(found) - len(todo),
+            summarized=len(todo),
+            deleted=len(plan.delete),
+            llm_calls=len(calls),
             prompt_tokens=sum(c.prompt_tokens for c in calls),
-            completion_tokens=sum(c.completion_tokens for c in calls), errors=errors,
-        )  # fmt: skip
+            completion_tokens=sum(c.completion_tokens for c in calls),
+            errors=errors,
+        )
 
     report, _ = await retrying(store, clock, group_id, attempt)
     return report

@@ -63,9 +63,7 @@ class GroupEraser(FactReader, StoreAdmin, ErasureLog, Protocol):
     """What erasing a group uses: its counts before, the record, the drop and compaction."""
 
 
-class EntityEraser(
-    EpisodeLog, Timelines, FactReader, PlanWriter, StoreAdmin, ErasureLog, Protocol
-):  # fmt: skip
+class EntityEraser(EpisodeLog, Timelines, FactReader, PlanWriter, StoreAdmin, ErasureLog, Protocol):
     """What erasing a subject uses: a rollback plan (episode log, timelines), the facts and
     communities that touch it, the record, the rewrite and the compaction."""
 
@@ -89,17 +87,19 @@ class ErasureReceipt(BaseModel):
     residue: str | None = None
     dry_run: bool = Field(default=False, description="Nothing was erased: what would be.")
     queue_records_deleted: int = Field(
-        default=0, description="Of the episodes deleted, those still in the background queue "
+        default=0,
+        description="Of the episodes deleted, those still in the background queue "
         "(queued, leased or failed): never written, and never will be.",
-    )  # fmt: skip
+    )
     other_facts_removed: list[FactChange] = Field(
-        default_factory=list, description="Facts about other subjects, believed now, that go "
+        default_factory=list,
+        description="Facts about other subjects, believed now, that go "
         "because they came only from the erased episodes (keep them with keep_others).",
-    )  # fmt: skip
+    )
     other_facts_kept: list[FactChange] = Field(
-        default_factory=list, description="keep_others: those facts, re-asserted from a "
-        "redacted copy of their episode.",
-    )  # fmt: skip
+        default_factory=list,
+        description="keep_others: those facts, re-asserted from a redacted copy of their episode.",
+    )
     redacted_copies: int = Field(
         default=0, description="keep_others: redacted episode copies written."
     )
@@ -111,17 +111,28 @@ def subject_hash(record_uuid: str, key: str) -> str:
     return hashlib.sha256(f"{record_uuid}\0{key}".encode()).hexdigest()
 
 
-def _receipt(record: PendingErasure, subject: str | None, compacted_at: datetime | None,
-             resumed: bool, residue: str | None) -> ErasureReceipt:  # fmt: skip
+def _receipt(
+    record: PendingErasure,
+    subject: str | None,
+    compacted_at: datetime | None,
+    resumed: bool,
+    residue: str | None,
+) -> ErasureReceipt:
     return ErasureReceipt(
-        group_id=record.group_id, subject=subject, episodes_deleted=record.episodes_deleted,
+        group_id=record.group_id,
+        subject=subject,
+        episodes_deleted=record.episodes_deleted,
         entities_deleted=record.entities_deleted,
         fact_versions_deleted=record.fact_versions_deleted,
-        other_facts_recomputed=record.other_facts_recomputed, files_compacted=residue is None,
-        communities_deleted=record.communities_deleted, compacted_at=compacted_at,
-        resumed=resumed, residue=residue, queue_records_deleted=record.queue_records_deleted,
+        other_facts_recomputed=record.other_facts_recomputed,
+        files_compacted=residue is None,
+        communities_deleted=record.communities_deleted,
+        compacted_at=compacted_at,
+        resumed=resumed,
+        residue=residue,
+        queue_records_deleted=record.queue_records_deleted,
         redacted_copies=record.redacted_copies,
-    )  # fmt: skip
+    )
 
 
 async def _compact_and_clear(
@@ -134,17 +145,23 @@ async def _compact_and_clear(
 
 
 async def erase_group(store: GroupEraser, group_id: str, now: datetime) -> ErasureReceipt:
-    pending = [p for p in await store.pending_erasures()
-               if p.group_id == group_id and p.kind == "group"]  # fmt: skip
+    pending = [
+        p for p in await store.pending_erasures() if p.group_id == group_id and p.kind == "group"
+    ]
     if pending:
         record = pending[0]
     else:
         before = await store.stats(group_id, now)
         record = PendingErasure(
-            uuid=new_uuid(), group_id=group_id, kind="group", created_at=now, deleted=True,
-            episodes_deleted=before.episodes, entities_deleted=before.entities,
+            uuid=new_uuid(),
+            group_id=group_id,
+            kind="group",
+            created_at=now,
+            deleted=True,
+            episodes_deleted=before.episodes,
+            entities_deleted=before.entities,
             fact_versions_deleted=before.edge_versions,
-        )  # fmt: skip
+        )
         await store.record_erasure(record)
     await store.drop_group(group_id)
     return await _compact_and_clear(store, record, None, resumed=bool(pending))
@@ -180,9 +197,19 @@ async def erase_entity(
     if not await target.collect(store, group_id) and record is None:
         raise NotFoundError(f"no entity named {name!r} in group {group_id!r}")
     subject = found[0].name if found and found[0].name_key == key else name
-    receipt = await _erase(store, ontology, group_id, target, subject, now, embed=embed,
-                           record=record, base=base, dry_run=dry_run,
-                           keep_others=keep_others)  # fmt: skip
+    receipt = await _erase(
+        store,
+        ontology,
+        group_id,
+        target,
+        subject,
+        now,
+        embed=embed,
+        record=record,
+        base=base,
+        dry_run=dry_run,
+        keep_others=keep_others,
+    )
     return receipt.model_copy(update={"resumed": True}) if record is not None else receipt
 
 
@@ -206,8 +233,17 @@ async def finish_erasure(
         entities = await store.entities_by_uuid(record.group_id, [record.entity_uuid or ""])
         target = _Target(key=None, entities=entities, known=record.episode_uuids)
         if await target.collect(store, record.group_id):
-            receipt = await _erase(store, ontology, record.group_id, target, subject, now,
-                                   embed=embed, record=record, base=base)  # fmt: skip
+            receipt = await _erase(
+                store,
+                ontology,
+                record.group_id,
+                target,
+                subject,
+                now,
+                embed=embed,
+                record=record,
+                base=base,
+            )
             return receipt.model_copy(update={"resumed": True})
     return await _compact_and_clear(store, record, subject, resumed=True)
 
@@ -234,10 +270,16 @@ class _Target:
                 # what the guard quarantined from it, or what the queue kept of it.
                 if ep.uuid not in self.episodes and any(
                     names_subject(text, self.key)
-                    for text in (ep.content, ep.extraction, ep.quarantine, ep.staged, ep.error,
-                                 ep.name)
+                    for text in (
+                        ep.content,
+                        ep.extraction,
+                        ep.quarantine,
+                        ep.staged,
+                        ep.error,
+                        ep.name,
+                    )
                     if text
-                ):  # fmt: skip
+                ):
                     self.episodes[ep.uuid] = ep
         return bool(self.entities or self.episodes)
 
@@ -272,31 +314,49 @@ async def _erase(
     kept: list[FactChange] = []
     copies: list[EpisodicNode] = []
     if keep_others and others and target.key is not None:
-        copies = [c for ep in sorted((mentioning[u] for u in live), key=lambda e: e.uuid)
-                  if (c := _redacted_copy(ep, target, now)) is not None]  # fmt: skip
+        copies = [
+            c
+            for ep in sorted((mentioning[u] for u in live), key=lambda e: e.uuid)
+            if (c := _redacted_copy(ep, target, now)) is not None
+        ]
         if copies:
-            plan, report = await plan_rollback(store, ontology, group_id, live, now,
-                                               kind="erasure", extra=copies)  # fmt: skip
+            plan, report = await plan_rollback(
+                store, ontology, group_id, live, now, kind="erasure", extra=copies
+            )
             still = [c for c in report.removed if not target.touches(c.subject, c.object)]
             kept, others = [c for c in others if c not in still], still
     queued = sum(1 for e in mentioning.values() if e.status in UNWRITTEN)
     deleted_versions = await _widen(store, plan, group_id, target, subject, copies)
     if plan.audit is not None:
-        plan.audit.detail = json.dumps({
-            "episodes_deleted": len(mentioning), "fact_versions_deleted": deleted_versions,
-            "queue_records_deleted": queued, "redacted_copies": len(copies),
-        })  # fmt: skip
+        plan.audit.detail = json.dumps(
+            {
+                "episodes_deleted": len(mentioning),
+                "fact_versions_deleted": deleted_versions,
+                "queue_records_deleted": queued,
+                "redacted_copies": len(copies),
+            }
+        )
     counts = {
-        "episodes_deleted": len(mentioning), "entities_deleted": len(target.entities),
-        "fact_versions_deleted": deleted_versions, "other_facts_recomputed": len(report.restored),
-        "communities_deleted": len(plan.delete_communities), "queue_records_deleted": queued,
+        "episodes_deleted": len(mentioning),
+        "entities_deleted": len(target.entities),
+        "fact_versions_deleted": deleted_versions,
+        "other_facts_recomputed": len(report.restored),
+        "communities_deleted": len(plan.delete_communities),
+        "queue_records_deleted": queued,
         "redacted_copies": len(copies),
-    }  # fmt: skip
+    }
     if dry_run:
-        return ErasureReceipt.model_validate({
-            "group_id": group_id, "subject": subject, "files_compacted": False, "dry_run": True,
-            "other_facts_removed": others, "other_facts_kept": kept, **counts,
-        })  # fmt: skip
+        return ErasureReceipt.model_validate(
+            {
+                "group_id": group_id,
+                "subject": subject,
+                "files_compacted": False,
+                "dry_run": True,
+                "other_facts_removed": others,
+                "other_facts_kept": kept,
+                **counts,
+            }
+        )
     if embed is not None:
         await embed(plan.new_edges, plan.rekey)
     plan.base = base
@@ -305,9 +365,13 @@ async def _erase(
 
 
 async def _widen(
-    store: EntityEraser, plan: RewritePlan, group_id: str, target: _Target, subject: str | None,
+    store: EntityEraser,
+    plan: RewritePlan,
+    group_id: str,
+    target: _Target,
+    subject: str | None,
     copies: list[EpisodicNode],
-) -> int:  # fmt: skip
+) -> int:
     """The rollback's plan widened to everything the subject reached: its episodes, entities,
     summaries and communities; the number of fact versions that go."""
     mentioning = target.episodes
@@ -321,9 +385,10 @@ async def _widen(
     await _add_copies(store, plan, copies)
     erased = {e.uuid for e in target.entities}
     plan.delete_communities = sorted(
-        c.node.uuid for c in await store.communities(group_id)
+        c.node.uuid
+        for c in await store.communities(group_id)
         if erased & set(c.members) or set(c.node.episodes) & set(mentioning)
-    )  # fmt: skip
+    )
     touching: set[str] = set()
     for e in target.entities:
         for s_key, o_key in ((e.name_key, None), (None, e.name_key)):
@@ -333,10 +398,16 @@ async def _widen(
 
 
 async def _carry_out(
-    store: EntityEraser, plan: RewritePlan, group_id: str, target: _Target, subject: str | None,
-    now: datetime, record: PendingErasure | None, counts: dict[str, int],
+    store: EntityEraser,
+    plan: RewritePlan,
+    group_id: str,
+    target: _Target,
+    subject: str | None,
+    now: datetime,
+    record: PendingErasure | None,
+    counts: dict[str, int],
     copies: list[EpisodicNode],
-) -> ErasureReceipt:  # fmt: skip
+) -> ErasureReceipt:
     """The erasure done: recorded durably first, then written, counted and compacted."""
     mentioning = target.episodes
     before = await store.stats(group_id, now)
@@ -344,18 +415,26 @@ async def _carry_out(
         uuid = new_uuid()
         first = target.entities[0].uuid if target.entities else None
         record = PendingErasure(
-            uuid=uuid, group_id=group_id, kind="entity", created_at=now, entity_uuid=first,
+            uuid=uuid,
+            group_id=group_id,
+            kind="entity",
+            created_at=now,
+            entity_uuid=first,
             subject_hash=subject_hash(uuid, target.key or ""),
-        )  # fmt: skip
+        )
     # Durable before anything is deleted; the counts as planned, made exact after the delete.
     record = record.model_copy(update={**counts, "episode_uuids": sorted(mentioning)})
     await store.record_erasure(record)
     await store.rewrite(plan)
     after = await store.stats(group_id, now)
-    record = record.model_copy(update={
-        "deleted": True, "episodes_deleted": before.episodes - after.episodes + len(copies),
-        "entities_deleted": before.entities - after.entities, "episode_uuids": [],
-    })  # fmt: skip
+    record = record.model_copy(
+        update={
+            "deleted": True,
+            "episodes_deleted": before.episodes - after.episodes + len(copies),
+            "entities_deleted": before.entities - after.entities,
+            "episode_uuids": [],
+        }
+    )
     await store.record_erasure(record)
     return await _compact_and_clear(store, record, subject, resumed=False)
 
@@ -382,26 +461,35 @@ def _redacted_copy(ep: EpisodicNode, target: _Target, now: datetime) -> Episodic
     structured = ep.source is EpisodeSource.facts
     text = ep.content
     if ep.source is EpisodeSource.message:  # what the subject said goes whole, not just its name
-        text = "\n".join(line for line in text.splitlines()
-                         if not names_subject(line.partition(":")[0], key))  # fmt: skip
+        text = "\n".join(
+            line for line in text.splitlines() if not names_subject(line.partition(":")[0], key)
+        )
     content = (
-        extraction_record(kept) if structured
+        extraction_record(kept)
+        if structured
         else redact(text, key, as_json=ep.source is EpisodeSource.json)
-    )  # fmt: skip
+    )
     label = redact(ep.name, key) if ep.name else ""
     source = redact(ep.source_description, key) if ep.source_description else ""
     if content is None or label is None or source is None:
         return None
     copy_name = f"redacted copy of episode {ep.uuid} (an erasure on {now:%Y-%m-%d} cut a name)"
     node = EpisodicNode(
-        uuid=new_uuid(), group_id=ep.group_id,
-        name=f"{copy_name}: {label}" if label else copy_name, source=ep.source,
-        source_description=source, content=content,
+        uuid=new_uuid(),
+        group_id=ep.group_id,
+        name=f"{copy_name}: {label}" if label else copy_name,
+        source=ep.source,
+        source_description=source,
+        content=content,
         content_hash=hashlib.sha256(f"redacted\0{ep.uuid}\0{content}".encode()).hexdigest(),
-        valid_at=ep.valid_at, created_at=ep.created_at, channel=ep.channel, trust=ep.trust,
-        extractor=ep.extractor, extraction=None if structured else extraction_record(kept),
+        valid_at=ep.valid_at,
+        created_at=ep.created_at,
+        channel=ep.channel,
+        trust=ep.trust,
+        extractor=ep.extractor,
+        extraction=None if structured else extraction_record(kept),
         queued_at=ep.queued_at,
-    )  # fmt: skip
+    )
     if keyed(node):
         node.search_key = compose(content, [fact_text(f) for f in kept])
     return node
@@ -416,9 +504,16 @@ async def _add_copies(store: EntityEraser, plan: RewritePlan, copies: list[Episo
     names = {name_key(n) for c in copies for f in stored_facts(c) for n in (f.subject, f.object)}
     uuids = {e.name_key: e.uuid for e in await store.entities_by_key(plan.group_id, sorted(names))}
     plan.new_mentions = {
-        c.uuid: sorted({uuids[k] for f in stored_facts(c)
-                        for k in (name_key(f.subject), name_key(f.object)) if k in uuids})
+        c.uuid: sorted(
+            {
+                uuids[k]
+                for f in stored_facts(c)
+                for k in (name_key(f.subject), name_key(f.object))
+                if k in uuids
+            }
+        )
         for c in copies
-    }  # fmt: skip
-    plan.rekey += [EpisodeKey(uuid=c.uuid, search_key=c.search_key) for c in copies
-                   if c.search_key is not None]  # fmt: skip
+    }
+    plan.rekey += [
+        EpisodeKey(uuid=c.uuid, search_key=c.search_key) for c in copies if c.search_key is not None
+    ]

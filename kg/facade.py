@@ -17,8 +17,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
+from kg.arguments import (
+    EPISODE_FIELDS,
+    ChannelName,
+    IdKind,
+    SourceName,
+    check_limit,
+    checked_text,
+    dry_run_of,
+    episode_of,
+    resolve_id,
+    search_request,
+    time_arg,
+)
 from kg.communities import CommunityReport, rebuild_communities
 from kg.erasure import ErasureReceipt, erase_entity, erase_group, finish_erasure
 from kg.errors import InputError, KGError, NotFoundError, check_group, validation_message
@@ -28,16 +41,16 @@ from kg.ingest.communities import MAX_ITERATIONS
 from kg.ingest.extraction import Guards
 from kg.ingest.llm import StructuredLLM
 from kg.pipeline import BulkResult, EpisodeResult, Pipeline
-from kg.planners import RAW_EXTRACTOR
 from kg.retrieval import CrossEncoder, SearchConfig, SearchResults
 from kg.retrieval import render_context as _render_context
 from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
 from kg.retrieval.context import approx_tokens
 from kg.retrieval.request import SearchRequest
 from kg.rollback import UNWRITTEN, ReplayReport, RollbackReport, plan_replay, plan_rollback
+from kg.schemas.answers import Explanation, QuarantineEntry
 from kg.schemas.embedder import Embedder
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
-from kg.schemas.graph import AuditEvent, EpisodeStatus, EpisodicNode, Fact, Quarantined
+from kg.schemas.graph import AuditEvent, EpisodeStatus, Fact
 from kg.schemas.metrics import (
     ApiMetrics,
     CallKind,
@@ -50,95 +63,16 @@ from kg.schemas.names import deprecated
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.plan import GroupVersion
 from kg.schemas.store import Community, EntitySummary, FactQuery, GraphStore, StoreStats
-from kg.schemas.validation import check_text
 from kg.searcher import Searcher
 from kg.store import open_store
 from kg.store.falkordb.embedded import Durability, ProgressCallback
-from kg.times import TransactionClock, parse_time
+from kg.times import TransactionClock
 from kg.transfer import TransferReport, export_lines, import_lines
 from kg.vectors import recorded_embedder_for
 from kg.versioned import retrying
 
-__all__ = [
-    "KG", "RAW_EXTRACTOR", "BulkResult", "ChannelName", "CommunityReport", "EpisodeResult",
-    "Explanation", "QuarantineEntry", "SearchRequest", "SourceName",
-]  # fmt: skip
+__all__ = ["KG", "BulkResult", "CommunityReport", "EpisodeResult", "Explanation", "QuarantineEntry"]
 log = logging.getLogger("kg")
-
-
-ID_PREFIX = 6  # the shortest id prefix accepted for a whole id (tables show 8 characters)
-UUID_LENGTH = 36
-IdKind = Literal["episode", "fact"]
-SourceName = Literal["message", "text", "json", "facts"]
-ChannelName = Literal["user", "tool", "document", "agent"]
-
-
-def _validate_episode(fields: dict[str, Any], where: str) -> Episode:
-    try:
-        return Episode.model_validate(fields)
-    except ValidationError as exc:
-        raise InputError(f"{where}: {validation_message(exc)}") from None
-
-
-def _text(field: str, value: str) -> str:
-    """A string argument the store can carry (no NUL, no lone surrogate), or an InputError."""
-    try:
-        return check_text(value)
-    except ValueError as exc:
-        raise InputError(f"{field}: {exc}") from None
-
-
-def _when(field: str, value: datetime | str | None) -> datetime | None:
-    """A time argument in UTC, read by the one time parser: an aware datetime, or ISO-8601,
-    a date, year-month, year or time words ('last year'); else an InputError."""
-    return None if value is None else parse_time(value, field=field)
-
-
-def _dry_run(dry_run: bool | None, apply: bool | None, default: bool = True) -> bool:
-    """`dry_run`, or the deprecated `apply` read as its negation; `default` when neither."""
-    if apply is not None:
-        deprecated("apply", "dry_run (apply=True is dry_run=False)", stacklevel=4)
-        if dry_run is not None and dry_run == apply:
-            raise InputError("apply is the deprecated opposite of dry_run: give dry_run only")
-        return not apply
-    return default if dry_run is None else dry_run
-
-
-def _limit(limit: int, most: int) -> None:
-    # The store reads a limit as a 64-bit integer: 10**30 would come back as no rows at all.
-    if not 1 <= limit <= most:
-        raise InputError(f"limit must be in 1..{most}, got {limit}")
-
-
-def _search_request(query: str | SearchRequest, arguments: dict[str, Any]) -> SearchRequest:
-    """The request given, or the one `KG.search`'s keyword arguments make (by name: its
-    `locals()`), validated once. Arguments left at their defaults are not given."""
-    fields = {k: v for k, v in arguments.items()
-              if k in SearchRequest.model_fields and k != "query"
-              and v is not None and v is not False}  # fmt: skip
-    if isinstance(query, SearchRequest):
-        if fields:
-            raise TypeError("pass either a SearchRequest or keyword fields, not both")
-        return query
-    try:
-        return SearchRequest.model_validate({"query": query, **fields})
-    except ValidationError as exc:
-        raise InputError(f"invalid search: {validation_message(exc)}") from None
-
-
-class QuarantineEntry(BaseModel):
-    """One quarantined fact or passage, with the episode it came in (see `KG.quarantine`)."""
-
-    episode_uuid: str
-    created_at: datetime
-    channel: Channel
-    source_description: str
-    item: Quarantined
-
-
-class Explanation(BaseModel):
-    versions: list[Fact]
-    episodes: list[EpisodicNode]
 
 
 class KG:
@@ -157,13 +91,21 @@ class KG:
     ) -> None:
         self.group_id = check_group(group_id)  # what every method reads and writes by default
         self.pipeline = Pipeline(
-            store, ontology=ontology, clock=clock or TransactionClock(), llm=llm,
-            guards=guards or Guards(), context_episodes=context_episodes, embedder=embedder,
-        )  # fmt: skip
+            store,
+            ontology=ontology,
+            clock=clock or TransactionClock(),
+            llm=llm,
+            guards=guards or Guards(),
+            context_episodes=context_episodes,
+            embedder=embedder,
+        )
         self.searcher = Searcher(
-            store, vectors=self.pipeline.vectors, ontology=ontology, clock=self.pipeline.clock,
+            store,
+            vectors=self.pipeline.vectors,
+            ontology=ontology,
+            clock=self.pipeline.clock,
             cross_encoder=cross_encoder,
-        )  # fmt: skip
+        )
         self._queries: dict[str, QueryMetrics] = {}  # not yet persisted, per group
         self._api: dict[str, ApiMetrics] = {}  # API calls (kg serve, MCP), not yet persisted
 
@@ -245,13 +187,18 @@ class KG:
                 raise
             if embedder is None:
                 return await cls(
-                    store, ontology=ontology, llm=llm, guards=guards, cross_encoder=cross_encoder,
+                    store,
+                    ontology=ontology,
+                    llm=llm,
+                    guards=guards,
+                    cross_encoder=cross_encoder,
                     group_id=group_id,
-                )._opened()  # fmt: skip
+                )._opened()
             await store.close()  # reopened below, with vector indexes of the model's dimension
         dim = embedder.dim if embedder is not None else None
-        store = await open_store(uri, home=home, durability=durability, embedding_dim=dim,
-                                 progress=progress)  # fmt: skip
+        store = await open_store(
+            uri, home=home, durability=durability, embedding_dim=dim, progress=progress
+        )
         return await cls(
             store,
             ontology=ontology,
@@ -327,13 +274,17 @@ class KG:
     def _observe(self, results: SearchResults) -> None:
         m = QueryMetrics(
             queries=1,
-            zero_result_queries=int(not (results.facts or results.entities or results.episodes
-                                         or results.communities)),
+            zero_result_queries=int(
+                not (results.facts or results.entities or results.episodes or results.communities)
+            ),
             branch_errors=sum(1 for b in results.branches if b.error),
             latency_ms_total=results.latency_ms,
-            branch_hits={k: b.hits for b in results.branches
-                         if (k := QueryMetrics.branch_key(b.scope.value, b.method))},
-        )  # fmt: skip
+            branch_hits={
+                k: b.hits
+                for b in results.branches
+                if (k := QueryMetrics.branch_key(b.scope.value, b.method))
+            },
+        )
         self._queries[results.group_id] = self._queries.get(
             results.group_id, QueryMetrics()
         ).merged(m)
@@ -395,13 +346,9 @@ class KG:
             ExtractionError: the LLM step failed; the episode is recorded as failed and
                 re-adding it retries.
         """
-        given = {"source": source, "reference_time": reference_time, "content": content,
-                 "facts": facts, "group_id": group_id, "channel": channel, "trust": trust,
-                 "source_description": source_description, "name": name,
-                 "session_id": session_id, "turns": turns}  # fmt: skip
-        fields = {k: v for k, v in given.items() if v is not None}
+        fields = {k: v for k, v in locals().items() if k in EPISODE_FIELDS and v is not None}
         if episode is None:
-            episode = _validate_episode({"group_id": self.group_id, **fields}, "invalid episode")
+            episode = episode_of({"group_id": self.group_id, **fields}, "invalid episode")
         elif fields:
             raise TypeError("pass either an Episode or keyword fields, not both")
         else:
@@ -453,8 +400,11 @@ class KG:
         checked: list[Episode] = []
         for i, item in enumerate(episodes):
             where = f"episodes[{i}]"
-            ep = (self._in_group(item) if isinstance(item, Episode)
-                  else _validate_episode({"group_id": self.group_id, **item}, where))  # fmt: skip
+            ep = (
+                self._in_group(item)
+                if isinstance(item, Episode)
+                else episode_of({"group_id": self.group_id, **item}, where)
+            )
             try:
                 self.check_episode(ep, extract=extract, queued=not wait)
             except InputError as exc:
@@ -470,20 +420,8 @@ class KG:
 
     async def resolve_id(self, kind: IdKind, id: str, *, group_id: str | None = None) -> str:
         """The whole id of the episode or fact that `id` (a whole id, or a unique prefix of 6
-        or more characters, as the tables show) names; a fact's prefix may be any version's.
-        An id shorter than 6 characters, or one nothing starts with, comes back as given, for
-        the caller's own not-found error; a prefix several ids start with is an InputError
-        listing them (10 at most)."""
-        group_id = self._group(group_id)
-        id = _text(f"{kind} id", id)
-        if not ID_PREFIX <= len(id) < UUID_LENGTH:
-            return id
-        found = await self.store.ids_by_prefix(group_id, kind, id, 11)
-        if len(found) > 1:
-            shown = ", ".join(found[:10]) + (", ..." if len(found) > 10 else "")
-            raise InputError(f"{kind} id {id!r} is ambiguous in group {group_id!r}: it starts "
-                             f"{shown}; give more characters")  # fmt: skip
-        return found[0] if found else id
+        or more characters, as the tables show) names: see `kg.arguments.resolve_id`."""
+        return await resolve_id(self.store, self._group(group_id), kind, id)
 
     async def rollback(
         self,
@@ -496,7 +434,7 @@ class KG:
         """Plan undoing episodes (ids or unique prefixes of 6+ characters) and, with
         `dry_run=False`, carry it out atomically; see kg.rollback. By default only the plan
         (`dry_run=True`). `apply` is the deprecated opposite of `dry_run`."""
-        apply = not _dry_run(dry_run, apply)
+        apply = not dry_run_of(dry_run, apply)
         ids = [episode_ids] if isinstance(episode_ids, str) else list(episode_ids)
         if not ids:
             raise InputError("rollback needs at least one episode id")
@@ -534,10 +472,10 @@ class KG:
         """Undo every episode from one source (e.g. a web page), optionally since T: the
         ingested ones, and those still queued, leased or failed (cancelled). By default only
         the plan; `dry_run=False` carries it out."""
-        dry_run = _dry_run(dry_run, apply)
+        dry_run = dry_run_of(dry_run, apply)
         group_id = self._group(group_id)
-        source_description = _text("source_description", source_description)
-        since = _when("since", since)
+        source_description = checked_text("source_description", source_description)
+        since = time_arg("since", since)
         found = await self.store.find_episodes(
             group_id, source_description, since, include_rolled_back=True
         )
@@ -555,7 +493,7 @@ class KG:
     ) -> ReplayReport:
         """Rebuild the group from its episode log (e.g. after an ontology change) and compare;
         with `dry_run=False`, replace the live timelines with the rebuilt ones, atomically."""
-        apply = not _dry_run(dry_run, apply)
+        apply = not dry_run_of(dry_run, apply)
         group_id = self._group(group_id)
 
         async def attempt(base: GroupVersion) -> ReplayReport:
@@ -590,18 +528,23 @@ class KG:
     ) -> list[AuditEvent]:
         """Rollbacks, erasures and (derived from the versions themselves) closures, newest first."""
         group_id = self._group(group_id)
-        _limit(limit, 10_000)
+        check_limit(limit, 10_000)
         events = await self.store.audit_log(group_id, limit)
         if closures:
             for f in await self.store.closures(group_id, limit):
                 e = f.edge
                 until = e.invalid_at.isoformat() if e.invalid_at else "?"
-                events.append(AuditEvent(
-                    uuid=e.uuid, group_id=group_id, kind="closure", created_at=e.created_at,
-                    episodes=[e.invalidated_by or ""],
-                    detail=f"{f.subject} {f.predicate} {f.object}: true until {until}"
-                    + (f" ({e.invalidation_reason})" if e.invalidation_reason else ""),
-                ))  # fmt: skip
+                events.append(
+                    AuditEvent(
+                        uuid=e.uuid,
+                        group_id=group_id,
+                        kind="closure",
+                        created_at=e.created_at,
+                        episodes=[e.invalidated_by or ""],
+                        detail=f"{f.subject} {f.predicate} {f.object}: true until {until}"
+                        + (f" ({e.invalidation_reason})" if e.invalidation_reason else ""),
+                    )
+                )
         return sorted(events, key=lambda ev: ev.created_at, reverse=True)[:limit]
 
     async def erase_entity(
@@ -631,7 +574,7 @@ class KG:
             subject = name
         if subject is None:
             raise InputError("erase_entity needs the subject to erase")
-        name = _text("subject", subject)
+        name = checked_text("subject", subject)
         async with self.pipeline.writer(group_id):
             receipt, _ = await retrying(
                 self.store,
@@ -660,11 +603,17 @@ class KG:
         for record in await self.store.pending_erasures():
             async with self.pipeline.writer(record.group_id):
                 receipt = await finish_erasure(
-                    self.store, self.ontology, record, self.clock.now(),
+                    self.store,
+                    self.ontology,
+                    record,
+                    self.clock.now(),
                     embed=partial(self.pipeline.vectors.embed_rewrite, record.group_id),
-                )  # fmt: skip
-            log.warning("finished an interrupted erasure in group %r; files compacted at %s",
-                        receipt.group_id, receipt.compacted_at)  # fmt: skip
+                )
+            log.warning(
+                "finished an interrupted erasure in group %r; files compacted at %s",
+                receipt.group_id,
+                receipt.compacted_at,
+            )
             receipts.append(receipt)
         return receipts
 
@@ -710,8 +659,9 @@ class KG:
 
     # -- export and import ----------------------------------------------------------------
 
-    def export_lines(self, group_id: str | None = None, *, embeddings: bool = True
-                     ) -> AsyncIterator[str]:  # fmt: skip
+    def export_lines(
+        self, group_id: str | None = None, *, embeddings: bool = True
+    ) -> AsyncIterator[str]:
         """The group as JSON Lines (see kg.transfer): every version, uuid, time and vector."""
         group_id = self._group(group_id)
         return export_lines(self.store, group_id, embeddings=embeddings)
@@ -745,9 +695,14 @@ class KG:
         self, group_id: str, *, removed: Sequence[str] = (), max_iterations: int = MAX_ITERATIONS
     ) -> CommunityReport:
         return await rebuild_communities(
-            self.store, self.clock, self.llm, self.pipeline.vectors, group_id, removed=removed,
+            self.store,
+            self.clock,
+            self.llm,
+            self.pipeline.vectors,
+            group_id,
+            removed=removed,
             max_iterations=max_iterations,
-        )  # fmt: skip
+        )
 
     async def _refresh_communities(self, group_id: str, removed: Sequence[str] = ()) -> None:
         """After a rollback, replay or erasure: rebuild if the group has communities."""
@@ -781,16 +736,18 @@ class KG:
         Times are aware datetimes or strings: ISO-8601, "2021-01-01", "2021-03", "2021", or
         time words ("last year" is its first instant)."""
         group_id = self._group(group_id)
-        valid_at, known_at = _when("valid_at", valid_at), _when("known_at", known_at)
+        valid_at, known_at = time_arg("valid_at", valid_at), time_arg("known_at", known_at)
         now = self.clock.now()
+        subject_key = None if subject is None else name_key(checked_text("subject", subject))
+        object_key = None if object is None else name_key(checked_text("object", object))
         try:
             query = FactQuery(
                 group_id=group_id,
                 valid_at=valid_at or now,
                 known_at=known_at or now,
-                subject_key=name_key(_text("subject", subject)) if subject is not None else None,
+                subject_key=subject_key,
                 predicate=self._predicate(predicate),
-                object_key=name_key(_text("object", object)) if object is not None else None,
+                object_key=object_key,
                 include_contested=include_contested,
                 limit=limit,
             )
@@ -809,12 +766,12 @@ class KG:
     ) -> list[Fact]:
         """Every version of the matching facts, retired ones included, with provenance."""
         group_id = self._group(group_id)
-        _limit(limit, 100_000)
+        check_limit(limit, 100_000)
         return await self.store.history(
             group_id,
-            name_key(_text("subject", subject)) if subject is not None else None,
+            name_key(checked_text("subject", subject)) if subject is not None else None,
             self._predicate(predicate),
-            name_key(_text("object", object)) if object is not None else None,
+            name_key(checked_text("object", object)) if object is not None else None,
             limit,
         )
 
@@ -824,8 +781,8 @@ class KG:
         """Entities whose normalised name contains `contains` (all for ''), the most-described
         subjects first: what a person picks a subject from."""
         group_id = self._group(group_id)
-        _limit(limit, 10_000)
-        key = name_key(_text("contains", contains)) if contains else ""
+        check_limit(limit, 10_000)
+        key = name_key(checked_text("contains", contains)) if contains else ""
         return await self.store.entities(group_id, key, limit)
 
     async def stats(self, group_id: str | None = None) -> StoreStats:
@@ -840,11 +797,16 @@ class KG:
         if group_id not in await self.store.groups():
             return []
         return [
-            QuarantineEntry(episode_uuid=ep.uuid, created_at=ep.created_at, channel=ep.channel,
-                            source_description=ep.source_description, item=q)
+            QuarantineEntry(
+                episode_uuid=ep.uuid,
+                created_at=ep.created_at,
+                channel=ep.channel,
+                source_description=ep.source_description,
+                item=q,
+            )
             for ep in await self.store.find_episodes(group_id, None, None)
             for q in ep.quarantined()
-        ]  # fmt: skip
+        ]
 
     async def groups(self) -> list[str]:
         return await self.store.groups()
@@ -894,7 +856,7 @@ class KG:
         if include_history is not None:
             deprecated("include_history", "include_closed")
             include_closed = include_history
-        request = _search_request(query, locals())
+        request = search_request(query, locals())
         if request.recipe is None and request.config is None and self.llm is None:
             # No LLM: text is stored unextracted, found only among the episodes.
             request = request.model_copy(update={"recipe": DEFAULT_RECIPE_WITHOUT_LLM})
@@ -928,7 +890,7 @@ class KG:
         if include_history is not None:
             deprecated("include_history", "include_closed")
             include_closed = include_history
-        results = await self.search(_search_request(query, locals()), group_id=group_id)
+        results = await self.search(search_request(query, locals()), group_id=group_id)
         block = _render_context(results, max_tokens=max_tokens)
         group = results.group_id
         self._queries[group] = self._queries[group].merged(

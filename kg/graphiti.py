@@ -79,9 +79,15 @@ async def plan_adoption(
     for e in entities_raw:
         if "name_key" in e:
             continue
-        entities.append(EntityNode.model_validate(
-            {**e, "name_key": name_key(e.get("name") or e["uuid"]), "labels": e.get("labels", [])}
-        ))  # fmt: skip
+        entities.append(
+            EntityNode.model_validate(
+                {
+                    **e,
+                    "name_key": name_key(e.get("name") or e["uuid"]),
+                    "labels": e.get("labels", []),
+                }
+            )
+        )
 
     episodes: dict[str, EpisodicNode] = {}
     fresh_episodes: set[str] = set()
@@ -123,9 +129,9 @@ async def plan_adoption(
         # An episode's own facts first, then what it ended: the same record whatever order
         # the edges were read in, so the closure (and its reason) is the same every time.
         episodes[uuid].extraction = json.dumps(
-            [f.model_dump(mode="json", exclude_none=True)
-             for f in facts + endings.get(uuid, [])], ensure_ascii=False,
-        )  # fmt: skip
+            [f.model_dump(mode="json", exclude_none=True) for f in facts + endings.get(uuid, [])],
+            ensure_ascii=False,
+        )
     report.entities, report.edges = len(entities), len(edges)
     report.episodes = len(fresh_episodes)
     report.already_adopted = not (entities or fresh_episodes or edges)
@@ -138,19 +144,29 @@ def _episode(raw: dict[str, Any]) -> EpisodicNode:
     valid_at = raw.get("valid_at") or raw["created_at"]
     try:
         as_episode = Episode(
-            group_id=raw["group_id"], source=EpisodeSource(source), reference_time=valid_at,
-            content=raw.get("content") or "(empty)", source_description=raw.get(
-                "source_description", ""), channel=channel,
-        )  # fmt: skip
+            group_id=raw["group_id"],
+            source=EpisodeSource(source),
+            reference_time=valid_at,
+            content=raw.get("content") or "(empty)",
+            source_description=raw.get("source_description", ""),
+            channel=channel,
+        )
         digest = content_hash(as_episode)
     except (ValueError, ValidationError):
         digest = f"graphiti:{raw['uuid']}"
-    return EpisodicNode.model_validate({
-        **raw, "source": source, "valid_at": valid_at,
-        "content": raw.get("content", ""), "content_hash": digest, "channel": channel,
-        "trust": TrustTier.for_channel(channel), "extractor": GRAPHITI_EXTRACTOR,
-        "status": "ingested",
-    })  # fmt: skip
+    return EpisodicNode.model_validate(
+        {
+            **raw,
+            "source": source,
+            "valid_at": valid_at,
+            "content": raw.get("content", ""),
+            "content_hash": digest,
+            "channel": channel,
+            "trust": TrustTier.for_channel(channel),
+            "extractor": GRAPHITI_EXTRACTOR,
+            "status": "ingested",
+        }
+    )
 
 
 def _edge(
@@ -163,20 +179,22 @@ def _edge(
     valid_at = raw.get("valid_at") or (first.valid_at if first else raw["created_at"])
     closed_in_place = raw.get("invalid_at") is not None and raw.get("expired_at") is not None
     closer = _closer(raw, episodes, cited) if closed_in_place else None
-    edge = FactEdge.model_validate({
-        **raw,
-        "fact_uuid": raw["uuid"],
-        "episodes": [e.uuid for e in support],
-        "episode_valid_at": [e.valid_at for e in support],
-        "valid_at": valid_at,
-        "invalid_at": None if closed_in_place else raw.get("invalid_at"),
-        "created_at": first.created_at if first else raw["created_at"],
-        "expired_at": episodes[closer].created_at if closer else raw.get("expired_at"),
-        "channel": first.channel if first else Channel.document,
-        "trust": first.trust if first else TrustTier.for_channel(Channel.document),
-        "extractor": GRAPHITI_EXTRACTOR,
-        "status": "active",
-    })  # fmt: skip
+    edge = FactEdge.model_validate(
+        {
+            **raw,
+            "fact_uuid": raw["uuid"],
+            "episodes": [e.uuid for e in support],
+            "episode_valid_at": [e.valid_at for e in support],
+            "valid_at": valid_at,
+            "invalid_at": None if closed_in_place else raw.get("invalid_at"),
+            "created_at": first.created_at if first else raw["created_at"],
+            "expired_at": episodes[closer].created_at if closer else raw.get("expired_at"),
+            "channel": first.channel if first else Channel.document,
+            "trust": first.trust if first else TrustTier.for_channel(Channel.document),
+            "extractor": GRAPHITI_EXTRACTOR,
+            "status": "active",
+        }
+    )
     return edge, closer
 
 
@@ -187,10 +205,12 @@ def _closer(
     sources = set(raw.get("episodes", []))
     expired: datetime = raw["expired_at"]
     found = [
-        ep for ep in episodes.values()
-        if raw["uuid"] in cited.get(ep.uuid, ()) and ep.uuid not in sources
+        ep
+        for ep in episodes.values()
+        if raw["uuid"] in cited.get(ep.uuid, ())
+        and ep.uuid not in sources
         and ep.created_at <= expired
-    ]  # fmt: skip
+    ]
     return max(found, key=lambda e: e.created_at).uuid if found else None
 
 
@@ -201,6 +221,7 @@ def _fact(
         subject=names.get(edge.source_node_uuid) or edge.source_node_uuid,
         predicate=ontology.resolve_predicate(edge.name or "RELATES_TO").name,
         object=names.get(edge.target_node_uuid) or edge.target_node_uuid,
-        valid_at=edge.valid_at, fact=edge.fact or None,
+        valid_at=edge.valid_at,
+        fact=edge.fact or None,
         invalid_at=end,
-    )  # fmt: skip
+    )

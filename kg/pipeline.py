@@ -60,6 +60,7 @@ from kg.schemas.plan import GroupVersion, PlanSummary, WritePlan
 from kg.schemas.store import GraphStore, PlanningNames
 from kg.search_keys import key_for
 from kg.times import TransactionClock
+from kg.tracing import Attributes, traced
 from kg.vectors import Vectors
 from kg.versioned import retrying
 
@@ -134,13 +135,15 @@ def queued_episode(node: EpisodicNode) -> Episode:
 
 
 def _duplicate(existing: EpisodicNode, group: str) -> EpisodeResult:
-    return EpisodeResult(episode_uuid=existing.uuid, group_id=group, status="duplicate",
-                         summary=PlanSummary())  # fmt: skip
+    return EpisodeResult(
+        episode_uuid=existing.uuid, group_id=group, status="duplicate", summary=PlanSummary()
+    )
 
 
 def _added(plan: WritePlan, group: str, summary: PlanSummary) -> EpisodeResult:
-    return EpisodeResult(episode_uuid=plan.episode.uuid, group_id=group, status="added",
-                         summary=summary)  # fmt: skip
+    return EpisodeResult(
+        episode_uuid=plan.episode.uuid, group_id=group, status="added", summary=summary
+    )
 
 
 class _OneByOne(Exception):
@@ -155,8 +158,12 @@ def _batches(indexes: list[int], episodes: list[Episode]) -> list[list[int]]:
     for i in indexes:
         batches = planner_for(episodes[i].source).batches
         last = out[-1] if out else None
-        if (batches and last is not None and len(last) < BULK_BATCH
-                and planner_for(episodes[last[0]].source).batches):  # fmt: skip
+        if (
+            batches
+            and last is not None
+            and len(last) < BULK_BATCH
+            and planner_for(episodes[last[0]].source).batches
+        ):
             last.append(i)
         else:
             out.append([i])
@@ -201,8 +208,9 @@ class Pipeline:
         self.guards = guards
         self.context_episodes = context_episodes
         self.vectors = Vectors(store, embedder)
-        self.tools = Tools(store, ontology, clock, llm, guards, context_episodes, self.vectors,
-                           Ahead(store))  # fmt: skip
+        self.tools = Tools(
+            store, ontology, clock, llm, guards, context_episodes, self.vectors, Ahead(store)
+        )
         self._writers: dict[str, asyncio.Lock] = {}
         # Per group, the version this process's last episode write made current: the next
         # episode plans at it without reading it (a stale one only costs a re-plan; see
@@ -235,6 +243,11 @@ class Pipeline:
         """Whether writing a queued episode needs the LLM's extraction first."""
         return planner_for(node.source).extracts
 
+    @traced(
+        "kg.ingest",
+        lambda _, episode, **kw: _episode_attributes(episode, kw),
+        lambda r: _result_attributes(r),
+    )
     async def add(
         self, episode: Episode, *, extract: bool = True, then: PlanningNames | None = None
     ) -> EpisodeResult:
@@ -246,10 +259,12 @@ class Pipeline:
         group = episode.group_id
         async with self.writer(group):  # one writer per group in this process, then versions
             (result, plan), attempts = await retrying(
-                self.store, self.clock, group,
+                self.store,
+                self.clock,
+                group,
                 lambda base: self._attempt(planner, base, then),
                 known=self._written.pop(group, None),
-            )  # fmt: skip
+            )
             if plan is not None:
                 await self.join_communities(plan)
         result.attempts = attempts
@@ -295,10 +310,12 @@ class Pipeline:
         try:
             async with self.writer(group):
                 results, attempts = await retrying(
-                    self.store, self.clock, group,
+                    self.store,
+                    self.clock,
+                    group,
                     lambda base: self._attempt_batch(episodes, names, base, then, digests),
                     known=self._written.pop(group, None),
-                )  # fmt: skip
+                )
         except WriteConflictError:
             raise  # every plan overtaken: one by one would fare no better
         except (_OneByOne, StoreError, InputError):
@@ -355,6 +372,11 @@ class Pipeline:
         self._written[group] = await self.tools.ahead.apply_many(plans, then)
         return results
 
+    @traced(
+        "kg.ingest.bulk",
+        lambda _, episodes, **kw: _bulk_attributes(episodes, kw),
+        lambda r: _bulk_result_attributes(r),
+    )
     async def add_many(
         self,
         episodes: list[Episode],
@@ -369,8 +391,9 @@ class Pipeline:
         failed and counted; any other error stops the run (what is in stays in)."""
         run = _Run(episodes, extract, on_progress)
         # Each structured episode's content hash, made once: its batch's read, then its node.
-        run.digests = {i: content_hash(ep) for i, ep in enumerate(episodes)
-                       if planner_for(ep.source).batches}  # fmt: skip
+        run.digests = {
+            i: content_hash(ep) for i, ep in enumerate(episodes) if planner_for(ep.source).batches
+        }
         by_group: dict[str, list[int]] = {}
         for i in sorted(range(len(episodes)), key=lambda i: episodes[i].reference_time):
             by_group.setdefault(episodes[i].group_id, []).append(i)
@@ -401,9 +424,11 @@ class Pipeline:
                     if after and planner_for(run.episodes[after[0]].source).batches:
                         then = self._names(run, after)
                     added = await self.add_batch(
-                        [run.episodes[i] for i in batch], names, then,
+                        [run.episodes[i] for i in batch],
+                        names,
+                        then,
                         [run.digests[i] for i in batch],
-                    )  # fmt: skip
+                    )
                     run.results.update(zip(batch, added, strict=True))
                     names = then
                 else:
@@ -414,8 +439,9 @@ class Pipeline:
                 run.progressed(batch)
 
     def _names(self, run: _Run, batch: list[int]) -> PlanningNames:
-        return planning_names([run.episodes[i] for i in batch], self.ontology,
-                              [run.digests[i] for i in batch])  # fmt: skip
+        return planning_names(
+            [run.episodes[i] for i in batch], self.ontology, [run.digests[i] for i in batch]
+        )
 
     async def enqueue(
         self, episode: Episode, *, after_seconds: float | None = None
@@ -425,9 +451,12 @@ class Pipeline:
         now = self.clock.now()
         kind = planner_for(episode.source)
         node = episodic_node(
-            episode, uuid=new_uuid(), now=now, content=kind.queued_content(episode),
+            episode,
+            uuid=new_uuid(),
+            now=now,
+            content=kind.queued_content(episode),
             extractor=kind.extractor,
-        )  # fmt: skip
+        )
         node.status, node.queued_at = EpisodeStatus.queued, now
         if after_seconds is not None and episode.session_id is not None:
             node.next_attempt_at = now + timedelta(seconds=after_seconds)
@@ -439,9 +468,12 @@ class Pipeline:
         if created:
             for listener in self.enqueue_listeners:
                 listener(group)
-        return EpisodeResult(episode_uuid=stored.uuid, group_id=group,
-                             status="queued" if created else "duplicate",
-                             summary=PlanSummary())  # fmt: skip
+        return EpisodeResult(
+            episode_uuid=stored.uuid,
+            group_id=group,
+            status="queued" if created else "duplicate",
+            summary=PlanSummary(),
+        )
 
     async def enqueue_many(
         self,
@@ -516,13 +548,16 @@ class Pipeline:
             raise InputError(f"episode {node.uuid}: queued text without extraction")
         planner = (
             ExtractedPlanner(self.tools, episode, extracted, answered)
-            if kind.extracts else kind(self.tools, episode)
-        )  # fmt: skip
+            if kind.extracts
+            else kind(self.tools, episode)
+        )
         async with self.writer(node.group_id):
             (result, plan), attempts = await retrying(
-                self.store, self.clock, node.group_id,
+                self.store,
+                self.clock,
+                node.group_id,
                 lambda base: self._complete_attempt(node, owner, planner, base),
-            )  # fmt: skip
+            )
             await self.join_communities(plan)
         result.attempts = attempts
         return result
@@ -546,11 +581,13 @@ class Pipeline:
         ep.llm_tokens += node.llm_tokens
         ep.search_key = await key_for(self.store, ep)  # now with its facts
         # The content was embedded when it was queued; the key changed.
-        await self.vectors.embed(node.group_id, plan.new_edges, plan.new_entities, ep,
-                                 content=False)  # fmt: skip
+        await self.vectors.embed(
+            node.group_id, plan.new_edges, plan.new_entities, ep, content=False
+        )
         await self.store.apply(plan)
-        done = EpisodeResult(episode_uuid=node.uuid, group_id=node.group_id, status="added",
-                             summary=summary)  # fmt: skip
+        done = EpisodeResult(
+            episode_uuid=node.uuid, group_id=node.group_id, status="added", summary=summary
+        )
         return done, plan
 
     async def join_communities(self, plan: WritePlan) -> None:
@@ -572,3 +609,40 @@ class Pipeline:
             # Unversioned: joins only add memberships and stale marks, which a concurrent
             # rebuild replaces anyway (it re-plans, since the episode's write moved the version).
             await self.store.write_communities(joins)
+
+
+def _episode_attributes(episode: Episode, options: dict[str, object]) -> Attributes:
+    """A `kg.ingest` span's attributes: what kind of episode, never what it says."""
+    return {
+        "kg.group_id": episode.group_id,
+        "kg.episode.source": episode.source.value,
+        "kg.episode.channel": episode.channel.value,
+        "kg.extract": bool(options.get("extract", True)),
+    }
+
+
+def _result_attributes(result: EpisodeResult) -> Attributes:
+    s = result.summary
+    return {
+        "kg.episode.status": result.status,
+        "kg.facts.added": s.facts_added,
+        "kg.facts.closed": s.facts_closed,
+        "kg.llm_calls": s.llm_calls,
+        "kg.attempts": result.attempts,
+    }
+
+
+def _bulk_attributes(episodes: list[Episode], options: dict[str, object]) -> Attributes:
+    concurrency = options.get("concurrency", 0)
+    return {
+        "kg.episodes": len(episodes),
+        "kg.concurrency": concurrency if isinstance(concurrency, int) else 0,
+    }
+
+
+def _bulk_result_attributes(result: BulkResult) -> Attributes:
+    return {
+        "kg.added": result.added,
+        "kg.duplicate": result.duplicate,
+        "kg.failed": len(result.failed),
+    }

@@ -134,9 +134,14 @@ async def plan_structured(
     untrusted = episode.channel in UNTRUSTED
     kept, held = tools.guards.split_facts(episode.facts) if untrusted else (list(episode.facts), [])
     plan, summary = await plan_structured_episode(
-        episode, timelines or tools.store, tools.ontology, tools.clock.now(), facts=kept,
-        uuid=uuid, digest=digest,
-    )  # fmt: skip
+        episode,
+        timelines or tools.store,
+        tools.ontology,
+        tools.clock.now(),
+        facts=kept,
+        uuid=uuid,
+        digest=digest,
+    )
     summary.quarantined = held
     return plan, summary
 
@@ -169,10 +174,16 @@ class Planner(ABC):
     def queued_episode(node: EpisodicNode) -> Episode:
         """The episode a queued node holds, as it was given."""
         return Episode(
-            group_id=node.group_id, source=node.source, reference_time=node.valid_at,
-            name=node.name, content=node.content, source_description=node.source_description,
-            channel=node.channel, trust=node.trust, session_id=node.session_id,
-        )  # fmt: skip
+            group_id=node.group_id,
+            source=node.source,
+            reference_time=node.valid_at,
+            name=node.name,
+            content=node.content,
+            source_description=node.source_description,
+            channel=node.channel,
+            trust=node.trust,
+            session_id=node.session_id,
+        )
 
     async def read(self, base: GroupVersion) -> EpisodicNode | None:
         """The stored episode this one would duplicate (content hash or idempotency key)."""
@@ -219,11 +230,17 @@ class StructuredPlanner(Planner):
     @staticmethod
     def queued_episode(node: EpisodicNode) -> Episode:
         return Episode(
-            group_id=node.group_id, source=node.source, reference_time=node.valid_at,
-            name=node.name, content="", facts=stored_facts(node),
-            source_description=node.source_description, channel=node.channel, trust=node.trust,
+            group_id=node.group_id,
+            source=node.source,
+            reference_time=node.valid_at,
+            name=node.name,
+            content="",
+            facts=stored_facts(node),
+            source_description=node.source_description,
+            channel=node.channel,
+            trust=node.trust,
             session_id=node.session_id,
-        )  # fmt: skip
+        )
 
     async def read(self, base: GroupVersion) -> EpisodicNode | None:
         names = planning_names(self.episode, self.tools.ontology)

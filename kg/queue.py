@@ -93,10 +93,12 @@ def failure_reason(exc: BaseException) -> str:
 def stage_json(extracted: Extracted) -> str:
     extraction, calls = extracted
     return json.dumps(
-        {"extraction": extraction.model_dump(mode="json"),
-         "calls": [c.model_dump(mode="json") for c in calls]},
+        {
+            "extraction": extraction.model_dump(mode="json"),
+            "calls": [c.model_dump(mode="json") for c in calls],
+        },
         ensure_ascii=False,
-    )  # fmt: skip
+    )
 
 
 def staged_extraction(node: EpisodicNode) -> Extracted | None:
@@ -243,8 +245,12 @@ class Worker:
         await self.stop()
         done, _ = await asyncio.wait({running}, timeout=max(seconds, 0.0))
         if not done:
-            log.warning("worker %s: extraction outlasted the graceful timeout (%g s); "
-                        "handing its episodes back", self.owner, seconds)  # fmt: skip
+            log.warning(
+                "worker %s: extraction outlasted the graceful timeout (%g s); "
+                "handing its episodes back",
+                self.owner,
+                seconds,
+            )
             for state in list(self._active.values()):
                 for item in list(state.held.values()):
                     if item.task is not None:
@@ -277,8 +283,7 @@ class Worker:
                 await self._start_drains(pending)
                 await asyncio.sleep(min(self.poll_seconds, 0.2) if not self._draining else 0)
                 if self._draining:
-                    await asyncio.wait(list(self._draining.values()),
-                                       timeout=self.poll_seconds)  # fmt: skip
+                    await asyncio.wait(list(self._draining.values()), timeout=self.poll_seconds)
         finally:
             await self._join_drains()
         return self.stats
@@ -320,8 +325,9 @@ class Worker:
             except StoreUnavailableError as exc:
                 log.warning("worker %s: store unavailable in %r: %s", self.owner, group_id, exc)
             except Exception:
-                log.exception("worker %s: group %r stopped on an unexpected error",
-                              self.owner, group_id)  # fmt: skip
+                log.exception(
+                    "worker %s: group %r stopped on an unexpected error", self.owner, group_id
+                )
             finally:
                 renewer.cancel()
                 await self._hand_back(group_id, state)
@@ -412,9 +418,10 @@ class Worker:
         sessions = [n.session_id for n in ready if n.session_id is not None]
         last = await self.store.session_activity(group_id, sessions)
         return [
-            n for n in ready
+            n
+            for n in ready
             if n.session_id is None or last.get(n.session_id, now) + self.session_timeout <= now
-        ]  # fmt: skip
+        ]
 
     async def _extract(self, group_id: str, state: _Group, item: _Item) -> Extracted | None:
         """The episode's extraction call, then its resolution question asked ahead of its
@@ -485,12 +492,16 @@ class Worker:
             log.exception("worker %s: episode %s failed", self.owner, node.uuid, exc_info=exc)
         try:
             await self.store.release(
-                group_id, node.uuid, self.owner, failed=final,
+                group_id,
+                node.uuid,
+                self.owner,
+                failed=final,
                 next_attempt_at=None if final else later,
-                error=f"{type(exc).__name__}: {exc}"[:2000], reason=reason,
+                error=f"{type(exc).__name__}: {exc}"[:2000],
+                reason=reason,
                 llm_calls=len(calls),
                 llm_tokens=sum(c.prompt_tokens + c.completion_tokens for c in calls),
-            )  # fmt: skip
+            )
         except LeaseLostError:
             self.stats.lease_lost += 1
             return
@@ -501,8 +512,9 @@ class Worker:
 
     async def _give_back(self, group_id: str, node: EpisodicNode, why: str) -> None:
         with contextlib.suppress(KGError):
-            if await self.store.release(group_id, node.uuid, self.owner, failed=False,
-                                        error=why, undo_attempt=True):  # fmt: skip
+            if await self.store.release(
+                group_id, node.uuid, self.owner, failed=False, error=why, undo_attempt=True
+            ):
                 self.stats.released += 1
 
     async def _hand_back(self, group_id: str, state: _Group) -> None:

@@ -59,9 +59,10 @@ class RollbackReport(BaseModel):
     episodes: list[str] = Field(description="Episodes this rollback undoes.")
     already_rolled_back: list[str] = Field(default_factory=list)
     cancelled: list[str] = Field(
-        default_factory=list, description="Queued, leased or failed episodes this rollback "
+        default_factory=list,
+        description="Queued, leased or failed episodes this rollback "
         "cancels: marked rolled back before any of their facts were written.",
-    )  # fmt: skip
+    )
     removed: list[FactChange] = Field(
         default_factory=list, description="Believed now before, gone after."
     )
@@ -81,10 +82,22 @@ class RollbackReport(BaseModel):
 
 def _signature(v: FactEdge) -> tuple[Any, ...]:
     return (
-        v.source_node_uuid, v.target_node_uuid, v.name, v.fact, v.valid_at, v.invalid_at,
-        v.created_at, v.expired_at, tuple(v.episodes), tuple(v.episode_valid_at),
-        v.invalidated_by, v.channel, v.trust, v.extractor, v.status,
-    )  # fmt: skip
+        v.source_node_uuid,
+        v.target_node_uuid,
+        v.name,
+        v.fact,
+        v.valid_at,
+        v.invalid_at,
+        v.created_at,
+        v.expired_at,
+        tuple(v.episodes),
+        tuple(v.episode_valid_at),
+        v.invalidated_by,
+        v.channel,
+        v.trust,
+        v.extractor,
+        v.status,
+    )
 
 
 def _unexpired(v: FactEdge) -> tuple[Any, ...]:
@@ -128,8 +141,10 @@ def _reconcile(
     for new_uuid, stored in list(matched.items()):
         v = new_by_uuid[new_uuid]
         if (mapped(v.fact_uuid), mapped(v.supersedes), mapped(v.invalidated_edge)) != (
-            stored.fact_uuid, stored.supersedes, stored.invalidated_edge,
-        ):  # fmt: skip
+            stored.fact_uuid,
+            stored.supersedes,
+            stored.invalidated_edge,
+        ):
             del matched[new_uuid]
             del rename[new_uuid]
     kept_uuids = {s.uuid for s in matched.values()}
@@ -175,8 +190,13 @@ def _rebuild(
     kept, delete, create = _reconcile(old, replay_timelines(group_id, replay, keys))
     names = {e.uuid: e.name for e in entities.values()}
     before, after = _current(old, names), _current(kept + create, names)
-    return _Rebuilt(kept, delete, create, _by_json((before - after).elements()),
-                    _by_json((after - before).elements()))  # fmt: skip
+    return _Rebuilt(
+        kept,
+        delete,
+        create,
+        _by_json((before - after).elements()),
+        _by_json((after - before).elements()),
+    )
 
 
 def _current(versions: list[FactEdge], names: dict[str, str]) -> Counter[FactChange]:
@@ -216,9 +236,15 @@ async def _resolve(
         except ValueError as exc:
             raise InputError(f"episode {ep.uuid}: {exc}") from None
         replay.append(
-            ReplayEpisode(uuid=ep.uuid, created_at=ep.created_at, channel=ep.channel.value,
-                          trust=int(ep.trust), extractor=ep.extractor, facts=news)
-        )  # fmt: skip
+            ReplayEpisode(
+                uuid=ep.uuid,
+                created_at=ep.created_at,
+                channel=ep.channel.value,
+                trust=int(ep.trust),
+                extractor=ep.extractor,
+                facts=news,
+            )
+        )
     return replay, entities
 
 
@@ -308,9 +334,10 @@ async def plan_rollback(
         v.invalidated_by for v in old if v.invalidated_by
     }
     others = [
-        ep for ep in await store.episodes(group_id, sorted(supporters - undone))
+        ep
+        for ep in await store.episodes(group_id, sorted(supporters - undone))
         if ep.status == EpisodeStatus.ingested
-    ] + list(extra)  # fmt: skip
+    ] + list(extra)
     others_replay, more_entities = await _resolve(store, group_id, others, ontology)
     entities.update(more_entities)
     r = _rebuild(group_id, old, others_replay, keys, entities)
@@ -320,8 +347,10 @@ async def plan_rollback(
     report.versions_created = len(r.create) - len(reopened)
     report.versions_kept, report.versions_reopened = len(r.kept), len(reopened)
 
-    mentioned = sorted({f.source_uuid for ep in target_replay for f in ep.facts}
-                       | {f.target_uuid for ep in target_replay for f in ep.facts})  # fmt: skip
+    mentioned = sorted(
+        {f.source_uuid for ep in target_replay for f in ep.facts}
+        | {f.target_uuid for ep in target_replay for f in ep.facts}
+    )
     plan = RewritePlan(
         group_id=group_id,
         delete_edges=[v.uuid for v in r.delete],
@@ -335,13 +364,18 @@ async def plan_rollback(
             kind=kind,
             created_at=now,
             episodes=marked,
-            detail=json.dumps({
-                "episodes": len(undone), "versions_deleted": len(r.delete),
-                "versions_created": len(r.create), "facts_removed": len(report.removed),
-                "facts_restored": len(report.restored), "cancelled": len(report.cancelled),
-            }),
+            detail=json.dumps(
+                {
+                    "episodes": len(undone),
+                    "versions_deleted": len(r.delete),
+                    "versions_created": len(r.create),
+                    "facts_removed": len(report.removed),
+                    "facts_restored": len(report.restored),
+                    "cancelled": len(report.cancelled),
+                }
+            ),
         ),
-    )  # fmt: skip
+    )
     if kind == "rollback":  # an erasure deletes the episodes, and rekeys their neighbours
         plan.rekey = await rekeys(store, group_id, marked, rolled_back=marked)
     return plan, report

@@ -16,6 +16,7 @@ from kg.schemas.ontology import Ontology
 from kg.schemas.search import SearchView
 from kg.schemas.store import GraphStore
 from kg.times import TransactionClock
+from kg.tracing import Attributes, traced
 from kg.vectors import Vectors
 
 
@@ -36,13 +37,21 @@ class Searcher:
         self.cross_encoder = cross_encoder
         self._searchable: set[str] = set()  # groups whose vector indexes were made sure of
 
+    @traced(
+        "kg.search",
+        lambda _, group_id, request: _search_attributes(group_id, request),
+        lambda r: _hit_attributes(r),
+    )
     async def search(self, group_id: str, request: SearchRequest) -> SearchResults:
         check_group(group_id)
         config = request.search_config()
         now = self.clock.now()
-        view = SearchView(valid_at=request.valid_at or now, known_at=request.known_at or now,
-                          include_history=request.include_closed,
-                          include_contested=request.include_contested)  # fmt: skip
+        view = SearchView(
+            valid_at=request.valid_at or now,
+            known_at=request.known_at or now,
+            include_history=request.include_closed,
+            include_contested=request.include_contested,
+        )
         center = request.center
         center_uuid = (await self.entity_uuids(group_id, [center]))[0] if center else None
         seed_uuids = await self.entity_uuids(group_id, request.seeds)
@@ -71,8 +80,10 @@ class Searcher:
         """The entities named, by key, or an InputError naming the first one missing."""
         if not names:
             return []
-        found = {e.name_key: e.uuid for e in await self.store.entities_by_key(
-            group_id, [name_key(n) for n in names])}  # fmt: skip
+        found = {
+            e.name_key: e.uuid
+            for e in await self.store.entities_by_key(group_id, [name_key(n) for n in names])
+        }
         missing = [n for n in names if name_key(n) not in found]
         if missing:
             raise InputError(f"no entity named {missing[0]!r} in group {group_id!r}")
@@ -86,3 +97,17 @@ class Searcher:
         if await self.store.has_group(group_id):
             await self.store.ensure_schema(group_id)
             self._searchable.add(group_id)
+
+
+def _search_attributes(group_id: str, request: SearchRequest) -> Attributes:
+    """A `kg.search` span's attributes: the group and recipe, never the query."""
+    return {"kg.group_id": group_id, "kg.search.recipe": request.recipe or "default"}
+
+
+def _hit_attributes(r: SearchResults) -> Attributes:
+    return {
+        "kg.hits.facts": len(r.facts),
+        "kg.hits.episodes": len(r.episodes),
+        "kg.hits.entities": len(r.entities),
+        "kg.search.latency_ms": r.latency_ms,
+    }

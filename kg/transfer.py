@@ -149,8 +149,10 @@ async def import_lines(
         try:
             await store.publish_staged(group, staging)
         except WriteConflictError:
-            raise InputError(f"group {group!r} was created by another writer meanwhile; "
-                             "nothing was imported: import into a new group") from None  # fmt: skip
+            raise InputError(
+                f"group {group!r} was created by another writer meanwhile; "
+                "nothing was imported: import into a new group"
+            ) from None
     except BaseException:
         with contextlib.suppress(Exception):  # a store gone by now: the next import drops it
             await store.drop_staged(staging)
@@ -168,8 +170,9 @@ def _header(it: Iterable[tuple[int, str]], source: str) -> Header:
             except ValidationError:
                 raise InputError(f"{source}:{lineno}: not a kg export (no header line)") from None
             if header.format != FORMAT:
-                raise InputError(f"{source}:{lineno}: format {header.format!r}, expected "
-                                 f"{FORMAT!r}")  # fmt: skip
+                raise InputError(
+                    f"{source}:{lineno}: format {header.format!r}, expected {FORMAT!r}"
+                )
             return header
     raise InputError(f"{source}: empty file")
 
@@ -204,8 +207,10 @@ async def _load(
             raise InputError(f"{where}: unknown record kind {record!r}")
         k = RecordKind(record)
         if order.index(k) < order.index(kind or k):
-            raise InputError(f"{where}: {k.value!r} records after {kind and kind.value!r} ones; "
-                             "the file is out of order (was it edited?)")  # fmt: skip
+            raise InputError(
+                f"{where}: {k.value!r} records after {kind and kind.value!r} ones; "
+                "the file is out of order (was it edited?)"
+            )
         if k != kind and batch:
             await store.load_staged(group, staging, batch)
             batch = []
@@ -226,8 +231,10 @@ async def _load(
     if trailer is None:
         raise InputError(f"{source}: truncated: no end record; nothing was imported")
     if trailer.counts != report.counts:
-        raise InputError(f"{source}: counts {report.counts} disagree with the end record's "
-                         f"{trailer.counts}; nothing was imported")  # fmt: skip
+        raise InputError(
+            f"{source}: counts {report.counts} disagree with the end record's "
+            f"{trailer.counts}; nothing was imported"
+        )
     model = header.embedding_model
     if model is not None and report.embedding_dim is not None:
         if model.dim != report.embedding_dim:
@@ -268,5 +275,6 @@ def _check_dim(item: BaseModel, report: TransferReport, store: StoreAdmin, where
                     f"{want}; open it with the embedder that wrote them"
                 )
         elif len(v) != report.embedding_dim:
-            raise InputError(f"{where}: {key} has {len(v)} dimensions, earlier ones "
-                             f"{report.embedding_dim}")  # fmt: skip
+            raise InputError(
+                f"{where}: {key} has {len(v)} dimensions, earlier ones {report.embedding_dim}"
+            )

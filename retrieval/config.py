@@ -53,8 +53,12 @@ class ScopeConfig(BaseModel):
 # Agent inferences and documents rank below what the user said, at equal relevance; a tool's
 # output (an API's answer) counts as the user's word. A prior, not measured: LoCoMo has only
 # user turns. Confirmation by a higher tier lifts a fact to that tier's weight.
-TRUST_WEIGHTS = {TrustTier.user: 1.0, TrustTier.tool: 1.0, TrustTier.document: 0.85,
-                 TrustTier.agent: 0.7}  # fmt: skip
+TRUST_WEIGHTS = {
+    TrustTier.user: 1.0,
+    TrustTier.tool: 1.0,
+    TrustTier.document: 0.85,
+    TrustTier.agent: 0.7,
+}
 
 
 # Chosen on LoCoMo's development conversations (benchmarks/locomo_fusion.py --dated), see
@@ -183,9 +187,12 @@ SCORE_WEIGHTS = {Method.bm25: 0.6, Method.cosine: 0.4}
 
 def _score_fused(*, facts: bool, episodes: bool = False) -> SearchConfig:
     cfg = ScopeConfig(methods=_TEXT_VECTOR)
-    return SearchConfig(facts=cfg if facts else None,
-                        episodes=cfg if episodes or not facts else None,
-                        fusion=Fusion.score, weights=SCORE_WEIGHTS)  # fmt: skip
+    return SearchConfig(
+        facts=cfg if facts else None,
+        episodes=cfg if episodes or not facts else None,
+        fusion=Fusion.score,
+        weights=SCORE_WEIGHTS,
+    )
 
 
 # The default hybrid is BM25 + cosine (the branches of Graphiti's EDGE_HYBRID_SEARCH_RRF),

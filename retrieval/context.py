@@ -113,19 +113,24 @@ def render_context(
             f"source: {e.channel.value}, trust {e.trust.name}]"
         )
     section("facts", facts)
-    section("entities", [
-        f"- {quote(h.entity.name)}"
-        + (f": {quote(h.entity.summary)}" if h.entity.summary else "")
-        for h in results.entities
-    ])  # fmt: skip
-    section("episodes", [
-        f"- [{day(h.episode.valid_at, time_format=MINUTES)}; {h.episode.channel.value}] "
-        f"{quote(_shown(h.episode))}"
-        for h in results.episodes
-    ])  # fmt: skip
-    section("communities", [
-        f"- {quote(h.community.name)}: "
-        f"{quote(h.community.summary)}"
-        for h in results.communities
-    ])  # fmt: skip
+    section(
+        "entities",
+        [
+            f"- {quote(h.entity.name)}"
+            + (f": {quote(h.entity.summary)}" if h.entity.summary else "")
+            for h in results.entities
+        ],
+    )
+    section(
+        "episodes",
+        [
+            f"- [{day(h.episode.valid_at, time_format=MINUTES)}; {h.episode.channel.value}] "
+            f"{quote(_shown(h.episode))}"
+            for h in results.episodes
+        ],
+    )
+    section(
+        "communities",
+        [f"- {quote(h.community.name)}: {quote(h.community.summary)}" for h in results.communities],
+    )
     return "\n".join(lines) if len(lines) > 1 else ""

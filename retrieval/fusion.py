@@ -10,8 +10,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 
-def rrf(rankings: Sequence[Sequence[str]], *, k: float = 60.0, window: int | None = None,
-        weights: Sequence[float] | None = None) -> list[tuple[str, float]]:  # fmt: skip
+def rrf(
+    rankings: Sequence[Sequence[str]],
+    *,
+    k: float = 60.0,
+    window: int | None = None,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[str, float]]:
     """Reciprocal rank fusion: score(d) = sum over rankings of w / (k + rank(d)), rank from 1.
 
     Only each ranking's first `window` items count; `weights` (default 1 each) scale a

@@ -12,10 +12,32 @@ from __future__ import annotations
 
 import re
 
-QUESTION_WORDS = frozenset({
-    "what", "when", "where", "who", "whom", "which", "why", "how", "did", "do", "does", "has",
-    "have", "had", "is", "was", "were", "are", "would", "could", "should", "can",
-})  # fmt: skip
+QUESTION_WORDS = frozenset(
+    {
+        "what",
+        "when",
+        "where",
+        "who",
+        "whom",
+        "which",
+        "why",
+        "how",
+        "did",
+        "do",
+        "does",
+        "has",
+        "have",
+        "had",
+        "is",
+        "was",
+        "were",
+        "are",
+        "would",
+        "could",
+        "should",
+        "can",
+    }
+)
 _QUESTION_WORD = re.compile(r"\b(?:" + "|".join(sorted(QUESTION_WORDS)) + r")\b", re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
 

@@ -76,7 +76,10 @@ class SearchRequest(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _old_names(cls, data: Any) -> Any:
+    def _library_old_names(cls, data: Any) -> Any:
+        # A subclass that declares the old name (the server's) notes its use itself.
+        if "include_history" in cls.model_fields:
+            return data
         return renamed_fields(data, {"include_history": "include_closed"})
 
     @field_validator("query")

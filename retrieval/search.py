@@ -115,9 +115,14 @@ class Search:
             [self._qvec] = await self.embedder.embed([self.query])
         scopes = [(s, c) for s, c in self._scopes() if c is not None]
         done = await asyncio.gather(*(self._scope(s, c) for s, c in scopes))
-        results = SearchResults(query=self.query, group_id=self.group_id, view=self.view,
-                                branches=self.reports, abstained=self.abstained,
-                                time=self._time)  # fmt: skip
+        results = SearchResults(
+            query=self.query,
+            group_id=self.group_id,
+            view=self.view,
+            branches=self.reports,
+            abstained=self.abstained,
+            time=self._time,
+        )
         for (scope, _), hits in zip(scopes, done, strict=True):
             setattr(results, scope.value, hits)
         order = {s: i for i, s in enumerate(Scope)} | {m.value: i for i, m in enumerate(Method)}
@@ -137,14 +142,19 @@ class Search:
 
     def _scopes(self) -> list[tuple[Scope, ScopeConfig | None]]:
         c = self.config
-        return [(Scope.facts, c.facts), (Scope.entities, c.entities),
-                (Scope.episodes, c.episodes), (Scope.communities, c.communities)]  # fmt: skip
+        return [
+            (Scope.facts, c.facts),
+            (Scope.entities, c.entities),
+            (Scope.episodes, c.episodes),
+            (Scope.communities, c.communities),
+        ]
 
     def _needs_vector(self) -> bool:
         return any(
             Method.cosine in c.methods or c.reranker is Reranker.mmr
-            for _, c in self._scopes() if c is not None
-        )  # fmt: skip
+            for _, c in self._scopes()
+            if c is not None
+        )
 
     def _check(self) -> None:
         for scope, c in self._scopes():
@@ -193,16 +203,20 @@ class Search:
         if not qt.expressions:
             return
         if qt.applied is None:
-            i, anchored = next(((i, e) for i, e in enumerate(qt.expressions) if e.anchor),
-                               (-1, None))  # fmt: skip
+            i, anchored = next(
+                ((i, e) for i, e in enumerate(qt.expressions) if e.anchor), (-1, None)
+            )
             if anchored is not None:
                 resolved = await self._resolve_anchor(anchored)
                 exprs = list(qt.expressions)
                 exprs[i] = resolved
                 rest = self.query.replace(resolved.text, " ") if resolved.understood else qt.rest
-                qt = QueryTime(asked_at=qt.asked_at, expressions=exprs,
-                               applied=resolved if resolved.understood else None,
-                               rest=" ".join(rest.split()))  # fmt: skip
+                qt = QueryTime(
+                    asked_at=qt.asked_at,
+                    expressions=exprs,
+                    applied=resolved if resolved.understood else None,
+                    rest=" ".join(rest.split()),
+                )
         self._time = qt
         if qt.applied is not None:
             self._text_query = qt.rest or self.query
@@ -218,24 +232,32 @@ class Search:
         words = keyword_query(expr.anchor)
         text = await self.store.search_text(self.group_id, Scope.facts, words, history, 5)
         if not text:
-            return expr.model_copy(update={"note": f"{expr.note}; no fact found for "
-                                                   f"{expr.anchor!r}"})  # fmt: skip
+            return expr.model_copy(
+                update={"note": f"{expr.note}; no fact found for {expr.anchor!r}"}
+            )
         top = text[0]
         if self.embedder is not None:
             [vec] = await self.embedder.embed([expr.anchor])
             near = await self.store.search_vector(self.group_id, Scope.facts, vec, history, 3)
             if top.uuid not in {n.uuid for n in near}:
-                return expr.model_copy(update={
-                    "note": f"{expr.note}; no fact clearly matches {expr.anchor!r} (the "
-                            "full-text and cosine branches disagree)"})  # fmt: skip
+                return expr.model_copy(
+                    update={
+                        "note": f"{expr.note}; no fact clearly matches {expr.anchor!r} (the "
+                        "full-text and cosine branches disagree)"
+                    }
+                )
         assert isinstance(top.item, Fact)
         event_at = top.item.edge.valid_at
         start, end = anchored_window(expr, event_at)
-        return expr.model_copy(update={
-            "understood": True, "start": start, "end": end,
-            "note": f"{expr.note}: {top.item.edge.fact!r}, valid from "
-                    f"{event_at.date().isoformat()}",
-        })  # fmt: skip
+        return expr.model_copy(
+            update={
+                "understood": True,
+                "start": start,
+                "end": end,
+                "note": f"{expr.note}: {top.item.edge.fact!r}, valid from "
+                f"{event_at.date().isoformat()}",
+            }
+        )
 
     # -- trust, recency, time boost -------------------------------------------------------
 
@@ -247,8 +269,9 @@ class Search:
         ask = {ep for f in facts.values() if f.edge.trust < top for ep in f.edge.episodes[1:]}
         if not ask:
             return tiers
-        found = {e.uuid: int(e.trust) for e in await self.store.episodes(self.group_id,
-                                                                          sorted(ask))}  # fmt: skip
+        found = {
+            e.uuid: int(e.trust) for e in await self.store.episodes(self.group_id, sorted(ask))
+        }
         for u, f in facts.items():
             tiers[u] = max([tiers[u], *(found.get(ep, 0) for ep in f.edge.episodes[1:])])
         return tiers
@@ -286,16 +309,20 @@ class Search:
         onto = self.ontology
         if onto is not None and onto.decays_by_type:
             subjects = sorted({f.edge.source_node_uuid for f in facts.values()})
-            labels = {n.uuid: n.labels for n in
-                      await self.store.entities_by_uuid(self.group_id, subjects)}  # fmt: skip
+            labels = {
+                n.uuid: n.labels for n in await self.store.entities_by_uuid(self.group_id, subjects)
+            }
         out = []
         for u, score in fused:
             if (f := facts.get(u)) is None:
                 continue  # deleted since its branch ranked it
             trust = self.config.trust_weights.get(TrustTier(tiers[u]), 1.0)
             recency = 1.0
-            decay = onto.decay_for(f.predicate, labels.get(f.edge.source_node_uuid, [])) if (
-                onto is not None) else None  # fmt: skip
+            decay = (
+                onto.decay_for(f.predicate, labels.get(f.edge.source_node_uuid, []))
+                if (onto is not None)
+                else None
+            )
             if decay is not None:
                 last = max(f.edge.episode_valid_at, default=f.edge.valid_at)
                 recency = decay.factor((self._asked_at - last).total_seconds() / 86400)
@@ -311,8 +338,7 @@ class Search:
         for u, score in fused:
             item = found.items.get(u)
             at = item.valid_at if isinstance(item, EpisodicNode) else None
-            inside = at is not None and (start is None or at >= start) and (
-                end is None or at < end)  # fmt: skip
+            inside = at is not None and (start is None or at >= start) and (end is None or at < end)
             if inside:
                 self._in_window.add(u)
             out.append((u, score * (1.0 + self.config.time_boost) if inside else score))
@@ -323,8 +349,12 @@ class Search:
         (what it was tuned on; on RRF's compressed scores, 1/(60 + rank), doubling lifts a
         dated turn from anywhere in the window above every undated one: BM25 alone lost 1.7
         points of temporal R@10 on LoCoMo)."""
-        return (scope is Scope.episodes and self.config.dated_boost > 0
-                and self.config.fusion is Fusion.score and asks_when(self.query))  # fmt: skip
+        return (
+            scope is Scope.episodes
+            and self.config.dated_boost > 0
+            and self.config.fusion is Fusion.score
+            and asks_when(self.query)
+        )
 
     def _dated(self, fused: list[tuple[str, float]], found: _Scope) -> list[tuple[str, float]]:
         """A question asking when: the episodes that say when ('yesterday', 'last week')
@@ -349,10 +379,15 @@ class Search:
             hits = await run()
         except SearchError as exc:
             hits, error = [], str(exc)
-        self.reports.append(BranchReport(
-            scope=scope, method=method, hits=len(hits),
-            latency_ms=round((time.perf_counter() - t0) * 1000, 2), error=error,
-        ))  # fmt: skip
+        self.reports.append(
+            BranchReport(
+                scope=scope,
+                method=method,
+                hits=len(hits),
+                latency_ms=round((time.perf_counter() - t0) * 1000, 2),
+                error=error,
+            )
+        )
         return hits
 
     def _full_text_query(self) -> str:
@@ -381,8 +416,7 @@ class Search:
             return []
         window = self.config.window
         if scope is Scope.episodes:
-            return await self.store.episodes_mentioning_any(self.group_id, seeds, self.view,
-                                                            window)  # fmt: skip
+            return await self.store.episodes_mentioning_any(self.group_id, seeds, self.view, window)
         if scope is Scope.communities:
             raise SearchError("bfs does not apply to communities")
         hits: dict[str, Scored] = {}
@@ -410,11 +444,16 @@ class Search:
 
     def _fuse(self, found: _Scope, window: int | None = None) -> list[tuple[str, float]]:
         if self.config.fusion is Fusion.score:
-            branches = [[(u, found.scores[u][m]) for u in ranking]
-                        for m, ranking in found.rankings.items()]  # fmt: skip
+            branches = [
+                [(u, found.scores[u][m]) for u in ranking] for m, ranking in found.rankings.items()
+            ]
             return score_fusion(branches, weights=self._weights(found), window=window)
-        return rrf(list(found.rankings.values()), k=self.config.rrf_k, window=window,
-                   weights=self._weights(found))  # fmt: skip
+        return rrf(
+            list(found.rankings.values()),
+            k=self.config.rrf_k,
+            window=window,
+            weights=self._weights(found),
+        )
 
     async def _seeds_from(self, scope: Scope, found: _Scope) -> list[str]:
         """Entities at the ends of the other branches' best hits (or the best entities)."""
@@ -491,12 +530,20 @@ class Search:
                 "engine does not give (Lucene on Neo4j); use abstain_below"
             )
         bm = Method.bm25.value
-        text = {u: found.scores[u][bm] / ceiling for u in found.rankings.get(bm, [])} if (
-            ceiling > 0) else {}  # fmt: skip
+        text = (
+            {u: found.scores[u][bm] / ceiling for u in found.rankings.get(bm, [])}
+            if (ceiling > 0)
+            else {}
+        )
         # A candidate outside the cosine window is at most as similar as the window's last.
         floor = min(cosine.values(), default=-1.0)
-        return max((0.5 * cosine.get(u, floor) + 0.5 * text.get(u, 0.0)
-                    for u in cosine.keys() | text.keys()), default=-1.0)  # fmt: skip
+        return max(
+            (
+                0.5 * cosine.get(u, floor) + 0.5 * text.get(u, 0.0)
+                for u in cosine.keys() | text.keys()
+            ),
+            default=-1.0,
+        )
 
     async def _rerank(
         self, scope: Scope, c: ScopeConfig, fused: list[tuple[str, float]], found: _Scope
@@ -516,14 +563,18 @@ class Search:
             pool = [(u, sc) for u, sc in pool if found.items.get(u) is not None]
             texts = [_text(item) for u, _ in pool if (item := found.items[u]) is not None]
             scores = await self.cross_encoder.score(self.query, texts)
-            return by_key(pool, dict(zip([u for u, _ in pool], scores, strict=True)),
-                          default=float("-inf"))  # fmt: skip
+            return by_key(
+                pool, dict(zip([u for u, _ in pool], scores, strict=True)), default=float("-inf")
+            )
         if r is Reranker.node_distance:
             return by_key(fused, await self._closeness(scope, fused, found))
         # episode_mentions: facts by supporting episodes, entities by mentioning episodes
         if scope is Scope.facts:
-            counts = {u: float(len(i.edge.episodes)) for u, i in found.items.items()
-                      if isinstance(i, Fact)}  # fmt: skip
+            counts = {
+                u: float(len(i.edge.episodes))
+                for u, i in found.items.items()
+                if isinstance(i, Fact)
+            }
             return by_key(fused, counts)
         if scope is Scope.entities:
             mentions = await self.store.mention_counts(self.group_id, [u for u, _ in fused])
@@ -571,13 +622,27 @@ class Search:
         if isinstance(item, Fact):
             closed = not item.edge.holds_at(self.view.valid_at)
             trust, recency = self._factors.get(uuid, (1.0, 1.0))
-            return FactHit(fact=item, closed=closed, score=score, ranks=ranks, fused_score=fused,
-                           trust_factor=trust, recency_factor=recency, **extra)  # fmt: skip
+            return FactHit(
+                fact=item,
+                closed=closed,
+                score=score,
+                ranks=ranks,
+                fused_score=fused,
+                trust_factor=trust,
+                recency_factor=recency,
+                **extra,
+            )
         if isinstance(item, EntityNode):
             return EntityHit(entity=item, score=score, ranks=ranks, fused_score=fused, **extra)
         if isinstance(item, EpisodicNode):
-            return EpisodeHit(episode=item, score=score, ranks=ranks, fused_score=fused,
-                              in_window=uuid in self._in_window, **extra)  # fmt: skip
+            return EpisodeHit(
+                episode=item,
+                score=score,
+                ranks=ranks,
+                fused_score=fused,
+                in_window=uuid in self._in_window,
+                **extra,
+            )
         assert isinstance(item, CommunityNode)
         return CommunityHit(community=item, score=score, ranks=ranks, fused_score=fused, **extra)
 
@@ -620,7 +685,15 @@ async def search(
     are read against `asked_at` (default: the view's valid time); `ontology` gives the
     recency decay of facts (none without one)."""
     return await Search(
-        store=store, group_id=group_id, query=query, config=config, view=view,
-        embedder=embedder, cross_encoder=cross_encoder, center=center, seeds=list(seeds),
-        asked_at=asked_at, ontology=ontology,
-    ).run()  # fmt: skip
+        store=store,
+        group_id=group_id,
+        query=query,
+        config=config,
+        view=view,
+        embedder=embedder,
+        cross_encoder=cross_encoder,
+        center=center,
+        seeds=list(seeds),
+        asked_at=asked_at,
+        ontology=ontology,
+    ).run()

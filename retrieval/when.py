@@ -104,8 +104,18 @@ _EVENT = (
     r"(?:(?!\s(?:what|where|who|whom|when|how|which|did|does|do|was|were|is|are)\b)[^,.?!;])*)"
 )
 _BARE_MONTHS = {"may", "march"}  # also common words: only with a qualifier or a year
-_KO_NUM = {"한": 1, "두": 2, "세": 3, "네": 4, "다섯": 5, "여섯": 6, "일곱": 7, "여덟": 8,
-           "아홉": 9, "열": 10}  # fmt: skip
+_KO_NUM = {
+    "한": 1,
+    "두": 2,
+    "세": 3,
+    "네": 4,
+    "다섯": 5,
+    "여섯": 6,
+    "일곱": 7,
+    "여덟": 8,
+    "아홉": 9,
+    "열": 10,
+}
 _KO_NUMBER = r"(\d+|" + "|".join(sorted(_KO_NUM, key=len, reverse=True)) + ")"
 _KO_UNIT = {"일": "day", "주": "week", "주일": "week", "달": "month", "개월": "month", "년": "year"}
 _KO_UNIT_RE = "(주일|개월|일|주|달|년)"
@@ -140,8 +150,14 @@ def _wrapped(query: str, ref: datetime) -> list[Found]:
             continue
         (a, b), _ = got
         word = m[1].lower()
-        window = {"since": (a, None), "after": (b, None), "before": (None, a),
-                  "until": (None, b), "till": (None, b), "by": (None, b)}[word]  # fmt: skip
+        window = {
+            "since": (a, None),
+            "after": (b, None),
+            "before": (None, a),
+            "until": (None, b),
+            "till": (None, b),
+            "by": (None, b),
+        }[word]
         out.append((m.start(), m.end(), _expr(m[0], *window, f"{word} {m[2]}")))
     ko = rf"((?:{_DATE_ANY}))\s*(부터|이후|이전|전에|전까지|까지)"
     for m in re.finditer(ko, query):
@@ -150,8 +166,14 @@ def _wrapped(query: str, ref: datetime) -> list[Found]:
             continue
         (a, b), _ = got
         suffix = m.groups()[-1]
-        window = {"부터": (a, None), "이후": (b, None), "이전": (None, a), "전에": (None, a),
-                  "전까지": (None, a), "까지": (None, b)}[suffix]  # fmt: skip
+        window = {
+            "부터": (a, None),
+            "이후": (b, None),
+            "이전": (None, a),
+            "전에": (None, a),
+            "전까지": (None, a),
+            "까지": (None, b),
+        }[suffix]
         out.append((m.start(), m.end(), _expr(m[0], *window, f"{suffix}: open on one side")))
     return out
 
@@ -163,8 +185,9 @@ def _relative(query: str, ref: datetime) -> list[Found]:
     for m in re.finditer(anchored, query, re.IGNORECASE):
         n, unit, way = count(m[1].lower()), m[2].lower(), m[3].lower()
         out.append((m.start(), m.end(), _anchored(m[0], m.groups()[-1], way, n, unit)))
-    for m in re.finditer(r"\b(before|after)\s+(?=(?:she|he|they|i|we)\s+\w)" + _EVENT,
-                         query, re.IGNORECASE):  # fmt: skip
+    for m in re.finditer(
+        r"\b(before|after)\s+(?=(?:she|he|they|i|we)\s+\w)" + _EVENT, query, re.IGNORECASE
+    ):
         out.append((m.start(), m.end(), _anchored(m[0], m[2], m[1].lower(), None, None)))
     for m in re.finditer(rf"\b{NUMBER}\s+{_EN_UNIT}\s+ago\b", query, re.IGNORECASE):
         n, unit = count(m[1].lower()), m[2].lower()
@@ -175,8 +198,9 @@ def _relative(query: str, ref: datetime) -> list[Found]:
         out.append((m.start(), m.end(), _last(m[0], ref, unit, n)))
     for m in re.finditer(rf"(\S+기)\s*{_KO_NUMBER}\s?{_KO_UNIT_RE}\s?(전|후)", query):
         way = "before" if m[4] == "전" else "after"
-        out.append((m.start(), m.end(), _anchored(m[0], m[1], way, _ko_count(m[2]),
-                                                  _KO_UNIT[m[3]])))  # fmt: skip
+        out.append(
+            (m.start(), m.end(), _anchored(m[0], m[1], way, _ko_count(m[2]), _KO_UNIT[m[3]]))
+        )
     for m in re.finditer(rf"{_KO_NUMBER}\s?{_KO_UNIT_RE}\s?전", query):
         n, unit = _ko_count(m[1]), _KO_UNIT[m[2]]
         out.append((m.start(), m.end(), _expr(m[0], *_ago(ref, unit, n), f"one {unit}, {n} back")))
@@ -203,8 +227,11 @@ def _plain(query: str, ref: datetime) -> list[Found]:
 
 
 def _qualified(query: str, at: int) -> bool:
-    return bool(re.search(r"\b(in|during|since|before|after|until|last|this|next)\s+$",
-                          query[:at], re.IGNORECASE))  # fmt: skip
+    return bool(
+        re.search(
+            r"\b(in|during|since|before|after|until|last|this|next)\s+$", query[:at], re.IGNORECASE
+        )
+    )
 
 
 def _expr(text: str, start: datetime | None, end: datetime | None, note: str) -> TimeExpression:
@@ -226,8 +253,9 @@ def read_time(query: str, asked_at: datetime) -> QueryTime:
             kept.append(f)
     exprs = [e for _, _, e in kept]
     applied = next((e for e in exprs if e.understood), None)
-    return QueryTime(asked_at=ref, expressions=exprs, applied=applied,
-                     rest=_without(query, kept, applied))  # fmt: skip
+    return QueryTime(
+        asked_at=ref, expressions=exprs, applied=applied, rest=_without(query, kept, applied)
+    )
 
 
 def _without(query: str, kept: list[Found], applied: TimeExpression | None) -> str:
@@ -240,8 +268,9 @@ def _without(query: str, kept: list[Found], applied: TimeExpression | None) -> s
 def _anchored(text: str, event: str, way: str, n: int | None, unit: str | None) -> TimeExpression:
     what = f"{n} {unit}(s) {way}" if n is not None else way
     fields: dict[str, Any] = {"direction": way, "shift": n, "unit": unit}
-    return TimeExpression(text=text, anchor=event.strip(), understood=False,
-                          note=f"{what} an event", **fields)  # fmt: skip
+    return TimeExpression(
+        text=text, anchor=event.strip(), understood=False, note=f"{what} an event", **fields
+    )
 
 
 def anchored_window(

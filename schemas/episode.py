@@ -88,9 +88,10 @@ class Episode(BaseModel):
     channel: Channel = Channel.user
     trust: TrustTier | None = Field(default=None, description="Defaults to the channel's tier.")
     session_id: Text | None = Field(
-        default=None, description="The conversation it belongs to: with `turns`, the "
+        default=None,
+        description="The conversation it belongs to: with `turns`, the "
         "idempotency key; alone, the key background ingestion debounces on.",
-    )  # fmt: skip
+    )
     turns: tuple[int, int] | None = Field(
         default=None, description="The first and last turn it covers in its session."
     )

@@ -85,13 +85,20 @@ class CompactFact(BaseModel):
     object: str = Field(json_schema_extra={"maxLength": 60})
     fact: str = Field(description="One short sentence.", json_schema_extra={"maxLength": 120})
     valid_at: str | None = Field(
-        default=None, description="Time words from the episode, or null.",
+        default=None,
+        description="Time words from the episode, or null.",
         json_schema_extra={"maxLength": 40},
-    )  # fmt: skip
+    )
 
     def full(self) -> ExtractedFact:
-        return ExtractedFact(subject=self.subject, predicate=self.predicate, object=self.object,
-                             fact=self.fact, quote=self.quote, valid_at=self.valid_at)  # fmt: skip
+        return ExtractedFact(
+            subject=self.subject,
+            predicate=self.predicate,
+            object=self.object,
+            fact=self.fact,
+            quote=self.quote,
+            valid_at=self.valid_at,
+        )
 
 
 class CompactExtraction(BaseModel):

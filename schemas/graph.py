@@ -55,8 +55,10 @@ def _foreign(data: Any, **defaults: Any) -> Any:
     """kg always writes `extractor`; a row without one was written by another tool (e.g.
     graphiti-core, whose property names kg shares). Fill what kg needs to read it."""
     if isinstance(data, dict) and "extractor" not in data:
-        return {**{k: v for k, v in defaults.items() if data.get(k) is None}, **{
-            k: v for k, v in data.items() if v is not None}}  # fmt: skip
+        return {
+            **{k: v for k, v in defaults.items() if data.get(k) is None},
+            **{k: v for k, v in data.items() if v is not None},
+        }
     return data
 
 
@@ -86,9 +88,13 @@ class EpisodicNode(EpisodeMetrics):
             channel = foreign_channel(data.get("source"))
             trust = TrustTier.for_channel(channel)
             data = _foreign(
-                data, content_hash="", channel=channel, trust=trust,
-                extractor=FOREIGN_EXTRACTOR, valid_at=data.get("created_at"),
-            )  # fmt: skip
+                data,
+                content_hash="",
+                channel=channel,
+                trust=trust,
+                extractor=FOREIGN_EXTRACTOR,
+                valid_at=data.get("created_at"),
+            )
         return data
 
     uuid: str
@@ -120,18 +126,21 @@ class EpisodicNode(EpisodeMetrics):
     # session, and once extracted its facts. Derived, rebuilt by rollback and erasure; the
     # content itself is never changed.
     search_key: str | None = Field(
-        default=None, description="The text the episodes' full-text branch searches; "
+        default=None,
+        description="The text the episodes' full-text branch searches; "
         "None on episodes written before keys (read as the content).",
-    )  # fmt: skip
+    )
     key_embedding: list[float] | None = Field(
-        default=None, description="The key's embedding: what the episodes' cosine branch "
+        default=None,
+        description="The key's embedding: what the episodes' cosine branch "
         "searches; absent without an embedder.",
-    )  # fmt: skip
+    )
     # The background queue (kg.queue); absent on episodes ingested by a waiting add_episode.
     queued_at: UtcDatetime | None = Field(
-        default=None, description="When it was enqueued: its text was known (searchable) from "
+        default=None,
+        description="When it was enqueued: its text was known (searchable) from "
         "then; `created_at` is when its facts were written.",
-    )  # fmt: skip
+    )
     attempts: int = Field(default=0, description="Times a worker claimed it.")
     next_attempt_at: UtcDatetime | None = Field(
         default=None, description="Not claimed before this (retry backoff, session debounce)."
@@ -141,14 +150,16 @@ class EpisodicNode(EpisodeMetrics):
         default=None, description="After this another worker may take it over."
     )
     idempotency_key: str | None = Field(
-        default=None, description="(source, session, turn range) when the caller gave them: a "
+        default=None,
+        description="(source, session, turn range) when the caller gave them: a "
         "second episode with the same key is a duplicate, whatever its content.",
-    )  # fmt: skip
+    )
     session_id: str | None = Field(default=None, description="The debounce key, if any.")
     staged: str | None = Field(
-        default=None, description="The extraction a worker got for it, kept so a worker "
+        default=None,
+        description="The extraction a worker got for it, kept so a worker "
         "taking it over does not ask the LLM again (JSON; cleared when written).",
-    )  # fmt: skip
+    )
     failure_reasons: list[str] = Field(
         default_factory=list, description="One short reason per failed attempt."
     )
@@ -222,10 +233,16 @@ class FactEdge(BaseModel):
     @classmethod
     def _from_foreign(cls, data: Any) -> Any:
         if isinstance(data, dict) and "extractor" not in data:
-            data = _foreign(data, fact_uuid=data.get("uuid"), channel="document",
-                            trust=TrustTier.for_channel(Channel.document),
-                            extractor=FOREIGN_EXTRACTOR, episodes=[], fact="",
-                            valid_at=data.get("created_at"))  # fmt: skip
+            data = _foreign(
+                data,
+                fact_uuid=data.get("uuid"),
+                channel="document",
+                trust=TrustTier.for_channel(Channel.document),
+                extractor=FOREIGN_EXTRACTOR,
+                episodes=[],
+                fact="",
+                valid_at=data.get("created_at"),
+            )
         return data
 
     def holds_at(self, at: datetime) -> bool:

@@ -35,13 +35,15 @@ class GroupVersion(BaseModel):
     )
     writes: int = Field(default=0, description="Writes to the group so far (informative).")
     last_tx: UtcDatetime | None = Field(
-        default=None, description="The latest transaction time written: the next plan's "
+        default=None,
+        description="The latest transaction time written: the next plan's "
         "transaction time must come after it, whichever process writes it.",
-    )  # fmt: skip
+    )
     hold: str | None = Field(
-        default=None, description="Set while one operation writes the group in several "
+        default=None,
+        description="Set while one operation writes the group in several "
         "steps (an import): other writers wait for it to finish.",
-    )  # fmt: skip
+    )
 
 
 BASE_FIELD = Field(
@@ -74,9 +76,10 @@ class WritePlan(BaseModel):
         default=None, description="A failed attempt at the same episode, deleted by this plan."
     )
     lease_owner: str | None = Field(
-        default=None, description="The episode is a queued one this worker holds: the plan "
+        default=None,
+        description="The episode is a queued one this worker holds: the plan "
         "completes the stored node in place, and writes nothing unless the lease is still held.",
-    )  # fmt: skip
+    )
     new_entities: list[EntityNode] = Field(default_factory=list)
     mentions: list[str] = Field(default_factory=list, description="Entity uuids the episode names.")
     new_edges: list[FactEdge] = Field(default_factory=list)
@@ -119,13 +122,15 @@ class RewritePlan(BaseModel):
         "by other tools keep LLM summaries on entities).",
     )
     rekey: list[EpisodeKey] = Field(
-        default_factory=list, description="Episodes whose search key the rewrite changes: "
+        default_factory=list,
+        description="Episodes whose search key the rewrite changes: "
         "the ones rolled back, and the turns after removed ones in their session.",
-    )  # fmt: skip
+    )
     new_episodes: list[EpisodicNode] = Field(
-        default_factory=list, description="Erasure, keeping other subjects' facts: redacted "
+        default_factory=list,
+        description="Erasure, keeping other subjects' facts: redacted "
         "copies of deleted episodes, which the new versions cite.",
-    )  # fmt: skip
+    )
     new_mentions: dict[str, list[str]] = Field(
         default_factory=dict, description="New episode uuid -> the entity uuids it names."
     )

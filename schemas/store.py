@@ -152,9 +152,10 @@ class PendingErasure(BaseModel):
     queue_records_deleted: int = 0
     redacted_copies: int = 0
     episode_uuids: list[str] = Field(
-        default_factory=list, description="The episodes to delete, until they are: what "
+        default_factory=list,
+        description="The episodes to delete, until they are: what "
         "finishing the erasure without its subject's name can still find.",
-    )  # fmt: skip
+    )
 
 
 class RecordKind(StrEnum):
@@ -180,9 +181,14 @@ RECORD_MODELS: dict[RecordKind, type[BaseModel]] = {
     RecordKind.audit: AuditEvent,
 }
 Record = (
-    EntityNode | EpisodicNode | FactEdge | Mention | CommunityNode | CommunityMembership
+    EntityNode
+    | EpisodicNode
+    | FactEdge
+    | Mention
+    | CommunityNode
+    | CommunityMembership
     | AuditEvent
-)  # fmt: skip
+)
 Patchable = EntityNode | EpisodicNode | FactEdge
 
 
@@ -475,9 +481,13 @@ class StoreAdmin(Groups, Protocol):
         ...
 
     async def raw_query(
-        self, group_id: str, query: str, params: dict[str, Any] | None = None, *,
+        self,
+        group_id: str,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
         write: bool = False,
-    ) -> list[dict[str, Any]]:  # fmt: skip
+    ) -> list[dict[str, Any]]:
         """Run one query in the backend's own language, unchecked, rows as {column: value}:
         for operators, notebooks and tests. kg itself never calls it."""
         ...
@@ -658,8 +668,20 @@ class ReplayStore(EpisodeLog, Timelines, Protocol):
 
 
 class GraphStore(
-    EpisodeLog, Timelines, PlanningRead, FactReader, PlanWriter, SearchIndex, MetricsStore,
-    StoreAdmin, RecordTransfer, StagedImport, EmbeddingModels, KeyStore, ErasureLog, WorkQueue,
+    EpisodeLog,
+    Timelines,
+    PlanningRead,
+    FactReader,
+    PlanWriter,
+    SearchIndex,
+    MetricsStore,
+    StoreAdmin,
+    RecordTransfer,
+    StagedImport,
+    EmbeddingModels,
+    KeyStore,
+    ErasureLog,
+    WorkQueue,
     Protocol,
-):  # fmt: skip
+):
     """The whole contract: what the facade holds and every backend implements."""

@@ -36,8 +36,14 @@ from kg.schemas.timewords import (
 from kg.schemas.validation import NUMBER_RE, TIME_HINT, no_number_times, to_utc
 
 __all__ = [
-    "DATE_RULES", "EXAMPLE", "Period", "TimeInput", "parse_period", "parse_time", "read_period",
-]  # fmt: skip
+    "DATE_RULES",
+    "EXAMPLE",
+    "Period",
+    "TimeInput",
+    "parse_period",
+    "parse_time",
+    "read_period",
+]
 
 EXAMPLE = "e.g. 2024-03-01, 2024-03-01T09:00:00Z, 2024, March 2021 or 'last year'"
 Period = tuple[datetime, datetime]
@@ -283,8 +289,10 @@ def parse_period(
         )
     raw = value.strip()
     if NUMBER_RE.match(raw) and not re.fullmatch(r"\d{4}", raw):
-        raise InputError(f"{field}: {value!r} is a number, not a time: {TIME_HINT} (numbers "
-                         "are not read as Unix seconds)")  # fmt: skip
+        raise InputError(
+            f"{field}: {value!r} is a number, not a time: {TIME_HINT} (numbers "
+            "are not read as Unix seconds)"
+        )
     if m := _DATE_ONLY.fullmatch(raw):
         try:
             start = datetime(int(m[1]), int(m[2] or 1), int(m[3] or 1), tzinfo=UTC)

@@ -13,9 +13,24 @@ from datetime import datetime, timedelta
 UNIT_DAYS = {"day": 1, "week": 7}
 WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
-NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-           "seven": 7, "eight": 8, "nine": 9, "ten": 10, "couple of": 2, "few": 3,
-           "a couple of": 2, "a few": 3}  # fmt: skip
+NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "couple of": 2,
+    "few": 3,
+    "a couple of": 2,
+    "a few": 3,
+}
 # Longest first, so 'a couple of' is not read as 'a'.
 NUMBER = r"(\d+|" + "|".join(sorted(NUMBERS, key=len, reverse=True)) + ")"
 WEEKDAY = "(" + "|".join(WEEKDAYS) + ")"

@@ -123,8 +123,9 @@ def no_number_times(value: object) -> object:
     (JSON bodies, MCP arguments, ingest files, imports, Python callers)."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if number or (isinstance(value, str) and NUMBER_RE.match(value)):
-        raise ValueError(f"{value!r} is a number, not a time: {TIME_HINT} (numbers are not "
-                         "read as Unix seconds)")  # fmt: skip
+        raise ValueError(
+            f"{value!r} is a number, not a time: {TIME_HINT} (numbers are not read as Unix seconds)"
+        )
     return value
 
 

@@ -24,10 +24,22 @@ from pydantic import (
 from kg.schemas.graph import CommunityNode, EdgeStatus, EntityNode, EpisodicNode, Fact
 
 __all__ = [
-    "EntityView", "EpisodeView", "FactView", "HitView", "Page", "community_hit", "entity_hit",
-    "entity_view", "episode_hit", "episode_view", "fact_hit", "fact_status", "fact_view",
-    "hit_views", "iso_z",
-]  # fmt: skip
+    "EntityView",
+    "EpisodeView",
+    "FactView",
+    "HitView",
+    "Page",
+    "community_hit",
+    "entity_hit",
+    "entity_view",
+    "episode_hit",
+    "episode_view",
+    "fact_hit",
+    "fact_status",
+    "fact_view",
+    "hit_views",
+    "iso_z",
+]
 
 
 def iso_z(d: datetime | None) -> str | None:
@@ -166,24 +178,38 @@ def fact_view(fact: Fact, *, at: datetime | None = None) -> FactView:
     """The view of one fact version; `at` (default now) decides current vs closed."""
     e = fact.edge
     return FactView(
-        id=e.fact_uuid, subject=fact.subject, predicate=fact.predicate, object=fact.object,
-        text=e.fact, valid_from=e.valid_at, valid_to=e.invalid_at, known_from=e.created_at,
-        known_to=e.expired_at, trust=cast(TrustWord, e.trust.name), status=fact_status(fact, at),
-        episode_id=e.episodes[0] if e.episodes else None, closed_by_episode_id=e.invalidated_by,
-    )  # fmt: skip
+        id=e.fact_uuid,
+        subject=fact.subject,
+        predicate=fact.predicate,
+        object=fact.object,
+        text=e.fact,
+        valid_from=e.valid_at,
+        valid_to=e.invalid_at,
+        known_from=e.created_at,
+        known_to=e.expired_at,
+        trust=cast(TrustWord, e.trust.name),
+        status=fact_status(fact, at),
+        episode_id=e.episodes[0] if e.episodes else None,
+        closed_by_episode_id=e.invalidated_by,
+    )
 
 
 def episode_view(episode: EpisodicNode) -> EpisodeView:
     return EpisodeView(
-        id=episode.uuid, name=episode.name, source=episode.source.value,
-        channel=episode.channel.value, reference_time=episode.valid_at,
-        created_at=episode.created_at, status=episode.status.value,
-    )  # fmt: skip
+        id=episode.uuid,
+        name=episode.name,
+        source=episode.source.value,
+        channel=episode.channel.value,
+        reference_time=episode.valid_at,
+        created_at=episode.created_at,
+        status=episode.status.value,
+    )
 
 
 def entity_view(entity: EntityNode) -> EntityView:
-    return EntityView(id=entity.uuid, name=entity.name, labels=list(entity.labels),
-                      summary=entity.summary)  # fmt: skip
+    return EntityView(
+        id=entity.uuid, name=entity.name, labels=list(entity.labels), summary=entity.summary
+    )
 
 
 def fact_hit(fact: Fact, score: float, *, closed: bool | None = None) -> HitView:
@@ -195,18 +221,30 @@ def fact_hit(fact: Fact, score: float, *, closed: bool | None = None) -> HitView
 
 
 def episode_hit(episode: EpisodicNode, score: float) -> HitView:
-    return HitView(kind="episode", score=score, text=episode.content,
-                   **episode_view(episode).model_dump())  # fmt: skip
+    return HitView(
+        kind="episode", score=score, text=episode.content, **episode_view(episode).model_dump()
+    )
 
 
 def entity_hit(entity: EntityNode, score: float) -> HitView:
-    return HitView(kind="entity", id=entity.uuid, score=score, text=entity.summary or entity.name,
-                   name=entity.name, labels=list(entity.labels))  # fmt: skip
+    return HitView(
+        kind="entity",
+        id=entity.uuid,
+        score=score,
+        text=entity.summary or entity.name,
+        name=entity.name,
+        labels=list(entity.labels),
+    )
 
 
 def community_hit(community: CommunityNode, score: float) -> HitView:
-    return HitView(kind="community", id=community.uuid, score=score,
-                   text=community.summary or community.name, name=community.name)  # fmt: skip
+    return HitView(
+        kind="community",
+        id=community.uuid,
+        score=score,
+        text=community.summary or community.name,
+        name=community.name,
+    )
 
 
 # -- search results, read by shape (retrieval's models sit above this layer) ---------------

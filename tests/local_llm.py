@@ -77,8 +77,9 @@ def locate(python: str | None = None, model: str = "smollm2") -> tuple[Path | No
     """(the GGUF, None) when `python` can serve `model`; else (None, why not)."""
     python = python or llm_python()
     try:
-        out = subprocess.run([python, "-c", _LOCATE, model], capture_output=True, text=True,
-                             timeout=300, check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            [python, "-c", _LOCATE, model], capture_output=True, text=True, timeout=300, check=True
+        ).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"{python} cannot be run: {exc}"
     found = json.loads(out.strip().splitlines()[-1])
@@ -161,13 +162,28 @@ class LocalLLMServer:
 
     def command(self, gguf: Path) -> list[str]:
         return [
-            self.python, "-m", "llama_cpp.server", "--model", str(gguf),
-            "--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port),
-            "--n_ctx", str(self.n_ctx), "--n_threads", str(self.threads),
-            "--n_threads_batch", str(self.threads), "--verbose", str(self.verbose).lower(),
+            self.python,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(gguf),
+            "--model_alias",
+            self.alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.threads),
+            "--n_threads_batch",
+            str(self.threads),
+            "--verbose",
+            str(self.verbose).lower(),
             *(["--chat_format", CHAT_FORMATS[self.model]] if self.model in CHAT_FORMATS else []),
             *(["--cache", "true", "--cache_size", str(1 << 30)] if self.cache else []),
-        ]  # fmt: skip
+        ]
 
     def start(self) -> Self:
         gguf, why = locate(self.python, self.model)
@@ -176,14 +192,19 @@ class LocalLLMServer:
         self._log = (
             self.log_path.open("w+b") if self.log_path else tempfile.TemporaryFile()  # noqa: SIM115
         )
-        self._proc = subprocess.Popen(self.command(gguf), stdout=self._log,
-                                      stderr=subprocess.STDOUT, start_new_session=True,
-                                      preexec_fn=_child_setup(self.nice))  # fmt: skip
+        self._proc = subprocess.Popen(
+            self.command(gguf),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_child_setup(self.nice),
+        )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited ({self._proc.returncode}):\n"
-                                   + self.output()[-2000:])  # fmt: skip
+                raise RuntimeError(
+                    f"llama_cpp.server exited ({self._proc.returncode}):\n" + self.output()[-2000:]
+                )
             with (
                 contextlib.suppress(OSError),
                 urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as r,
@@ -230,8 +251,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--n-ctx", type=int, default=4096)
     args = parser.parse_args()
-    with LocalLLMServer(port=args.port, threads=args.threads, n_ctx=args.n_ctx,
-                        model=args.model) as server:  # fmt: skip
+    with LocalLLMServer(
+        port=args.port, threads=args.threads, n_ctx=args.n_ctx, model=args.model
+    ) as server:
         print(f"serving {server.alias} at {server.base_url} (Ctrl-C stops it)", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             while server._proc is not None and server._proc.poll() is None:

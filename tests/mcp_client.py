@@ -32,9 +32,11 @@ async def mcp_http(served: Served, key: str) -> AsyncIterator[ClientSession]:
 @asynccontextmanager
 async def mcp_stdio(home: Path, *flags: str) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
-        command=kg_command()[0], args=[*kg_command()[1:], "mcp", *flags],
-        env=kg_env(home), cwd=str(ROOT),
-    )  # fmt: skip
+        command=kg_command()[0],
+        args=[*kg_command()[1:], "mcp", *flags],
+        env=kg_env(home),
+        cwd=str(ROOT),
+    )
     async with stdio_client(params) as streams, ClientSession(streams[0], streams[1]) as s:
         await s.initialize()
         yield s

@@ -129,17 +129,22 @@ class MemoryStore:
         def bears(e: FactEdge) -> bool:
             s, o = key[e.source_node_uuid], key[e.target_node_uuid]
             at = since.get((s, e.name, None)) or since.get((s, e.name, o))
-            return at is not None and (e.invalid_at is None or e.invalid_at > at
-                                       or e.valid_at > at)  # fmt: skip
+            return at is not None and (e.invalid_at is None or e.invalid_at > at or e.valid_at > at)
 
         return PlanningReads(
-            episodes=[_out(ep) for ep in g.episodes.values() if ep.content_hash in hashes
-                      or ep.idempotency_key in keys],
-            entities=[_out(e) for e in sorted(g.entities.values(), key=lambda e: (e.created_at,
-                      e.uuid)) if e.name_key in set(name_keys)],
+            episodes=[
+                _out(ep)
+                for ep in g.episodes.values()
+                if ep.content_hash in hashes or ep.idempotency_key in keys
+            ],
+            entities=[
+                _out(e)
+                for e in sorted(g.entities.values(), key=lambda e: (e.created_at, e.uuid))
+                if e.name_key in set(name_keys)
+            ],
             edges=[_out(e) for e in g.edges.values() if e.expired_at is None and bears(e)],
             communities=False,
-        )  # fmt: skip
+        )
 
     async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         return self._timeline(group_id, keys, live_only=False)
@@ -189,19 +194,24 @@ class MemoryStore:
         quarantined: bool = False,
     ) -> list[EpisodicNode]:
         newest = sorted(
-            (ep for ep in self._g(group_id).episodes.values()
-             if (not quarantined or ep.quarantine is not None)
-             and (after is None or (ep.created_at, ep.uuid) < (after.created_at, after.uuid))),
+            (
+                ep
+                for ep in self._g(group_id).episodes.values()
+                if (not quarantined or ep.quarantine is not None)
+                and (after is None or (ep.created_at, ep.uuid) < (after.created_at, after.uuid))
+            ),
             key=lambda ep: (ep.created_at, ep.uuid),
             reverse=True,
-        )  # fmt: skip
+        )
         return [_out(ep) for ep in newest[:limit]]
 
     def _turns(self, group_id: str, session_id: str) -> list[EpisodicNode]:
         live = (EpisodeStatus.ingested, EpisodeStatus.queued, EpisodeStatus.processing)
-        turns = [ep for ep in self._g(group_id).episodes.values()
-                 if ep.session_id == session_id and ep.status in live
-                 and ep.source != "facts"]  # fmt: skip
+        turns = [
+            ep
+            for ep in self._g(group_id).episodes.values()
+            if ep.session_id == session_id and ep.status in live and ep.source != "facts"
+        ]
         return sorted(turns, key=lambda ep: (ep.valid_at, ep.queued_at or ep.created_at))
 
     async def turn_before(self, group_id: str, episode: EpisodicNode) -> EpisodicNode | None:
@@ -213,7 +223,7 @@ class MemoryStore:
             for t in self._turns(group_id, episode.session_id)
             if t.uuid != episode.uuid and (t.valid_at, t.queued_at or t.created_at) < at
         ]
-        return _out(before[-1]) if before else None  # fmt: skip
+        return _out(before[-1]) if before else None
 
     async def session_turns(self, group_id: str, session_id: str) -> list[EpisodicNode]:
         return [_out(t) for t in self._turns(group_id, session_id)]
@@ -268,9 +278,13 @@ class MemoryStore:
         hits = self._matching(g, subject_key, predicate, object_key)
         hits.sort(
             key=lambda e: (
-                g.entities[e.source_node_uuid].name, e.name, e.valid_at, e.created_at, e.uuid,
+                g.entities[e.source_node_uuid].name,
+                e.name,
+                e.valid_at,
+                e.created_at,
+                e.uuid,
             )
-        )  # fmt: skip
+        )
         return [self._fact(g, e) for e in hits[:limit]]
 
     async def communities(self, group_id: str, having: list[str] | None = None) -> list[Community]:
@@ -299,9 +313,11 @@ class MemoryStore:
             raise WriteConflictError(f"group {group_id!r} changed; nothing written")
         times = [t for t in (current.last_tx, tx) if t is not None]
         return GroupVersion(
-            token=uuid.uuid4().hex, writes=current.writes + 1,
-            last_tx=max(times) if times else None, hold=hold.get("hold", current.hold),
-        )  # fmt: skip
+            token=uuid.uuid4().hex,
+            writes=current.writes + 1,
+            last_tx=max(times) if times else None,
+            hold=hold.get("hold", current.hold),
+        )
 
     async def set_hold(
         self, group_id: str, base: GroupVersion | None, hold: str | None

@@ -65,8 +65,9 @@ class Neo4jServer:
         before: the tests see both a fresh schema (vector) and a reused one (the rest)."""
         with self.driver().session() as session:
             session.run("MATCH (n) DETACH DELETE n").consume()
-            for r in session.run("SHOW CONSTRAINTS YIELD name WHERE NOT name STARTS WITH 'kg_' "
-                                 "RETURN name"):  # fmt: skip
+            for r in session.run(
+                "SHOW CONSTRAINTS YIELD name WHERE NOT name STARTS WITH 'kg_' RETURN name"
+            ):
                 session.run(f"DROP CONSTRAINT `{r['name']}`").consume()
             for r in session.run(
                 "SHOW INDEXES YIELD name, type, owningConstraint WHERE type <> 'LOOKUP' AND "
@@ -132,11 +133,23 @@ def _start(workdir: Path, password: str) -> tuple[subprocess.Popen[bytes], str]:
         port = _free_port()
         with open(log, "ab") as out:
             proc = subprocess.Popen(
-                [str(RUN), "--port", str(port), "--password", password,
-                 "--data", str(workdir / "data"), "--ready-file", str(ready)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, preexec_fn=_die_with_parent,
+                [
+                    str(RUN),
+                    "--port",
+                    str(port),
+                    "--password",
+                    password,
+                    "--data",
+                    str(workdir / "data"),
+                    "--ready-file",
+                    str(ready),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                preexec_fn=_die_with_parent,
                 env={**os.environ, "KG_NEO4J_JAVA_OPTS": JAVA_OPTS},
-            )  # fmt: skip
+            )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if ready.exists():

@@ -64,11 +64,17 @@ def extract_reply(text: str) -> str:
             continue
         who, verb, obj, weeks = m.groups()
         quote = line.split(": ", 1)[1].rstrip(".")
-        facts.append({
-            "subject": "I", "predicate": _PRED[verb], "object": obj,
-            "fact": f"{who} {verb} {obj}", "quote": quote,
-            "valid_at": f"{weeks} weeks ago" if weeks else None, "invalid_at": None,
-        })  # fmt: skip
+        facts.append(
+            {
+                "subject": "I",
+                "predicate": _PRED[verb],
+                "object": obj,
+                "fact": f"{who} {verb} {obj}",
+                "quote": quote,
+                "valid_at": f"{weeks} weeks ago" if weeks else None,
+                "invalid_at": None,
+            }
+        )
     return json.dumps({"entities": [{"name": "I", "type": "Person"}], "facts": facts})
 
 

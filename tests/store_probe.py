@@ -28,13 +28,16 @@ async def graph_dump(kg: KG) -> str:
     pending erasure record (FalkorDB keeps those outside the graphs), lower-cased."""
     parts = [p.model_dump_json() for p in await kg.store.pending_erasures()]
     for group in await _groups(kg):
-        for q in ("MATCH (n) WHERE n.group_id = $g OR n.group_id IS NULL "
-                  "RETURN labels(n) AS l, properties(n) AS p",
-                  "MATCH ()-[e]->() WHERE e.group_id = $g OR e.group_id IS NULL "
-                  "RETURN type(e) AS l, properties(e) AS p"):  # fmt: skip
+        for q in (
+            "MATCH (n) WHERE n.group_id = $g OR n.group_id IS NULL "
+            "RETURN labels(n) AS l, properties(n) AS p",
+            "MATCH ()-[e]->() WHERE e.group_id = $g OR e.group_id IS NULL "
+            "RETURN type(e) AS l, properties(e) AS p",
+        ):
             rows = await kg.store.raw_query(group, q, {"g": group})
-            parts.append(json.dumps([[r["l"], r["p"]] for r in rows], default=str,
-                                    ensure_ascii=False))  # fmt: skip
+            parts.append(
+                json.dumps([[r["l"], r["p"]] for r in rows], default=str, ensure_ascii=False)
+            )
     return "\n".join(parts).lower()
 
 
@@ -44,8 +47,10 @@ async def fulltext_hits(kg: KG, group: str, word: str) -> int:
     hits = 0
     for scope in (Scope.facts, Scope.entities, Scope.episodes):
         v = _VAR[scope]
-        q = (f"{dialect.fulltext_call(scope)} WITH {v} WHERE {v}.group_id = $g "
-             f"RETURN count({v}) AS n")  # fmt: skip
+        q = (
+            f"{dialect.fulltext_call(scope)} WITH {v} WHERE {v}.group_id = $g "
+            f"RETURN count({v}) AS n"
+        )
         [row] = await kg.store.raw_query(group, q, {"q": word, "g": group})
         hits += int(row["n"])
     return hits
@@ -57,11 +62,20 @@ async def nearest_facts(
     """The fact index's k nearest versions (any group, any time) as {fact, expired_at,
     similarity}, nearest first; the index ranks before anything filters."""
     dialect = kg.store.dialect  # type: ignore[attr-defined]
-    q = (f"{dialect.vector_call(Scope.facts)} "
-         "RETURN e.fact AS fact, e.expired_at AS expired_at, e.group_id AS g, score")  # fmt: skip
+    q = (
+        f"{dialect.vector_call(Scope.facts)} "
+        "RETURN e.fact AS fact, e.expired_at AS expired_at, e.group_id AS g, score"
+    )
     rows = await kg.store.raw_query(group, q, {"k": k, "v": vector})
-    out = [{"fact": r["fact"], "expired_at": r["expired_at"], "group_id": r["g"],
-            "similarity": dialect.similarity(float(r["score"]))} for r in rows]  # fmt: skip
+    out = [
+        {
+            "fact": r["fact"],
+            "expired_at": r["expired_at"],
+            "group_id": r["g"],
+            "similarity": dialect.similarity(float(r["score"])),
+        }
+        for r in rows
+    ]
     return sorted(out, key=lambda r: -r["similarity"])
 
 
@@ -83,8 +97,14 @@ async def query_logs(conn: Any) -> str:
         if await conn.type(key) == "stream":
             parts += [json.dumps(e, ensure_ascii=False) for e in await conn.xrange(key)]
     for graph in await conn.execute_command("GRAPH.LIST"):
-        parts.append(json.dumps(await conn.execute_command("GRAPH.SLOWLOG", graph), default=str,
-                                ensure_ascii=False))  # fmt: skip
-    parts.append(json.dumps(await conn.execute_command("SLOWLOG", "GET", "-1"), default=str,
-                            ensure_ascii=False))  # fmt: skip
+        parts.append(
+            json.dumps(
+                await conn.execute_command("GRAPH.SLOWLOG", graph), default=str, ensure_ascii=False
+            )
+        )
+    parts.append(
+        json.dumps(
+            await conn.execute_command("SLOWLOG", "GET", "-1"), default=str, ensure_ascii=False
+        )
+    )
     return "\n".join(parts).lower()

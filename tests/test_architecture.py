@@ -68,7 +68,7 @@ def test_every_dotted_name_on_the_page_resolves() -> None:
 def test_the_quoted_contracts_are_pyprojects() -> None:
     quoted = re.findall(r"^```toml\n(.*?)^```", DOC.read_text(), re.S | re.M)
     assert len(quoted) == 1
-    assert quoted[0].count("[[tool.importlinter.contracts]]") == 3
+    assert quoted[0].count("[[tool.importlinter.contracts]]") == 4
     assert quoted[0] in (ROOT / "pyproject.toml").read_text()
 
 

@@ -15,11 +15,18 @@ from kg.ingest.llm import ScriptedLLM
 from kg.schemas.store import Community
 from tests.conftest import Backend, add, open_test_kg, t
 
-FAMILY = [("Minji", "SIBLING_OF", "Jisoo"), ("Jisoo", "LIVES_IN", "Busan"),
-          ("Minji", "LIVES_IN", "Busan"), ("Minji", "KNOWS", "Hana")]  # fmt: skip
+FAMILY = [
+    ("Minji", "SIBLING_OF", "Jisoo"),
+    ("Jisoo", "LIVES_IN", "Busan"),
+    ("Minji", "LIVES_IN", "Busan"),
+    ("Minji", "KNOWS", "Hana"),
+]
 HANA = ("Minji", "KNOWS", "Hana")
-WORK = [("Dev", "WORKS_AT", "Naver"), ("Naver", "LOCATED_IN", "Seongnam"),
-        ("Sora", "WORKS_AT", "Naver")]  # fmt: skip
+WORK = [
+    ("Dev", "WORKS_AT", "Naver"),
+    ("Naver", "LOCATED_IN", "Seongnam"),
+    ("Sora", "WORKS_AT", "Naver"),
+]
 
 
 def names(kg_communities: list[Community], entities: dict[str, str]) -> list[list[str]]:
@@ -52,7 +59,9 @@ async def test_build_clusters_current_facts_and_summarises_them(kg: KG) -> None:
     assert (report.communities, report.summarized, report.kept, report.llm_calls) == (2, 2, 0, 0)
     comms = await kg.communities()
     assert names(comms, await entity_names(kg)) == [
-        ["Busan", "Hana", "Jisoo", "Minji"], ["Dev", "Naver", "Seongnam", "Sora"]]  # fmt: skip
+        ["Busan", "Hana", "Jisoo", "Minji"],
+        ["Dev", "Naver", "Seongnam", "Sora"],
+    ]
     family = next(c for c in comms if "Minji" in c.node.name)
     assert "Minji sibling of Jisoo" in family.node.summary  # extractive without an LLM
     assert family.node.summarizer == "kg.extractive/1" and len(family.node.episodes) == 1
@@ -120,15 +129,19 @@ async def test_summaries_through_the_llm_one_call_per_changed_community(
         report = await kg.build_communities()
         assert (report.llm_calls, report.summarized, report.errors) == (2, 2, [])
         assert sorted(c.node.name for c in await kg.communities()) == [
-            "Minji's family", "Naver people"]  # fmt: skip
+            "Minji's family",
+            "Naver people",
+        ]
         # A failing model falls back to the extractive summary for that community, reported.
         llm._replies += ["nonsense", "nonsense"]
         await add(kg, t(2024, 3, 1), ("Sora", "KNOWS", "Dev"))
         report = await kg.build_communities()
         assert report.summarized == 1 and report.llm_calls == 2 and len(report.errors) == 1
         by = {c.node.summarizer: c.node.summary for c in await kg.communities()}
-        assert by == {"llm:scripted": "Minji and Jisoo live in Busan.",
-                      "kg.extractive/1": by["kg.extractive/1"]}  # fmt: skip
+        assert by == {
+            "llm:scripted": "Minji and Jisoo live in Busan.",
+            "kg.extractive/1": by["kg.extractive/1"],
+        }
         assert "Sora knows Dev" in by["kg.extractive/1"]
 
 

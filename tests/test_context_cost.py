@@ -24,8 +24,11 @@ def test_a_context_request_caps_its_own_cost() -> None:
 async def test_the_block_is_the_same_as_measured_whole(kg: KG) -> None:
     for i in range(30):
         await add(kg, t(2020 + i % 5), (f"Person {i}", "LIVES_IN", f"City {i % 7}"))
-    texts = ("서울에 사는 민지는 고양이를 키운다. " * 3, "Plain notes about City 3. " * 5,
-             "Mixed 東京 and City 2 " * 4)  # fmt: skip
+    texts = (
+        "서울에 사는 민지는 고양이를 키운다. " * 3,
+        "Plain notes about City 3. " * 5,
+        "Mixed 東京 and City 2 " * 4,
+    )
     for text in texts:
         await kg.add_episode(source="text", content=text, reference_time=t(2024), extract=False)
     results = await kg.search("Person City 서울 東京", recipe="combined_hybrid_rrf", limit=50)

@@ -57,8 +57,10 @@ def test_the_cross_encoder_runs_one_batch_at_a_time_across_threads(
     ce: SentenceTransformerCrossEncoder,
 ) -> None:
     results: list[list[list[float]]] = []
-    threads = [threading.Thread(target=lambda: results.append(asyncio.run(three(ce))),
-                                daemon=True) for _ in range(2)]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda: results.append(asyncio.run(three(ce))), daemon=True)
+        for _ in range(2)
+    ]
     for th in threads:
         th.start()
     for th in threads:

@@ -13,11 +13,22 @@ async def test_the_opened_group_is_every_methods_default(backend: Backend, home:
     kg = await open_test_kg(backend, home, group_id="user-42")
     try:
         first = await add(kg, t(2020), ("Alice", "LIVES_IN", "Paris"))
-        await kg.add_episode(Episode(source=EpisodeSource.facts, reference_time=t(2021), facts=[
-            StructuredFact(subject="Alice", predicate="WORKS_AT", object="Acme")]))  # fmt: skip
-        await kg.add_episodes([{"source": "facts", "reference_time": t(2022).isoformat(),
-                                "facts": [{"subject": "Bob", "predicate": "LIVES_IN",
-                                           "object": "Rome"}]}])  # fmt: skip
+        await kg.add_episode(
+            Episode(
+                source=EpisodeSource.facts,
+                reference_time=t(2021),
+                facts=[StructuredFact(subject="Alice", predicate="WORKS_AT", object="Acme")],
+            )
+        )
+        await kg.add_episodes(
+            [
+                {
+                    "source": "facts",
+                    "reference_time": t(2022).isoformat(),
+                    "facts": [{"subject": "Bob", "predicate": "LIVES_IN", "object": "Rome"}],
+                }
+            ]
+        )
         assert await kg.groups() == ["user-42"]
         assert sorted(f.object for f in await kg.facts()) == ["Acme", "Paris", "Rome"]
         assert len(await kg.history(subject="Alice")) == 2

@@ -16,8 +16,9 @@ from tests.conftest import Backend, add, t
 async def test_python_default_search_finds_unextracted_text(falkor_kg: KG) -> None:
     await add(falkor_kg, t(2020), ("Alice", "LIVES_IN", "Paris"))
     kettle = "The blue kettle is in the attic"
-    await falkor_kg.add_episode(source="text", reference_time=t(2021), content=kettle,
-                                extract=False)  # fmt: skip
+    await falkor_kg.add_episode(
+        source="text", reference_time=t(2021), content=kettle, extract=False
+    )
     results = await falkor_kg.search("where is the kettle")
     assert [h.episode.content for h in results.episodes] == [kettle]
     assert (await falkor_kg.search("Alice Paris")).facts  # facts as before

@@ -36,8 +36,9 @@ def test_documented_neo4j_query_parses() -> None:
 
 
 async def test_documented_neo4j_as_of_query_runs_verbatim(neo4j_kg: KG) -> None:
-    await add(neo4j_kg, t(2021, 3, 2), ("Minji", "LIVES_IN", "Seoul"),
-              ("Minji", "WORKS_AT", "Naver"))  # fmt: skip
+    await add(
+        neo4j_kg, t(2021, 3, 2), ("Minji", "LIVES_IN", "Seoul"), ("Minji", "WORKS_AT", "Naver")
+    )
     await add(neo4j_kg, t(2024, 6, 1), ("Minji", "LIVES_IN", "Busan"))
     assert isinstance(neo4j_kg.store, Neo4jStore)
     result = await neo4j_kg.store.raw_query("default", cypher_blocks()[1])

@@ -28,9 +28,20 @@ def paraphrasing(messages: list[Message]) -> str:
     quoted = " ".join(text.rstrip(".").split()[:8])
     obj = re.findall(r"[A-Za-z0-9]+", quoted)[-1]
     quote = quoted + " now"
-    return json.dumps({"facts": [{"quote": quote, "subject": speaker, "predicate": "SAID",
-                                  "object": obj, "fact": f"{speaker} said: {text}",
-                                  "valid_at": None}]})  # fmt: skip
+    return json.dumps(
+        {
+            "facts": [
+                {
+                    "quote": quote,
+                    "subject": speaker,
+                    "predicate": "SAID",
+                    "object": obj,
+                    "fact": f"{speaker} said: {text}",
+                    "valid_at": None,
+                }
+            ]
+        }
+    )
 
 
 async def test_a_usable_small_model_is_reported_with_its_counts() -> None:
@@ -79,13 +90,29 @@ class Endpoint:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.bodies.append(body)
-                self._send({
-                    "id": "x", "object": "chat.completion", "created": 0, "model": model,
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                        "role": "assistant", "content": reply(body["messages"])}}],
-                    "usage": {"prompt_tokens": 300, "completion_tokens": 40,
-                              "total_tokens": 340},
-                })  # fmt: skip
+                self._send(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {
+                                    "role": "assistant",
+                                    "content": reply(body["messages"]),
+                                },
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": 300,
+                            "completion_tokens": 40,
+                            "total_tokens": 340,
+                        },
+                    }
+                )
 
             def log_message(self, *args: object) -> None:
                 return None
@@ -117,7 +144,10 @@ def test_doctor_over_http_picks_the_served_model_and_its_profile(endpoint: Any) 
     assert r.exit_code == 0, r.stdout + r.stderr
     report = json.loads(r.stdout)
     assert (report["model"], report["profile"], report["usable"]) == (
-        "smollm2-135m-instruct", "small", True)  # fmt: skip
+        "smollm2-135m-instruct",
+        "small",
+        True,
+    )
     assert report["valid_rate"] == 1.0 and report["facts_kept"] == 4
     assert report["json_mode"] == "json_schema" and len(server.bodies) == len(TURNS)
     assert {b["model"] for b in server.bodies} == {"smollm2-135m-instruct"}
@@ -134,8 +164,18 @@ def test_doctor_says_unusable_and_exits_1(endpoint: Any) -> None:
 def test_doctor_on_a_dead_endpoint_is_one_line() -> None:
     from tests.local_llm import free_port
 
-    r = runner.invoke(app, ["doctor", "--llm", f"http://127.0.0.1:{free_port()}/v1",
-                            "--llm-model", "m", "--timeout", "2"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "doctor",
+            "--llm",
+            f"http://127.0.0.1:{free_port()}/v1",
+            "--llm-model",
+            "m",
+            "--timeout",
+            "2",
+        ],
+    )
     assert r.exit_code == 1
     [line] = [x for x in r.stderr.splitlines() if x.startswith("kg: error:")]
     assert line.startswith("kg: error: doctor http://127.0.0.1:") and "Connection error" in line

@@ -147,10 +147,12 @@ async def test_a_rollback_killed_mid_write_is_all_or_nothing(home: Path) -> None
     n = 1500
     kg = await KG.open(home=home)
     people = [f"P{i}" for i in range(n)]
-    await kg.add_episode(source="facts", reference_time=t(2020),
-                         facts=[fact(p, "LIVES_IN", "Seoul") for p in people])  # fmt: skip
-    poison = await kg.add_episode(source="facts", reference_time=t(2022),
-                                  facts=[fact(p, "LIVES_IN", "Busan") for p in people])  # fmt: skip
+    await kg.add_episode(
+        source="facts", reference_time=t(2020), facts=[fact(p, "LIVES_IN", "Seoul") for p in people]
+    )
+    poison = await kg.add_episode(
+        source="facts", reference_time=t(2022), facts=[fact(p, "LIVES_IN", "Busan") for p in people]
+    )
     assert isinstance(kg.store, FalkorDBStore)
     store = kg.store
     await written_to_file(store)  # the kill below is for the rollback, not for these writes

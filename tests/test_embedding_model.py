@@ -58,7 +58,7 @@ async def test_auto_opens_with_the_recorded_model(
     async with await open_test_kg(backend, home, embedder="auto") as kg:
         assert kg.embedder is not None and (kg.embedder.model, kg.embedder.dim) == (MINILM, 384)
         r = await kg.search("where is Minji's home city")
-        [cosine] = [b for b in r.branches if b.method == "cosine"]
+        [cosine] = [b for b in r.branches if b.method == "cosine" and b.scope == "facts"]
         assert cosine.error is None and cosine.hits == 1
         await add(kg, t(2021), ("Minji", "WORKS_AT", "Naver"))  # embedded by the same model
     async with await open_test_kg(backend, home, embedder="auto", group_id="never-embedded") as kg:
@@ -84,8 +84,9 @@ async def test_a_mismatched_embedder_is_refused_naming_both(
             if backend.name == "neo4j" and other.dim != 384:
                 # One Neo4j database has one vector index per label, of one dimension, for
                 # every group; FalkorDB has a graph and indexes per group (the next lines).
-                with pytest.raises(InputError, match="one Neo4j database holds one embedding "
-                                   "dimension") as refused:  # fmt: skip
+                with pytest.raises(
+                    InputError, match="one Neo4j database holds one embedding dimension"
+                ) as refused:
                     await add(kg, t(2022), ("Jun", "LIVES_IN", "Busan"), group_id="fresh")
                 assert "384 dimensions" in str(refused.value) and "gives 8" in str(refused.value)
                 assert "fresh" not in await kg.groups()
@@ -139,16 +140,25 @@ def test_the_cli_searches_with_the_recorded_model_by_default(
 ) -> None:
     path = tmp_path / "e.jsonl"
     row = {"subject": "Minji", "predicate": "LIVES_IN", "object": "Seoul"}
-    path.write_text(json.dumps({"source": "facts", "reference_time": "2020-01-01T00:00:00Z",
-                                "facts": [row]}))  # fmt: skip
+    path.write_text(
+        json.dumps({"source": "facts", "reference_time": "2020-01-01T00:00:00Z", "facts": [row]})
+    )
     base = backend.cli_args(home)
     assert runner.invoke(app, [*base, "--embedder", "minilm", "ingest", str(path)]).exit_code == 0
     r = runner.invoke(app, [*base, "search", "where is Minji's home city", "--json"])
     assert r.exit_code == 0, r.stderr
-    [cosine] = [b for b in json.loads(r.stdout)["branches"] if b["method"] == "cosine"]
+    [cosine] = [
+        b
+        for b in json.loads(r.stdout)["branches"]
+        if b["method"] == "cosine" and b["scope"] == "facts"
+    ]
     assert cosine["error"] is None and cosine["hits"] == 1
     r = runner.invoke(app, [*base, "--embedder", "none", "search", "Minji", "--json"])
-    [cosine] = [b for b in json.loads(r.stdout)["branches"] if b["method"] == "cosine"]
+    [cosine] = [
+        b
+        for b in json.loads(r.stdout)["branches"]
+        if b["method"] == "cosine" and b["scope"] == "facts"
+    ]
     assert "no embedder" in cosine["error"]  # asked for none: none
 
 

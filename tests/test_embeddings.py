@@ -81,8 +81,11 @@ async def test_a_query_asked_again_costs_no_model_time(
     [other] = await minilm.embed(["Who did Melanie meet at the support group?"])
     batch = ["Who did Caroline meet at the support group?", "a second text"]
     await minilm.embed(batch)
-    assert calls == [["Who did Caroline meet at the support group?"],
-                     ["Who did Melanie meet at the support group?"], batch]  # fmt: skip
+    assert calls == [
+        ["Who did Caroline meet at the support group?"],
+        ["Who did Melanie meet at the support group?"],
+        batch,
+    ]
     assert again[0] != 99.0 and math.isclose(cos(again, again), 1.0, abs_tol=1e-5)
     assert cos(again, other) < 0.999
 
@@ -126,8 +129,7 @@ async def test_entities_get_name_embeddings(kg_emb: KG) -> None:
     rows = await kg_emb.store.raw_query(
         "default", "MATCH (n:Entity) RETURN n.name AS name, n.name_embedding AS v ORDER BY name"
     )
-    assert [(r["name"], len(r["v"])) for r in rows] == [
-        ("Alice", 384), ("Bob", 384)]  # fmt: skip
+    assert [(r["name"], len(r["v"])) for r in rows] == [("Alice", 384), ("Bob", 384)]
 
 
 async def test_openai_embedder_over_a_mocked_transport() -> None:
@@ -136,16 +138,23 @@ async def test_openai_embedder_over_a_mocked_transport() -> None:
     async def handler(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
         seen.append(body)
-        data = [{"object": "embedding", "index": i, "embedding": [3.0, 4.0]}
-                for i in reversed(range(len(body["input"])))]  # fmt: skip
+        data = [
+            {"object": "embedding", "index": i, "embedding": [3.0, 4.0]}
+            for i in reversed(range(len(body["input"])))
+        ]
         usage = {"prompt_tokens": 3, "total_tokens": 3}
         return httpx2.Response(
             200, json={"object": "list", "data": data, "model": body["model"], "usage": usage}
         )
 
     client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
-    emb = OpenAIEmbedder("text-embedding-3-small", 2, base_url="http://127.0.0.1:9/v1",
-                         batch_size=2, http_client=client)  # fmt: skip
+    emb = OpenAIEmbedder(
+        "text-embedding-3-small",
+        2,
+        base_url="http://127.0.0.1:9/v1",
+        batch_size=2,
+        http_client=client,
+    )
     vectors = await emb.embed(["a", "b", "c"])
     assert [s["input"] for s in seen] == [["a", "b"], ["c"]]
     assert seen[0]["model"] == "text-embedding-3-small"

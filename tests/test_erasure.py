@@ -54,8 +54,13 @@ async def test_erasing_a_subject_leaves_no_trace(kg: KG, backend: Backend, home:
     # A turn naming the subject, and the reply after it: the reply's search key holds the
     # turn before it (kg.search_keys), so erasure must rebuild that key.
     for i, text in enumerate((f"Ann: I ran into {SECRET} at the market.", "Bo: Tell me more!")):
-        await kg.add_episode(source="message", content=text, reference_time=t(2024, 2 + i),
-                             session_id="chat", extract=False)  # fmt: skip
+        await kg.add_episode(
+            source="message",
+            content=text,
+            reference_time=t(2024, 2 + i),
+            session_id="chat",
+            extract=False,
+        )
     # The searches below can find the subject: it is everywhere before erasure.
     assert "quisling" in await graph_dump(kg)
     assert await fulltext_hits(kg, "default", "Quisling") > 0
@@ -168,18 +173,34 @@ async def test_erasure_reaches_every_spelling_kg_folds_to_the_entity(
     disk = home if backend.name == "falkordb" else None
     await add(kg, t(2020), ("Minji Kim", "LIVES_IN", "Seoul"))
     for i, spelling in enumerate(SPELLINGS):
-        await kg.add_episode(source="text", content=f"Note {i}: {spelling} called about the lease.",
-                             reference_time=t(2021, 1, i + 1), extract=False)  # fmt: skip
+        await kg.add_episode(
+            source="text",
+            content=f"Note {i}: {spelling} called about the lease.",
+            reference_time=t(2021, 1, i + 1),
+            extract=False,
+        )
     # JSON episodes carry escapes ("\u00a0", "\n") that stand for the same characters.
-    await kg.add_episode(source="json", content=json.dumps({"who": "Minji\u00a0Kim"}),
-                         reference_time=t(2022), extract=False)  # fmt: skip
+    await kg.add_episode(
+        source="json",
+        content=json.dumps({"who": "Minji\u00a0Kim"}),
+        reference_time=t(2022),
+        extract=False,
+    )
     kept = ["Minjik Kimchi ordered lunch.", "Kim Minji is someone else's name order."]
     for i, text in enumerate(kept):
-        await kg.add_episode(source="text", content=text, reference_time=t(2023, 1, i + 1),
-                             extract=False)  # fmt: skip
+        await kg.add_episode(
+            source="text", content=text, reference_time=t(2023, 1, i + 1), extract=False
+        )
 
-    on_disk = (FULL_WIDTH, "Minji Kim", "Minji  Kim", "Minji\nKim", "Minji\u00a0Kim",
-               "u00a0Kim", "the lease")  # fmt: skip
+    on_disk = (
+        FULL_WIDTH,
+        "Minji Kim",
+        "Minji  Kim",
+        "Minji\nKim",
+        "Minji\u00a0Kim",
+        "u00a0Kim",
+        "the lease",
+    )
     await flushed(kg)
     if disk:
         assert [n for n in on_disk if not files_containing(disk, n)] == []  # the scan sees them
@@ -187,8 +208,15 @@ async def test_erasure_reaches_every_spelling_kg_folds_to_the_entity(
     receipt = await kg.erase_entity("minji kim")
     assert receipt.episodes_deleted == 1 + len(SPELLINGS) + 1
     dump = await graph_dump(kg)
-    for needle in (FULL_WIDTH.lower(), "minji kim", "minji  kim", "minji\\nkim", "minji\u00a0kim",
-                   "minji\\u00a0kim", "lease"):  # fmt: skip
+    for needle in (
+        FULL_WIDTH.lower(),
+        "minji kim",
+        "minji  kim",
+        "minji\\nkim",
+        "minji\u00a0kim",
+        "minji\\u00a0kim",
+        "lease",
+    ):
         assert needle not in dump, needle
     for needle in on_disk if disk else ():
         assert files_containing(disk, needle) == [], needle
@@ -221,9 +249,12 @@ def _erase_until_compaction(home: Path, what: str) -> str:
 
 async def _kill_between_delete_and_compaction(home: Path, what: str) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _erase_until_compaction(home, what), stdout=subprocess.PIPE,
+        sys.executable,
+        "-c",
+        _erase_until_compaction(home, what),
+        stdout=subprocess.PIPE,
         cwd=Path(__file__).parents[1],
-    )  # fmt: skip
+    )
     assert proc.stdout is not None
     line = await asyncio.wait_for(proc.stdout.readline(), 120)
     server = int(line)
@@ -335,8 +366,12 @@ async def _named_then_erased(kg: KG) -> None:
     has then moved them into its stream, where an erasure used to leave them."""
     await add(kg, t(2020), (SECRET, "LIVES_IN", "Seoul"), (SECRET, "KNOWS", "Bob"))
     correction = await add(kg, t(2021), (SECRET, "LIVES_IN", "Busan"))
-    await kg.add_episode(source="text", content=f"{SECRET} phoned about the lease.",
-                         reference_time=t(2022), extract=False)  # fmt: skip
+    await kg.add_episode(
+        source="text",
+        content=f"{SECRET} phoned about the lease.",
+        reference_time=t(2022),
+        extract=False,
+    )
     await kg.rollback(correction.episode_uuid, dry_run=False)
     assert (await kg.search(SECRET)).facts
     await asyncio.sleep(QUERY_LOG_FLUSH_SECONDS)
@@ -363,8 +398,9 @@ async def test_erasure_reaches_an_external_falkordbs_query_log(tmp_path: Path) -
         async with await KG.open(uri) as kg:
             conn = kg.store.client.connection  # type: ignore[attr-defined]
             assert await conn.execute_command("GRAPH.CONFIG", "GET", "CMD_INFO") == [
-                "CMD_INFO", True
-            ]  # fmt: skip
+                "CMD_INFO",
+                True,
+            ]
             await _named_then_erased(kg)
             assert "quisling" not in await query_logs(conn)
             assert await conn.type("telemetry{default}") == "string"
@@ -378,18 +414,34 @@ async def test_erasure_reaches_hyphenated_and_joined_spellings(
     await add(kg, t(2020), ("Minji Kim", "LIVES_IN", "Seoul"))
     await add(kg, t(2021), ("Minji-Kim", "WORKS_AT", "Naver"), ("MinjiKim", "LIKES", "jazz"))
     for i, spelling in enumerate(("Minji-Kim", "MinjiKim", "minji_kim", "Minji \u2013 Kim")):
-        await kg.add_episode(source="text", content=f"Note {i}: {spelling} called about the lease.",
-                             reference_time=t(2022, 1, i + 1), extract=False)  # fmt: skip
-    kept = ["Minjik Kimchi ordered lunch.", "Kim Minji is someone else's name order.",
-            "MinjiKimchi is a dish."]  # fmt: skip
+        await kg.add_episode(
+            source="text",
+            content=f"Note {i}: {spelling} called about the lease.",
+            reference_time=t(2022, 1, i + 1),
+            extract=False,
+        )
+    kept = [
+        "Minjik Kimchi ordered lunch.",
+        "Kim Minji is someone else's name order.",
+        "MinjiKimchi is a dish.",
+    ]
     for i, text in enumerate(kept):
-        await kg.add_episode(source="text", content=text, reference_time=t(2023, 1, i + 1),
-                             extract=False)  # fmt: skip
+        await kg.add_episode(
+            source="text", content=text, reference_time=t(2023, 1, i + 1), extract=False
+        )
     receipt = await kg.erase_entity("Minji Kim")
     assert receipt.episodes_deleted == 2 + 4 and receipt.entities_deleted >= 3
     dump = await graph_dump(kg)
-    for needle in ("minji kim", "minji-kim", "minjikim\"", "minji_kim", "minji \u2013 kim", "lease",
-                   "naver", "jazz"):  # fmt: skip
+    for needle in (
+        "minji kim",
+        "minji-kim",
+        'minjikim"',
+        "minji_kim",
+        "minji \u2013 kim",
+        "lease",
+        "naver",
+        "jazz",
+    ):
         assert needle not in dump, needle
     assert all(text.lower() in dump for text in kept)  # other names: kept
     await flushed(kg)
@@ -400,10 +452,19 @@ async def test_erasure_reaches_hyphenated_and_joined_spellings(
 
 async def _shared_episode(kg: KG) -> str:
     """Jun Park and Minji's pet in one episode (issue 23 item 10), and one only about Minji."""
-    shared = await add(kg, t(2020), ("Jun Park", "KNOWS", "Minji"), ("Minji", "HAS_PET", "Mochi"),
-                       {"subject": "Minji", "predicate": "LIKES", "object": "tennis",
-                        "fact": "Minji plays tennis with Jun Park"},
-                       source_description="chat with Jun Park")  # fmt: skip
+    shared = await add(
+        kg,
+        t(2020),
+        ("Jun Park", "KNOWS", "Minji"),
+        ("Minji", "HAS_PET", "Mochi"),
+        {
+            "subject": "Minji",
+            "predicate": "LIKES",
+            "object": "tennis",
+            "fact": "Minji plays tennis with Jun Park",
+        },
+        source_description="chat with Jun Park",
+    )
     await add(kg, t(2021), ("Minji", "LIVES_IN", "Seoul"))
     return shared.episode_uuid
 
@@ -443,16 +504,22 @@ async def test_an_erasure_can_keep_other_subjects_facts_from_a_redacted_copy(kg:
     assert "jun" not in copy.content.lower() and copy.source_description == "chat with [erased]"
     assert "jun park" not in await graph_dump(kg)
     assert await kg.facts(subject="Jun Park") == [] and await kg.facts(object="Jun Park") == []
-    assert [e.uuid for e in await kg.store.episodes_mentioning("default", pet.edge.source_node_uuid)
-            if e.uuid == copy.uuid] == [copy.uuid]  # fmt: skip
+    assert [
+        e.uuid
+        for e in await kg.store.episodes_mentioning("default", pet.edge.source_node_uuid)
+        if e.uuid == copy.uuid
+    ] == [copy.uuid]
 
 
 async def test_a_redacted_message_loses_the_subjects_lines(backend: Backend, home: Path) -> None:
     """An extracted message: the copy keeps the other speaker's line and the fact from it;
     the subject's own line goes whole (its name cut, "I live in Quito" would still be his)."""
     async with await open_test_kg(backend, home, llm=RuleLLM()) as kg:
-        await kg.add_episode(source="message", reference_time=t(2024, 1, 1),
-                             content="Jun Park: I live in Quito.\nMinji: I like jazz.")  # fmt: skip
+        await kg.add_episode(
+            source="message",
+            reference_time=t(2024, 1, 1),
+            content="Jun Park: I live in Quito.\nMinji: I like jazz.",
+        )
         receipt = await kg.erase_entity("Jun Park", keep_others=True)
         assert _others(receipt.other_facts_kept) == ["Minji LIKES jazz"]
         [jazz] = await kg.facts(subject="Minji")

@@ -48,19 +48,42 @@ def row(report: EvalReport, system: System, kind: str) -> Row:
 def test_the_committed_example_loads_and_round_trips() -> None:
     golden = load(EXAMPLE)
     kinds = {i.type for i in golden.items}
-    assert {ItemType.knowledge_update, ItemType.temporal, ItemType.tool_result,
-            ItemType.single, ItemType.abstain} <= kinds  # fmt: skip
+    assert {
+        ItemType.knowledge_update,
+        ItemType.temporal,
+        ItemType.tool_result,
+        ItemType.single,
+        ItemType.abstain,
+    } <= kinds
     assert "YAGO" in golden.meta.license and golden.meta.ontology is not None
     again = parse_lines(golden.dumps().splitlines())
     assert again == golden
 
 
-ITEM = {"kind": "item", "id": "q1", "type": "knowledge_update", "question": "Where?",
-        "asked_at": "2024-01-01T00:00:00Z", "haystack": "h", "evidence": ["t2"],
-        "answers": ["Busan"], "stale_answers": ["Seoul"]}  # fmt: skip
-HAY = {"kind": "haystack", "id": "h", "sessions": [{"id": "s", "turns": [
-    {"id": "t1", "at": "2023-01-01T00:00:00Z", "text": "I live in Seoul"},
-    {"id": "t2", "at": "2023-06-01T00:00:00Z", "text": "I moved to Busan"}]}]}  # fmt: skip
+ITEM = {
+    "kind": "item",
+    "id": "q1",
+    "type": "knowledge_update",
+    "question": "Where?",
+    "asked_at": "2024-01-01T00:00:00Z",
+    "haystack": "h",
+    "evidence": ["t2"],
+    "answers": ["Busan"],
+    "stale_answers": ["Seoul"],
+}
+HAY = {
+    "kind": "haystack",
+    "id": "h",
+    "sessions": [
+        {
+            "id": "s",
+            "turns": [
+                {"id": "t1", "at": "2023-01-01T00:00:00Z", "text": "I live in Seoul"},
+                {"id": "t2", "at": "2023-06-01T00:00:00Z", "text": "I moved to Busan"},
+            ],
+        }
+    ],
+}
 
 
 @pytest.mark.parametrize(
@@ -97,17 +120,19 @@ def test_wilson_intervals() -> None:
     assert Rate(k=1, n=4).show(counts=True) == "25.0 [4.6-69.9] 1/4"
 
 
-BLOCK = "\n".join([
-    HEADER,
-    "<facts>",
-    '- "Alice lives in Busan" [valid 2023-06-01 → now; source: user, trust user]',
-    '- "Alice lives in Seoul" [valid 2020-01-01 → 2023-06-01 (no longer true); source: user]',
-    '- "Bob plays for Chelsea Women" [valid 2021-01-01 → now; source: user, trust user]',
-    "</facts>",
-    "<episodes>",
-    '- [2020-01-01T09:00Z; user] "Alice: I live in Seoul_Gangnam now"',
-    "</episodes>",
-])  # fmt: skip
+BLOCK = "\n".join(
+    [
+        HEADER,
+        "<facts>",
+        '- "Alice lives in Busan" [valid 2023-06-01 → now; source: user, trust user]',
+        '- "Alice lives in Seoul" [valid 2020-01-01 → 2023-06-01 (no longer true); source: user]',
+        '- "Bob plays for Chelsea Women" [valid 2021-01-01 → now; source: user, trust user]',
+        "</facts>",
+        "<episodes>",
+        '- [2020-01-01T09:00Z; user] "Alice: I live in Seoul_Gangnam now"',
+        "</episodes>",
+    ]
+)
 
 
 def test_reading_a_context_block() -> None:
@@ -195,8 +220,9 @@ async def test_with_an_llm_it_answers_judges_and_runs_full_context(tmp_path: Pat
     assert full.tokens_mean > ours.tokens_mean  # the whole haystack against a k-bounded block
     # The full-context prompt holds the haystack up to asked_at; kg's, the context block.
     prompts = [r[-1]["content"] for r in llm.requests if r[0]["content"] == ANSWER_SYSTEM]
-    assert any(HEADER in p for p in prompts) and any("Mina:" in p and HEADER not in p
-                                                      for p in prompts)  # fmt: skip
+    assert any(HEADER in p for p in prompts) and any(
+        "Mina:" in p and HEADER not in p for p in prompts
+    )
     # Shown in 80 columns: the answers in a table of their own, per system.
     console = Console(width=80, record=True, file=io.StringIO())
     render.eval_report(console, report)
@@ -213,12 +239,23 @@ async def test_the_llm_path_through_the_real_openai_client(tmp_path: Path) -> No
         body = json.loads(request.content)
         seen.append(body)
         reply = fake_model(body["messages"])
-        return httpx2.Response(200, json={
-            "id": "c", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": reply}}],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55},
-        })  # fmt: skip
+        return httpx2.Response(
+            200,
+            json={
+                "id": "c",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": reply},
+                    }
+                ],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55},
+            },
+        )
 
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
     llm = OpenAILLM("judge-model", base_url="http://127.0.0.1:9/v1", http_client=http)
@@ -235,8 +272,9 @@ def test_cli_eval_prints_the_table_and_writes_items(tmp_path: Path) -> None:
     path.write_text(small(3).dumps())
     items = tmp_path / "items.jsonl"
     runner = CliRunner()
-    result = runner.invoke(app, ["eval", str(path), "--embedder", "none", "--json",
-                                 "--items-out", str(items)])  # fmt: skip
+    result = runner.invoke(
+        app, ["eval", str(path), "--embedder", "none", "--json", "--items-out", str(items)]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert {r["system"] for r in report["rows"]} == {"kg", "add_only"}
@@ -245,15 +283,15 @@ def test_cli_eval_prints_the_table_and_writes_items(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "Wilson 95%" in result.stdout
     # Fits 80 columns by default, nothing cut (rich would shorten cells to 'abs…'); --wide
     # is the one-line table with every column, --json (above) every figure.
-    narrow = runner.invoke(app, ["eval", str(path), "--embedder", "none"],
-                           env={"COLUMNS": "80"})  # fmt: skip
+    narrow = runner.invoke(app, ["eval", str(path), "--embedder", "none"], env={"COLUMNS": "80"})
     assert narrow.exit_code == 0, narrow.output
     assert max(len(line) for line in narrow.stdout.splitlines()) <= 80, narrow.stdout
     assert "…" not in narrow.stdout, narrow.stdout
     for word in ("kg", "add_only", "knowledge_update", "stale", "tokens", "100.0"):
         assert word in narrow.stdout, (word, narrow.stdout)
-    wide = runner.invoke(app, ["eval", str(path), "--embedder", "none", "--wide"],
-                         env={"COLUMNS": "200"})  # fmt: skip
+    wide = runner.invoke(
+        app, ["eval", str(path), "--embedder", "none", "--wide"], env={"COLUMNS": "200"}
+    )
     assert wide.exit_code == 0 and "p95 ms" in wide.stdout and "abstained: others" in wide.stdout
     assert "100.0 [" in wide.stdout  # the interval beside the figure
     bad = runner.invoke(app, ["eval", str(tmp_path / "missing.jsonl")])
@@ -262,8 +300,9 @@ def test_cli_eval_prints_the_table_and_writes_items(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "needs an LLM" in bad.output
     bad = runner.invoke(app, ["eval", str(path), "--embedder", "none", "--abstain-below", "0.5"])
     assert bad.exit_code == 1 and "abstain_below needs an embedder" in bad.output, bad.output
-    bad = runner.invoke(app, ["eval", str(path), "--embedder", "none",
-                              "--abstain-joint-below", "0.27"])  # fmt: skip
+    bad = runner.invoke(
+        app, ["eval", str(path), "--embedder", "none", "--abstain-joint-below", "0.27"]
+    )
     assert bad.exit_code == 1 and "abstain_joint_below needs an embedder" in bad.output, bad.output
 
 

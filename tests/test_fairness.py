@@ -22,9 +22,12 @@ async def test_a_large_bm25_pool_is_scored_while_the_event_loop_runs_others(
     pool = cypher_search.THREAD_POOL_FROM + 20
     for i in range(pool):
         await falkor_kg.add_episode(
-            source="text", content=f"the garden budget, note {i}", reference_time=WHEN,
-            extract=False, name=f"note {i}",
-        )  # fmt: skip
+            source="text",
+            content=f"the garden budget, note {i}",
+            reference_time=WHEN,
+            extract=False,
+            name=f"note {i}",
+        )
     entered, released = threading.Event(), threading.Event()
     real = cypher_search.bm25
 

@@ -39,12 +39,14 @@ def test_score_fusion_window_equal_scores_and_bad_weights() -> None:
 
 @pytest.mark.parametrize(
     ("query", "kept"),
-    [("When did Caroline go to the support group?", "Caroline go to the support group?"),
-     ("WHAT does Jon do", "Jon"),
-     ("Whatever happened to Jon?", "Whatever happened to Jon?"),
-     ("What is it?", "it?"),
-     ("What did?", "What did?"),  # nothing else: the query as it is
-     ("부산에 언제 갔어?", "부산에 언제 갔어?")],
-)  # fmt: skip
+    [
+        ("When did Caroline go to the support group?", "Caroline go to the support group?"),
+        ("WHAT does Jon do", "Jon"),
+        ("Whatever happened to Jon?", "Whatever happened to Jon?"),
+        ("What is it?", "it?"),
+        ("What did?", "What did?"),  # nothing else: the query as it is
+        ("부산에 언제 갔어?", "부산에 언제 갔어?"),
+    ],
+)
 def test_keyword_query_drops_question_words_only(query: str, kept: str) -> None:
     assert keyword_query(query) == kept

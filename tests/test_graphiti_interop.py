@@ -66,28 +66,49 @@ class ScriptedGraphitiLLM(LLMClient):
         self.said = Said([], [])
         self.calls: list[str] = []
 
-    async def _generate_response(self, messages: Any, response_model: Any = None,
-                                 max_tokens: Any = None, model_size: Any = None,
-                                 *, model: Any = None) -> dict[str, Any]:  # fmt: skip
+    async def _generate_response(
+        self,
+        messages: Any,
+        response_model: Any = None,
+        max_tokens: Any = None,
+        model_size: Any = None,
+        *,
+        model: Any = None,
+    ) -> dict[str, Any]:
         name = response_model.__name__ if response_model else ""
         self.calls.append(name)
         prompt = messages[-1].content
         if name == "ExtractedEntities":
-            return {"extracted_entities": [{"name": n, "entity_type_id": 0}
-                                           for n in self.said.entities]}  # fmt: skip
+            return {
+                "extracted_entities": [{"name": n, "entity_type_id": 0} for n in self.said.entities]
+            }
         if name == "NodeResolutions":
             existing = json.loads(_tag(prompt, "EXISTING ENTITIES"))
-            return {"entity_resolutions": [
-                {"id": e["id"], "name": e["name"], "duplicate_candidate_id": next(
-                    (c["candidate_id"] for c in existing if c["name"] == e["name"]), -1)}
-                for e in json.loads(_tag(prompt, "ENTITIES"))
-            ]}  # fmt: skip
+            return {
+                "entity_resolutions": [
+                    {
+                        "id": e["id"],
+                        "name": e["name"],
+                        "duplicate_candidate_id": next(
+                            (c["candidate_id"] for c in existing if c["name"] == e["name"]), -1
+                        ),
+                    }
+                    for e in json.loads(_tag(prompt, "ENTITIES"))
+                ]
+            }
         if name == "ExtractedEdges":
-            return {"edges": [
-                {"source_entity_name": s, "relation_type": r, "target_entity_name": o,
-                 "fact": fact, "valid_at": valid_at}
-                for s, r, o, fact, valid_at in self.said.edges
-            ]}  # fmt: skip
+            return {
+                "edges": [
+                    {
+                        "source_entity_name": s,
+                        "relation_type": r,
+                        "target_entity_name": o,
+                        "fact": fact,
+                        "valid_at": valid_at,
+                    }
+                    for s, r, o, fact, valid_at in self.said.edges
+                ]
+            }
         if name == "EdgeDuplicate":
             existing = ast.literal_eval(_tag(prompt, "EXISTING FACTS"))
             candidates = ast.literal_eval(_tag(prompt, "FACT INVALIDATION CANDIDATES"))
@@ -96,10 +117,11 @@ class ScriptedGraphitiLLM(LLMClient):
             return {
                 "duplicate_facts": [f["idx"] for f in existing if f["fact"] == new],
                 "contradicted_facts": [
-                    f["idx"] for f in existing + candidates
+                    f["idx"]
+                    for f in existing + candidates
                     if phrase and phrase in f["fact"] and f["fact"] != new
                 ],
-            }  # fmt: skip
+            }
         raise AssertionError(f"unscripted Graphiti call {name}")
 
 
@@ -136,26 +158,78 @@ async def written(backend: Backend, home: Path, minilm: Embedder) -> AsyncIterat
     async with await open_test_kg(backend, home, embedder=minilm) as kg:
         llm = ScriptedGraphitiLLM()
         driver = graphiti_driver(backend, kg)
-        g = Graphiti(graph_driver=driver, llm_client=llm, embedder=GraphitiEmbedder(minilm),
-                     cross_encoder=NoCrossEncoder())  # fmt: skip
+        g = Graphiti(
+            graph_driver=driver,
+            llm_client=llm,
+            embedder=GraphitiEmbedder(minilm),
+            cross_encoder=NoCrossEncoder(),
+        )
         await g.build_indices_and_constraints()
         script = [
-            ("e1", "Minji: I live in Seoul.", datetime(2024, 1, 10, tzinfo=UTC),
-             Said(["Minji", "Seoul"], [("Minji", "LIVES_IN", "Seoul", "Minji lives in Seoul",
-                                        "2024-01-10T00:00:00Z")])),
-            ("e2", "Minji: I work at Naver.", datetime(2024, 2, 1, tzinfo=UTC),
-             Said(["Minji", "Naver"], [("Minji", "WORKS_AT", "Naver", "Minji works at Naver",
-                                        "2024-02-01T00:00:00Z")])),
-            ("e3", "Minji: I moved to Busan last month.", datetime(2024, 6, 12, tzinfo=UTC),
-             Said(["Minji", "Busan"], [("Minji", "LIVES_IN", "Busan", "Minji lives in Busan",
-                                        "2024-05-01T00:00:00Z")], contradicts="lives in")),
-        ]  # fmt: skip
+            (
+                "e1",
+                "Minji: I live in Seoul.",
+                datetime(2024, 1, 10, tzinfo=UTC),
+                Said(
+                    ["Minji", "Seoul"],
+                    [
+                        (
+                            "Minji",
+                            "LIVES_IN",
+                            "Seoul",
+                            "Minji lives in Seoul",
+                            "2024-01-10T00:00:00Z",
+                        )
+                    ],
+                ),
+            ),
+            (
+                "e2",
+                "Minji: I work at Naver.",
+                datetime(2024, 2, 1, tzinfo=UTC),
+                Said(
+                    ["Minji", "Naver"],
+                    [
+                        (
+                            "Minji",
+                            "WORKS_AT",
+                            "Naver",
+                            "Minji works at Naver",
+                            "2024-02-01T00:00:00Z",
+                        )
+                    ],
+                ),
+            ),
+            (
+                "e3",
+                "Minji: I moved to Busan last month.",
+                datetime(2024, 6, 12, tzinfo=UTC),
+                Said(
+                    ["Minji", "Busan"],
+                    [
+                        (
+                            "Minji",
+                            "LIVES_IN",
+                            "Busan",
+                            "Minji lives in Busan",
+                            "2024-05-01T00:00:00Z",
+                        )
+                    ],
+                    contradicts="lives in",
+                ),
+            ),
+        ]
         episodes = {}
         for name, body, when, said in script:
             llm.said = said
-            r = await g.add_episode(name=name, episode_body=body, source=EpisodeType.message,
-                                    source_description="chat", reference_time=when,
-                                    group_id=GROUP)  # fmt: skip
+            r = await g.add_episode(
+                name=name,
+                episode_body=body,
+                source=EpisodeType.message,
+                source_description="chat",
+                reference_time=when,
+                group_id=GROUP,
+            )
             episodes[name] = r.episode.uuid
         try:
             yield Written(kg, g, llm, episodes, backend)
@@ -168,10 +242,15 @@ async def test_kg_searches_a_graphiti_graph_as_written(written: Written) -> None
     kg = written.kg
     # Graphiti's pipeline: 2 calls for the first episode, 4 for each later one here (kg: 1).
     assert len(written.llm.calls) == 10
-    assert set(written.llm.calls) == {"ExtractedEntities", "NodeResolutions", "ExtractedEdges",
-                                      "EdgeDuplicate"}  # fmt: skip
-    hits = await kg.search("where does Minji live", group_id=GROUP, recipe="facts_cosine",
-                           include_closed=True)  # fmt: skip
+    assert set(written.llm.calls) == {
+        "ExtractedEntities",
+        "NodeResolutions",
+        "ExtractedEdges",
+        "EdgeDuplicate",
+    }
+    hits = await kg.search(
+        "where does Minji live", group_id=GROUP, recipe="facts_cosine", include_closed=True
+    )
     # Graphiti closed "lives in Seoul" in place (invalid_at and expired_at on one edge), so
     # before adoption that belief is simply retired: no view of it survives.
     assert {h.fact.object for h in hits.facts} == {"Busan", "Naver"}
@@ -198,8 +277,11 @@ async def test_adopted_graph_answers_as_of_why_and_rollback(written: Written) ->
     before = await kg.facts(group_id=GROUP, subject="Minji", known_at=just_before)
     assert objects(before) == ["Naver", "Seoul"]
     # Why: the Seoul fact's versions name e3 as the episode that closed it.
-    [seoul] = [v for v in await kg.history(group_id=GROUP, subject="Minji")
-               if v.object == "Seoul" and v.edge.expired_at is None]  # fmt: skip
+    [seoul] = [
+        v
+        for v in await kg.history(group_id=GROUP, subject="Minji")
+        if v.object == "Seoul" and v.edge.expired_at is None
+    ]
     assert seoul.edge.invalid_at == t(2024, 5, 1) and seoul.edge.invalidated_by == eps["e3"]
     # The episode's own facts replay before what it ended: Busan supersedes Seoul.
     assert (seoul.edge.invalidation_reason or "").startswith("superseded")

@@ -64,8 +64,10 @@ def test_cli_takes_the_ids_its_tables_show(backend: Backend, home: Path, tmp_pat
     runner = CliRunner()
     where = backend.cli_args(home)
     path = tmp_path / "e.jsonl"
-    path.write_text('{"source": "facts", "reference_time": "2020-01-01", "facts": '
-                    '[{"subject": "A", "predicate": "LIVES_IN", "object": "B"}]}')  # fmt: skip
+    path.write_text(
+        '{"source": "facts", "reference_time": "2020-01-01", "facts": '
+        '[{"subject": "A", "predicate": "LIVES_IN", "object": "B"}]}'
+    )
     assert runner.invoke(app, [*where, "ingest", str(path)]).exit_code == 0
     r = runner.invoke(app, [*where, "history", "--json"])
     row = json.loads(r.stdout)[0]

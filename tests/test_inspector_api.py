@@ -30,8 +30,13 @@ async def memory(home: Path) -> AsyncIterator[tuple[Memory, ScriptedLLM]]:
 
 def reply(subject: str, predicate: str, object: str, quote: str) -> str:
     """The LLM's answer: one fact with its quote."""
-    fact = {"subject": subject, "predicate": predicate, "object": object, "quote": quote,
-            "fact": f"{subject} {predicate} {object}"}  # fmt: skip
+    fact = {
+        "subject": subject,
+        "predicate": predicate,
+        "object": object,
+        "quote": quote,
+        "fact": f"{subject} {predicate} {object}",
+    }
     return json.dumps({"entities": [], "facts": [fact]})
 
 
@@ -72,8 +77,9 @@ async def test_a_correction_is_a_user_episode_that_closes_the_old_value(
     await said(m.kg, t(2020), ("Alice", "LIVES_IN", "Paris"))
     [paris] = await m.kg.facts(subject="Alice")
     with pytest.raises(ForbiddenError, match="'write' role"):
-        await as_role(m, Role.read).correct(paris.edge.uuid, Correction(object="Lyon",
-                                            valid_at=t(2023)))  # fmt: skip
+        await as_role(m, Role.read).correct(
+            paris.edge.uuid, Correction(object="Lyon", valid_at=t(2023))
+        )
     write = as_role(m, Role.write)
     with pytest.raises(InputError, match="already the value"):
         await write.correct(paris.edge.uuid, Correction(object="paris", valid_at=t(2023)))
@@ -107,8 +113,9 @@ async def test_why_shows_what_each_supporting_episode_said(
 ) -> None:
     m, llm = memory
     llm._replies.append(reply("Alice", "LIVES_IN", "Paris", "I live in Paris now"))
-    await m.kg.add_episode(source="text", content="Hello.\nAlice: I live in Paris now.\nBye.",
-                           reference_time=t(2024))  # fmt: skip
+    await m.kg.add_episode(
+        source="text", content="Hello.\nAlice: I live in Paris now.\nBye.", reference_time=t(2024)
+    )
     await said(m.kg, t(2024, 2), ("Alice", "LIVES_IN", "Paris"))
     [paris] = await m.kg.facts(subject="Alice")
     why = await as_role(m, Role.read).why_said(paris.edge.uuid)

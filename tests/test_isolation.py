@@ -48,8 +48,9 @@ async def test_invalid_group_ids_are_refused_everywhere(kg: KG, bad: str) -> Non
 
 async def test_concurrent_readers_and_writers_queue_instead_of_failing(kg: KG) -> None:
     await add(kg, t(2020), ("Alice", "LIVES_IN", "Seoul"))
-    writes = [add(kg, t(2021), (f"P{i}", "LIVES_IN", "Busan"), group_id=f"g{i % 4}")
-              for i in range(40)]  # fmt: skip
+    writes = [
+        add(kg, t(2021), (f"P{i}", "LIVES_IN", "Busan"), group_id=f"g{i % 4}") for i in range(40)
+    ]
     reads = [kg.facts(subject="Alice") for _ in range(100)]
     results = await asyncio.gather(*writes, *reads)
     assert all(objects(r) == ["Seoul"] for r in results[40:])

@@ -67,16 +67,30 @@ async def test_an_llm_typing_an_entity_with_an_internal_label_loses_that_fact(
     home: Path,
 ) -> None:
     text = "Minji: I joined the Seoul book club. I live in Seoul."
-    reply = json.dumps({
-        "entities": [{"name": "Seoul book club", "type": "Community"},
-                     {"name": "Seoul", "type": "Place"}],
-        "facts": [
-            {"subject": "I", "predicate": "MEMBER_OF", "object": "Seoul book club",
-             "fact": "Minji joined the Seoul book club", "quote": "I joined the Seoul book club"},
-            {"subject": "I", "predicate": "LIVES_IN", "object": "Seoul",
-             "fact": "Minji lives in Seoul", "quote": "I live in Seoul"},
-        ],
-    })  # fmt: skip
+    reply = json.dumps(
+        {
+            "entities": [
+                {"name": "Seoul book club", "type": "Community"},
+                {"name": "Seoul", "type": "Place"},
+            ],
+            "facts": [
+                {
+                    "subject": "I",
+                    "predicate": "MEMBER_OF",
+                    "object": "Seoul book club",
+                    "fact": "Minji joined the Seoul book club",
+                    "quote": "I joined the Seoul book club",
+                },
+                {
+                    "subject": "I",
+                    "predicate": "LIVES_IN",
+                    "object": "Seoul",
+                    "fact": "Minji lives in Seoul",
+                    "quote": "I live in Seoul",
+                },
+            ],
+        }
+    )
     async with await KG.open(home=home, llm=ScriptedLLM([reply])) as kg:
         r = await kg.add_episode(source="message", content=text, reference_time=t(2024))
         assert r.summary.facts_dropped == {"reserved_type": 1}
@@ -100,8 +114,9 @@ async def test_an_import_with_an_internal_label_on_an_entity_is_refused(kg: KG) 
 
 
 def _entity(labels: list[str]) -> EntityNode:
-    return EntityNode(uuid="n", group_id="g", name="X", name_key="x", labels=labels,
-                      created_at=datetime.now(UTC))  # fmt: skip
+    return EntityNode(
+        uuid="n", group_id="g", name="X", name_key="x", labels=labels, created_at=datetime.now(UTC)
+    )
 
 
 @pytest.mark.parametrize("label", sorted(RESERVED_LABELS - {"Entity"}))

@@ -34,12 +34,23 @@ def completion(
     content: str, prompt_tokens: int = 11, completion_tokens: int = 7, finish: str = "stop"
 ) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "finish_reason": finish,
-                     "message": {"role": "assistant", "content": content}}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
-    }  # fmt: skip
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": finish,
+                "message": {"role": "assistant", "content": content},
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
 
 
 class Server:
@@ -65,8 +76,9 @@ class Server:
 
     def client(self, **kw: Any) -> OpenAILLM:
         http = httpx2.AsyncClient(transport=httpx2.MockTransport(self.handler))
-        return OpenAILLM("qwen2.5-7b-instruct", base_url="http://127.0.0.1:8000/v1",
-                         http_client=http, **kw)  # fmt: skip
+        return OpenAILLM(
+            "qwen2.5-7b-instruct", base_url="http://127.0.0.1:8000/v1", http_client=http, **kw
+        )
 
     def body(self, i: int) -> dict[str, Any]:
         return json.loads(self.requests[i].content)
@@ -158,8 +170,10 @@ async def test_invalid_twice_raises_with_the_calls_spent() -> None:
 
 
 async def test_a_reply_cut_at_the_token_cap_is_not_retried() -> None:
-    server = Server((200, completion('{"name": "Alice", "a', 30, 8, finish="length")),
-                    (200, completion('{"name": "Alice", "age": 31}')))  # fmt: skip
+    server = Server(
+        (200, completion('{"name": "Alice", "a', 30, 8, finish="length")),
+        (200, completion('{"name": "Alice", "age": 31}')),
+    )
     with pytest.raises(LLMOutputError) as caught:
         await server.client(max_tokens=8).structured(MESSAGES, Person, purpose="extract")
     assert len(server.requests) == 1 and [c.cut for c in caught.value.calls] == [True]
@@ -223,10 +237,12 @@ async def test_a_cancelled_waiter_gives_its_slot_on() -> None:
 
 
 async def test_scripted_client_shares_the_validation_path() -> None:
-    llm = ScriptedLLM([
-        '<think>hm</think>{"name": "A", "age": "x"}',
-        lambda msgs: json.dumps({"name": "A", "age": len(msgs)}),
-    ])  # fmt: skip
+    llm = ScriptedLLM(
+        [
+            '<think>hm</think>{"name": "A", "age": "x"}',
+            lambda msgs: json.dumps({"name": "A", "age": len(msgs)}),
+        ]
+    )
     value, calls = await llm.structured(MESSAGES, Person, purpose="extract")
     assert value.age == 3  # the retry conversation: user, bad assistant reply, correction
     assert [c.valid for c in calls] == [False, True]
@@ -243,8 +259,13 @@ async def test_extraction_then_resolution_through_the_real_client(tmp_path: Any)
     from kg import KG
 
     def extraction(subject: str, quote: str) -> dict[str, Any]:
-        fact = {"subject": subject, "predicate": "LIKES", "object": "Jazz",
-                "fact": f"{subject} likes jazz", "quote": quote}  # fmt: skip
+        fact = {
+            "subject": subject,
+            "predicate": "LIKES",
+            "object": "Jazz",
+            "fact": f"{subject} likes jazz",
+            "quote": quote,
+        }
         return completion(json.dumps({"entities": [], "facts": [fact]}))
 
     server = Server(
@@ -254,10 +275,12 @@ async def test_extraction_then_resolution_through_the_real_client(tmp_path: Any)
     )
     async with await KG.open(home=tmp_path / "kg", llm=server.client()) as kg:
         when = datetime(2024, 1, 1, tzinfo=UTC)
-        await kg.add_episode(source="message", content="Minji Kim: I like jazz.",
-                             reference_time=when)  # fmt: skip
-        r = await kg.add_episode(source="message", content="Minji: jazz, always.",
-                                 reference_time=when.replace(month=2))  # fmt: skip
+        await kg.add_episode(
+            source="message", content="Minji Kim: I like jazz.", reference_time=when
+        )
+        r = await kg.add_episode(
+            source="message", content="Minji: jazz, always.", reference_time=when.replace(month=2)
+        )
         names = [server.body(i)["response_format"]["json_schema"]["name"] for i in range(3)]
         assert names == ["Extraction", "Extraction", "Resolution"]
         assert "N1: 'Minji'" in server.body(2)["messages"][1]["content"]
@@ -269,10 +292,12 @@ async def test_extraction_then_resolution_through_the_real_client(tmp_path: Any)
 # -- finding the reply format each endpoint accepts -------------------------------------------
 
 LLAMA_CPP_REFUSAL = {  # what llama-cpp-python's server answers to `json_schema`, verbatim shape
-    "error": {"message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
-              "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}]",
-              "type": "internal_server_error"},
-}  # fmt: skip
+    "error": {
+        "message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+        "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}]",
+        "type": "internal_server_error",
+    },
+}
 
 
 def mode_of(body: dict[str, Any]) -> str:
@@ -319,7 +344,9 @@ async def test_llama_cpp_refusal_falls_back_to_json_object_with_schema() -> None
     # The refusal costs one round trip: no transport retries of its 500.
     assert server.modes() == ["json_schema", "json_object_schema"]
     assert server.body(1)["response_format"] == {
-        "type": "json_object", "schema": Person.model_json_schema()}  # fmt: skip
+        "type": "json_object",
+        "schema": Person.model_json_schema(),
+    }
     assert server.body(1)["messages"] == MESSAGES  # the server holds the schema: no prompt note
     assert llm.json_mode == "json_object_schema"
     assert len(calls) == 1  # a refused request is not a model call
@@ -376,8 +403,9 @@ async def test_a_corrective_retry_uses_the_mode_found() -> None:
 
 
 async def test_every_format_refused_fails_cleanly_and_remembers_nothing() -> None:
-    server = PickyServer(dict.fromkeys(
-        ["json_schema", "json_object_schema", "json_object", "prompt"], 400))  # fmt: skip
+    server = PickyServer(
+        dict.fromkeys(["json_schema", "json_object_schema", "json_object", "prompt"], 400)
+    )
     llm = server.client()
     with pytest.raises(LLMError, match="refused every structured reply format") as caught:
         await llm.structured(MESSAGES, Person, purpose="extract")
@@ -448,8 +476,10 @@ async def test_the_schema_sent_requires_every_field_and_validation_does_not() ->
     assert sent["required"] == ["entities", "facts"]
     fact = sent["$defs"]["ExtractedFact"]
     assert fact["required"] == list(fact["properties"])
-    assert "valid_at" in fact["required"] and {"type": "null"} in fact["properties"][
-        "valid_at"]["anyOf"]  # fmt: skip
+    assert (
+        "valid_at" in fact["required"]
+        and {"type": "null"} in fact["properties"]["valid_at"]["anyOf"]
+    )
     assert "required" not in Extraction.model_json_schema()  # the model class is untouched
 
 

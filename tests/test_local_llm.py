@@ -75,7 +75,9 @@ async def test_the_real_server_refuses_json_schema_and_takes_json_object_with_sc
     messages = [{"role": "user", "content": "Paris is the capital of France. Reply in JSON."}]
     value, calls = await llm.structured(messages, City, purpose="probe")
     assert [s.get("response_format", {}).get("type") for s in wire.sent[:2]] == [
-        "json_schema", "json_object"]  # fmt: skip
+        "json_schema",
+        "json_object",
+    ]
     status, text = wire.answers[0]
     assert status == 500 and "Input should be 'text' or 'json_object'" in text
     assert wire.answers[1][0] == 200
@@ -88,10 +90,11 @@ async def test_a_real_extraction_ends_ingested_or_failed_and_recorded(
 ) -> None:
     llm = OpenAILLM(MODEL, base_url=server.base_url, max_retries=1, timeout=300, max_tokens=384)
     episode = Episode(
-        source="message", reference_time=datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
+        source="message",
+        reference_time=datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
         content="Caroline: I moved to Boston last March, and I work at a bakery now.\n"
-                "Melanie: That's great, Caroline!",
-    )  # fmt: skip
+        "Melanie: That's great, Caroline!",
+    )
     async with await KG.open(home=tmp_path / "kg", llm=llm) as kg:
         try:
             result = await kg.add_episode(episode)
@@ -138,10 +141,19 @@ async def test_a_small_model_is_asked_the_compact_way_and_kept_to_the_turns_word
 
     running: LocalLLMServer = request.getfixturevalue("server" if which == "smollm2" else "gemma")
     wire = Wire()
-    llm = OpenAILLM(running.alias, base_url=running.base_url, http_client=wire.client(),
-                    max_retries=1, timeout=300, max_tokens=320)  # fmt: skip
-    episode = Episode(source="message", content=SMALL_TURN,
-                      reference_time=datetime(2023, 5, 8, 13, 56, tzinfo=UTC))  # fmt: skip
+    llm = OpenAILLM(
+        running.alias,
+        base_url=running.base_url,
+        http_client=wire.client(),
+        max_retries=1,
+        timeout=300,
+        max_tokens=320,
+    )
+    episode = Episode(
+        source="message",
+        content=SMALL_TURN,
+        reference_time=datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
+    )
     async with await KG.open(home=tmp_path / "kg", llm=llm) as kg:
         with contextlib.suppress(ExtractionError):  # failed and recorded is an outcome too
             await kg.add_episode(episode)

@@ -53,15 +53,28 @@ async def what_it_offers(s: ClientSession) -> None:
 async def agent_session(s: ClientSession) -> None:
     await what_it_offers(s)
     paris = await call(
-        s, "add_memory", source="facts", reference_time="2020-01-01",
-        facts=[{"subject": "Alice", "predicate": "LIVES_IN", "object": "Paris",
-                "valid_at": "2020-01-01"}],
-    )  # fmt: skip
+        s,
+        "add_memory",
+        source="facts",
+        reference_time="2020-01-01",
+        facts=[
+            {
+                "subject": "Alice",
+                "predicate": "LIVES_IN",
+                "object": "Paris",
+                "valid_at": "2020-01-01",
+            }
+        ],
+    )
     moved = await call(
-        s, "add_memory", source="facts", reference_time="2022-06-01",
-        facts=[{"subject": "Alice", "predicate": "LIVES_IN", "object": "Berlin",
-                "valid_at": "2022-06"}],
-    )  # fmt: skip
+        s,
+        "add_memory",
+        source="facts",
+        reference_time="2022-06-01",
+        facts=[
+            {"subject": "Alice", "predicate": "LIVES_IN", "object": "Berlin", "valid_at": "2022-06"}
+        ],
+    )
     assert paris["status"] == moved["status"] == "added" and moved["facts_closed"] == 1
     # Search, then follow the hit's id to where it came from.
     hit = facts(await call(s, "search_memory", query="Where does Alice live?"))[0]
@@ -106,8 +119,9 @@ async def test_the_instructions_and_the_resource_are_the_stores_ontology(tmp_pat
     params = StdioServerParameters(
         command=kg_command()[0],
         args=[*kg_command()[1:], "--ontology", str(path), "mcp", "--group", "o"],
-        env=kg_env(tmp_path / "home"), cwd=str(ROOT),
-    )  # fmt: skip
+        env=kg_env(tmp_path / "home"),
+        cwd=str(ROOT),
+    )
     async with stdio_client(params) as streams, ClientSession(streams[0], streams[1]) as s:
         hello = await s.initialize()
         read = await s.read_resource("kg://ontology")
@@ -143,9 +157,11 @@ async def test_an_agent_may_give_the_ids_it_was_shown_in_short(served: Served) -
     id: why, get_fact and rollback_episode."""
     async with mcp_http(served, served.key("agent", "admin")) as s:
         added = await call(
-            s, "add_memory", source="facts",
+            s,
+            "add_memory",
+            source="facts",
             facts=[{"subject": "Pia", "predicate": "WORKS_AT", "object": "Nimbus"}],
-        )  # fmt: skip
+        )
         [fact] = (await call(s, "facts_as_of", subject="Pia"))["items"]
         assert (await call(s, "get_fact", fact_id=fact["id"][:8]))["id"] == fact["id"]
         assert (await call(s, "why", fact_id=fact["id"][:6]))["fact"]["id"] == fact["id"]

@@ -43,11 +43,23 @@ async def snapshot(kg: KG, group: str, marks: list[datetime], episodes: list[str
     def plain(f: Fact) -> tuple[Any, ...]:
         e: FactEdge = f.edge
         return (
-            f.subject, f.predicate, f.object, e.fact, e.valid_at, e.invalid_at,
-            when(e.created_at), when(e.expired_at), [episode(u) for u in e.episodes],
-            e.episode_valid_at, episode(e.invalidated_by), e.invalidation_reason,
-            e.channel, e.trust, e.extractor, e.status,
-        )  # fmt: skip
+            f.subject,
+            f.predicate,
+            f.object,
+            e.fact,
+            e.valid_at,
+            e.invalid_at,
+            when(e.created_at),
+            when(e.expired_at),
+            [episode(u) for u in e.episodes],
+            e.episode_valid_at,
+            episode(e.invalidated_by),
+            e.invalidation_reason,
+            e.channel,
+            e.trust,
+            e.extractor,
+            e.status,
+        )
 
     def ref(u: str | None) -> Any:
         return None if u is None else plain(by_uuid[u]) if u in by_uuid else "gone"

@@ -21,17 +21,21 @@ async def test_episode_metrics_are_stored_and_summed(backend: Backend, home: Pat
     llm = ScriptedLLM([])
     async with await open_test_kg(backend, home, llm=llm) as kg:
         llm._replies.append(reply(f("Minji", "LIVES_IN", "Seoul", "I live in Seoul")))
-        await kg.add_episode(source="message", content="Minji: I live in Seoul.",
-                             reference_time=t(2024, 1, 1))  # fmt: skip
+        await kg.add_episode(
+            source="message", content="Minji: I live in Seoul.", reference_time=t(2024, 1, 1)
+        )
         llm._replies += ["oops", reply(f("Minji", "LIVES_IN", "Busan", "I moved to Busan"))]
-        await kg.add_episode(source="message", content="Minji: I moved to Busan.",
-                             reference_time=t(2024, 6, 1))  # fmt: skip
+        await kg.add_episode(
+            source="message", content="Minji: I moved to Busan.", reference_time=t(2024, 6, 1)
+        )
         llm._replies.append(reply(f("Minji", "LIKES", "Paris", "not in the text")))
-        await kg.add_episode(source="message", content="Minji: hello!",
-                             reference_time=t(2024, 7, 1))  # fmt: skip
+        await kg.add_episode(
+            source="message", content="Minji: hello!", reference_time=t(2024, 7, 1)
+        )
         await add(kg, t(2024, 8, 1), ("Minji", "KNOWS", "Jisoo"))
-        [moved] = [e for e in await kg.store.find_episodes("default", None, None)
-                   if "Busan" in e.content]  # fmt: skip
+        [moved] = [
+            e for e in await kg.store.find_episodes("default", None, None) if "Busan" in e.content
+        ]
         m = (await kg.metrics()).ingest
     assert (m.episodes, m.llm_episodes, m.empty_extractions) == (4, 3, 1)
     assert m.llm_calls == 4  # one corrective retry
@@ -46,8 +50,12 @@ def test_an_episode_stores_every_counter_its_summary_reports() -> None:
     from kg.schemas.plan import PlanSummary
 
     shared = {name: i + 1 for i, name in enumerate(GraphCounters.model_fields)}
-    summary = PlanSummary(**shared, prompt_tokens=100, completion_tokens=20,
-                          facts_dropped={"unknown_predicate": 2, "not_in_text": 1})  # fmt: skip
+    summary = PlanSummary(
+        **shared,
+        prompt_tokens=100,
+        completion_tokens=20,
+        facts_dropped={"unknown_predicate": 2, "not_in_text": 1},
+    )
     assert summary.counters() == Counters(**shared, llm_tokens=120, facts_dropped=3)
 
 
@@ -80,9 +88,15 @@ def test_kg_stats_shows_ingest_and_query_metrics(
 ) -> None:
     runner = CliRunner()
     path = tmp_path / "e.jsonl"
-    path.write_text(json.dumps({"source": "facts", "reference_time": "2024-01-01T00:00:00Z",
-                                "facts": [{"subject": "A", "predicate": "KNOWS",
-                                           "object": "B"}]}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "source": "facts",
+                "reference_time": "2024-01-01T00:00:00Z",
+                "facts": [{"subject": "A", "predicate": "KNOWS", "object": "B"}],
+            }
+        )
+    )
     base = backend.cli_args(home)
     assert runner.invoke(app, [*base, "ingest", str(path)]).exit_code == 0
     assert runner.invoke(app, [*base, "search", "A knows B"]).exit_code == 0

@@ -39,8 +39,9 @@ def cli_option_names() -> dict[str, list[str]]:
 
 def test_the_cli_uses_one_name_per_concept() -> None:
     names = cli_option_names()
-    other = {name: (OTHER_NAMES[name], where) for name, where in names.items()
-             if name in OTHER_NAMES}  # fmt: skip
+    other = {
+        name: (OTHER_NAMES[name], where) for name, where in names.items() if name in OTHER_NAMES
+    }
     assert not other, f"second names for one concept (name: (the one name, commands)): {other}"
     for concept in ("valid_at", "known_at", "include_closed", "include_contested", "subject"):
         assert concept in names, concept
@@ -79,7 +80,9 @@ async def test_python_old_names_warn_and_still_work(mem: KG) -> None:
 def test_every_command_has_json() -> None:
     """--json on every command whose answer is data (issue 24): not the servers, the demo's
     narrative, export (JSON Lines already) or tools (tool definitions, JSON already)."""
-    missing = [" ".join(path) for path, command in _commands(typer.main.get_command(app), ["kg"])
-               if not hasattr(command, "commands")
-               and not any("--json" in p.opts for p in command.params)]  # fmt: skip
+    missing = [
+        " ".join(path)
+        for path, command in _commands(typer.main.get_command(app), ["kg"])
+        if not hasattr(command, "commands") and not any("--json" in p.opts for p in command.params)
+    ]
     assert sorted(missing) == ["kg demo", "kg export", "kg mcp", "kg serve", "kg tools"]

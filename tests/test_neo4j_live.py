@@ -48,8 +48,11 @@ async def test_schema_is_created_online_and_idempotent(
         async with await open_test_kg(neo4j_backend, home, embedder=minilm) as graph:
             await graph.store.ensure_schema("default")
             await cypher(graph, "CALL db.awaitIndexes(300)")
-            rows = await cypher(graph, "SHOW INDEXES YIELD name, type, state, options "
-                                       "WHERE name STARTS WITH 'kg_' RETURN *")  # fmt: skip
+            rows = await cypher(
+                graph,
+                "SHOW INDEXES YIELD name, type, state, options "
+                "WHERE name STARTS WITH 'kg_' RETURN *",
+            )
             constraints = await cypher(graph, "SHOW CONSTRAINTS YIELD name RETURN name")
     by_name = {r["name"]: r for r in rows}
     assert {r["state"] for r in rows} == {"ONLINE"}
@@ -65,9 +68,10 @@ async def test_schema_is_created_online_and_idempotent(
 async def test_times_are_native_datetimes(n4: KG) -> None:
     await add(n4, t(2020), ("Alice", "LIVES_IN", "Seoul"))
     [row] = await cypher(
-        n4, "MATCH ()-[e:RELATES_TO]->() RETURN valueType(e.valid_at) AS v, "
-            "valueType(e.created_at) AS c, e.valid_at.year AS year"
-    )  # fmt: skip
+        n4,
+        "MATCH ()-[e:RELATES_TO]->() RETURN valueType(e.valid_at) AS v, "
+        "valueType(e.created_at) AS c, e.valid_at.year AS year",
+    )
     assert row == {"v": "ZONED DATETIME NOT NULL", "c": "ZONED DATETIME NOT NULL", "year": 2020}
 
 
@@ -99,8 +103,9 @@ async def test_the_routing_scheme_works_and_writes_leave_a_bookmark_for_reads(
         after_write = await manager.get_bookmarks()
         assert after_write and after_write != before, "the write's bookmark is kept for reads"
         assert objects(await graph.facts(subject="Alice")) == ["Seoul"]
-        [row] = await cypher(graph, "CALL dbms.routing.getRoutingTable({}, 'neo4j') "
-                                    "YIELD servers RETURN servers")  # fmt: skip
+        [row] = await cypher(
+            graph, "CALL dbms.routing.getRoutingTable({}, 'neo4j') YIELD servers RETURN servers"
+        )
         roles = {s["role"] for s in row["servers"]}
         assert roles == {"WRITE", "READ", "ROUTE"}
 
@@ -134,9 +139,11 @@ async def test_a_timeline_is_read_from_its_subject_not_every_edge_of_its_predica
     from kg.schemas import DEFAULT_ONTOLOGY, Episode
 
     facts = [(f"Person {i}", "LIVES_IN", f"City {i % 7}") for i in range(60)]
-    episode = Episode(source="facts", reference_time=t(2100),
-                      facts=[{"subject": "Person 3", "predicate": "LIVES_IN",
-                              "object": "City 5"}])  # fmt: skip
+    episode = Episode(
+        source="facts",
+        reference_time=t(2100),
+        facts=[{"subject": "Person 3", "predicate": "LIVES_IN", "object": "City 5"}],
+    )
     async with await open_test_kg(neo4j_backend, home) as graph:
         for i in range(0, 60, 10):
             await add(graph, t(2000 + i), *facts[i : i + 10])
@@ -184,11 +191,18 @@ async def test_a_small_groups_cosine_branch_reads_its_own_facts_not_the_shared_i
     monkeypatch.setattr(shared, "VECTOR_K_MAX", 40)  # a large group: more than k_max nearer
     async with await open_test_kg(neo4j_backend, home, embedder=KeywordEmbedder()) as graph:
         for i in range(0, 60, 20):
-            await add(graph, t(2000 + i),
-                      *[(f"Decoy {j}", "LIVES_IN", "Atlantis") for j in range(i, i + 20)],
-                      group_id="big")  # fmt: skip
-        await add(graph, t(2000), *[(f"Target {j}", "LIVES_IN", "Lemuria") for j in range(3)],
-                  group_id="small")  # fmt: skip
+            await add(
+                graph,
+                t(2000 + i),
+                *[(f"Decoy {j}", "LIVES_IN", "Atlantis") for j in range(i, i + 20)],
+                group_id="big",
+            )
+        await add(
+            graph,
+            t(2000),
+            *[(f"Target {j}", "LIVES_IN", "Lemuria") for j in range(3)],
+            group_id="small",
+        )
         store = graph.store
         assert isinstance(store, Neo4jStore)
         sent: list[str] = []
@@ -236,8 +250,10 @@ async def test_no_write_statement_scans_a_label(neo4j_backend: Backend, home: Pa
         assert isinstance(store, Neo4jStore)
         plans = []
         for year, city in ((2010, "Busan"), (2011, "Daegu")):
-            facts = [{"subject": "Ann", "predicate": "LIVES_IN", "object": city},
-                     {"subject": "Ann", "predicate": "KNOWS", "object": "Bob"}]  # fmt: skip
+            facts = [
+                {"subject": "Ann", "predicate": "LIVES_IN", "object": city},
+                {"subject": "Ann", "predicate": "KNOWS", "object": "Bob"},
+            ]
             episode = Episode(source="facts", reference_time=t(year), facts=facts)
             plan, _ = await plan_structured_episode(episode, store, DEFAULT_ONTOLOGY, t(2030))
             plans.append(plan)
@@ -245,6 +261,9 @@ async def test_no_write_statement_scans_a_label(neo4j_backend: Backend, home: Pa
         scans = []
         for s in statements:
             _, summary, _ = await store._driver.execute_query("EXPLAIN " + s.query, s.params)
-            scans += [(op, s.query[:80]) for op, _ in _operators(summary.plan)
-                      if "LabelScan" in op or "AllNodesScan" in op]  # fmt: skip
+            scans += [
+                (op, s.query[:80])
+                for op, _ in _operators(summary.plan)
+                if "LabelScan" in op or "AllNodesScan" in op
+            ]
         assert scans == []

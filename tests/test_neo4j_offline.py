@@ -85,9 +85,12 @@ class FakeResult:
 
 class FakeTx:
     def __init__(
-        self, log: list[tuple[str, dict[str, Any]]], fail_on: str | None, stored: str | None,
+        self,
+        log: list[tuple[str, dict[str, Any]]],
+        fail_on: str | None,
+        stored: str | None,
         error: str,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.log, self.fail_on, self.stored, self.error = log, fail_on, stored, error
 
     async def run(self, query: str, params: dict[str, Any]) -> Any:
@@ -152,11 +155,17 @@ class FakeDriver:
         if self.fail_on and self.fail_on in query:
             raise ClientError(self.error)
         passes = "WHERE kg_was" not in query or (
-            self.stored_version == params["kg_expected"] if "$kg_expected" in query
+            self.stored_version == params["kg_expected"]
+            if "$kg_expected" in query
             else self.stored_version is None
-        )  # fmt: skip
-        row = {"token": params.get("kg_token"), "writes": 1, "tx": params.get("kg_tx"),
-               "hold": None, "ok": True}  # fmt: skip
+        )
+        row = {
+            "token": params.get("kg_token"),
+            "writes": 1,
+            "tx": params.get("kg_tx"),
+            "hold": None,
+            "ok": True,
+        }
         result = await kw["result_transformer_"](FakeResult([row] if passes else []))
         self.transactions.append([(query, params)])  # committed: the transformer returned
         return result
@@ -167,11 +176,18 @@ class FakeDriver:
 
 async def _plan(store: Neo4jStore) -> WritePlan:
     episode = Episode(
-        source="facts", reference_time=t(2020),
-        facts=[{"subject": "Alice", "predicate": "LIVES_IN", "object": "Seoul",
-                "subject_type": "Person"},
-               {"subject": "Alice", "predicate": "KNOWS", "object": "Bob"}],
-    )  # fmt: skip
+        source="facts",
+        reference_time=t(2020),
+        facts=[
+            {
+                "subject": "Alice",
+                "predicate": "LIVES_IN",
+                "object": "Seoul",
+                "subject_type": "Person",
+            },
+            {"subject": "Alice", "predicate": "KNOWS", "object": "Bob"},
+        ],
+    )
     plan, _ = await plan_structured_episode(episode, store, DEFAULT_ONTOLOGY, t(2021))
     return plan
 
@@ -219,9 +235,10 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     await store.fact_versions("g", "f")
     await store.audit_log("g", 10)
     await store.closures("g", 10)
-    for view in (SearchView(valid_at=now, known_at=now),
-                 SearchView(valid_at=now, known_at=now, include_history=True,
-                            include_contested=True)):  # fmt: skip
+    for view in (
+        SearchView(valid_at=now, known_at=now),
+        SearchView(valid_at=now, known_at=now, include_history=True, include_contested=True),
+    ):
         for scope in Scope:
             await store.search_text("g", scope, 'Minji 부산에 lives-in "x" AND', view, 10)
             await store.search_vector("g", scope, [0.1, 0.2], view, 10)
@@ -243,20 +260,38 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
     waits = [q for q, _ in driver.reads if "awaitIndexes" in q]
     assert waits == ["CALL db.awaitIndexes(300)"]  # once, before the first search
     rewrite = RewritePlan(
-        group_id="g", delete_edges=["x"], new_edges=(await _plan(store)).new_edges,
-        drop_mentions_from=["e"], orphan_candidates=["n"], rolled_back=["e"],
-        delete_episodes=["e"], delete_entities=["n"], delete_communities=["c"],
+        group_id="g",
+        delete_edges=["x"],
+        new_edges=(await _plan(store)).new_edges,
+        drop_mentions_from=["e"],
+        orphan_candidates=["n"],
+        rolled_back=["e"],
+        delete_episodes=["e"],
+        delete_entities=["n"],
+        delete_communities=["c"],
         scrub_summaries=["Minji"],
         audit=AuditEvent(uuid="a", group_id="g", kind="rollback", created_at=now),
-    )  # fmt: skip
+    )
     rewrite_statements = store.compile_rewrite(rewrite)
     assert len(rewrite_statements) == 10  # every kind of rewrite statement, no vectors
-    community = CommunityNode(uuid="c", group_id="g", name="n", summary="s", created_at=now,
-                              name_embedding=[0.1, 0.2], episodes=["e"])  # fmt: skip
-    community_statements = store.compile_communities(CommunityPlan(
-        group_id="g", delete=["c0"], create=[community], mark_stale=["c"],
-        members=[CommunityMembership(community_uuid="c", entity_uuid="n")],
-    ))  # fmt: skip
+    community = CommunityNode(
+        uuid="c",
+        group_id="g",
+        name="n",
+        summary="s",
+        created_at=now,
+        name_embedding=[0.1, 0.2],
+        episodes=["e"],
+    )
+    community_statements = store.compile_communities(
+        CommunityPlan(
+            group_id="g",
+            delete=["c0"],
+            create=[community],
+            mark_stale=["c"],
+            members=[CommunityMembership(community_uuid="c", entity_uuid="n")],
+        )
+    )
     assert len(community_statements) == 5  # delete, create, vectors, members, stale
     metrics = store.compile_query_metrics(
         "g", QueryMetrics(queries=1, branch_hits={"facts_bm25": 2})
@@ -265,15 +300,31 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
         "q.hits_facts_bm25 = coalesce(q.hits_facts_bm25, 0) + $m.hits_facts_bm25" in metrics.query
     )
     plan = await _plan(store)
-    loads = [plan.new_entities, [plan.episode], plan.new_edges,
-             [Mention(uuid="m", episode="e", entity="n", created_at=now)], [community],
-             [CommunityMembership(community_uuid="c", entity_uuid="n")],
-             [AuditEvent(uuid="a", group_id="g", kind="rollback", created_at=now)]]  # fmt: skip
-    load_statements = [st for _kind, items in zip(MODELS, loads, strict=True)
-                       for st in store.compile_load("g", items)]  # fmt: skip
+    loads = [
+        plan.new_entities,
+        [plan.episode],
+        plan.new_edges,
+        [Mention(uuid="m", episode="e", entity="n", created_at=now)],
+        [community],
+        [CommunityMembership(community_uuid="c", entity_uuid="n")],
+        [AuditEvent(uuid="a", group_id="g", kind="rollback", created_at=now)],
+    ]
+    load_statements = [
+        st
+        for _kind, items in zip(MODELS, loads, strict=True)
+        for st in store.compile_load("g", items)
+    ]
     assert len(load_statements) >= len(MODELS)
-    queries = [s.query for s in [*statements, *rewrite_statements, *community_statements, metrics,
-                                 *load_statements]]  # fmt: skip
+    queries = [
+        s.query
+        for s in [
+            *statements,
+            *rewrite_statements,
+            *community_statements,
+            metrics,
+            *load_statements,
+        ]
+    ]
     queries += [q for q, _ in driver.reads]
     assert len(driver.reads) >= 20
     for q in queries:
@@ -386,8 +437,11 @@ async def test_a_write_checks_the_group_version_first_and_rolls_back_when_stale(
     assert params["kg_expected"] == "v1"
     assert isinstance(params["kg_tx"], datetime)  # the plan's transaction time, native
     committed += 1
-    for stored, base in (("v2", GroupVersion(token="v1")), ("v1", GroupVersion()),
-                         (None, GroupVersion(token="v1"))):  # fmt: skip
+    for stored, base in (
+        ("v2", GroupVersion(token="v1")),
+        ("v1", GroupVersion()),
+        (None, GroupVersion(token="v1")),
+    ):
         driver.stored_version = stored
         plan.base = base
         with pytest.raises(WriteConflictError, match="changed after this write was planned"):

@@ -28,8 +28,9 @@ def run(name: str, env: dict[str, str] | None = None) -> list[Any]:
 def text(cells: list[Any]) -> str:
     return "\n".join(
         o.get("text", "") or o.get("data", {}).get("text/plain", "")
-        for c in cells for o in c.outputs
-    )  # fmt: skip
+        for c in cells
+        for o in c.outputs
+    )
 
 
 def test_quickstart_supersedes_answers_march_and_rolls_back() -> None:

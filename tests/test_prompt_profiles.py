@@ -21,19 +21,34 @@ from tests.test_llm_client import LLAMA_CPP_REFUSAL, completion
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 CHAT = "Caroline: I went to a LGBTQ support group yesterday and it was so powerful."
-COMPACT = json.dumps({"facts": [
-    {"quote": "I went to an LGBTQ support group", "subject": "Caroline", "predicate": "ATTENDED",
-     "object": "LGBTQ support group", "fact": "Caroline went to an LGBTQ support group.",
-     "valid_at": "yesterday"},
-]})  # fmt: skip
+COMPACT = json.dumps(
+    {
+        "facts": [
+            {
+                "quote": "I went to an LGBTQ support group",
+                "subject": "Caroline",
+                "predicate": "ATTENDED",
+                "object": "LGBTQ support group",
+                "fact": "Caroline went to an LGBTQ support group.",
+                "valid_at": "yesterday",
+            },
+        ]
+    }
+)
 
 
 @pytest.mark.parametrize(
     ("model", "profile"),
-    [("smollm2-135m-instruct", "small"), ("gemma-3-270m", "small"), ("SmolLM2-360M", "small"),
-     ("qwen2.5-0.5b-instruct", "small"), ("gpt-4o-mini", "default"),
-     ("qwen2.5-7b-instruct", "default"), ("llama-3.1-70b", "default")],
-)  # fmt: skip
+    [
+        ("smollm2-135m-instruct", "small"),
+        ("gemma-3-270m", "small"),
+        ("SmolLM2-360M", "small"),
+        ("qwen2.5-0.5b-instruct", "small"),
+        ("gpt-4o-mini", "default"),
+        ("qwen2.5-7b-instruct", "default"),
+        ("llama-3.1-70b", "default"),
+    ],
+)
 def test_the_profile_is_chosen_by_the_model_name(model: str, profile: str) -> None:
     assert profile_for(model).name == profile
 
@@ -71,10 +86,12 @@ async def test_a_small_model_gets_the_compact_grammar_and_examples_over_http(
     async with await KG.open(
         home=tmp_path / "kg", llm=server.client("smollm2-135m-instruct")
     ) as kg:
-        await kg.add_episode(source="message", content="Caroline: Hi Mel!", reference_time=WHEN,
-                             extract=False)  # context the small profile leaves out  # fmt: skip
-        r = await kg.add_episode(source="message", content=CHAT,
-                                 reference_time=WHEN.replace(minute=57))  # fmt: skip
+        await kg.add_episode(
+            source="message", content="Caroline: Hi Mel!", reference_time=WHEN, extract=False
+        )  # context the small profile leaves out
+        r = await kg.add_episode(
+            source="message", content=CHAT, reference_time=WHEN.replace(minute=57)
+        )
         assert r.summary.facts_added == 1 and r.summary.facts_dropped == {}
         [f] = await kg.facts(subject="Caroline")
         assert f.object == "LGBTQ support group"
@@ -97,10 +114,20 @@ async def test_a_small_model_gets_the_compact_grammar_and_examples_over_http(
 
 
 async def test_a_large_model_is_still_asked_the_full_way(tmp_path: Path) -> None:
-    full = json.dumps({"entities": [], "facts": [{
-        "subject": "I", "predicate": "ATTENDED", "object": "LGBTQ support group",
-        "fact": "Caroline went to an LGBTQ support group",
-        "quote": "I went to a LGBTQ support group"}]})  # fmt: skip
+    full = json.dumps(
+        {
+            "entities": [],
+            "facts": [
+                {
+                    "subject": "I",
+                    "predicate": "ATTENDED",
+                    "object": "LGBTQ support group",
+                    "fact": "Caroline went to an LGBTQ support group",
+                    "quote": "I went to a LGBTQ support group",
+                }
+            ],
+        }
+    )
     server = LlamaCpp(full)
     async with await KG.open(home=tmp_path / "kg", llm=server.client("qwen2.5-7b-instruct")) as kg:
         r = await kg.add_episode(source="message", content=CHAT, reference_time=WHEN)

@@ -47,12 +47,23 @@ async def snapshot(kg: KG, group: str) -> dict[str, Any]:
     name = {e.uuid: e.content_hash for e in eps}
     order = sorted(eps, key=lambda e: e.created_at)
     versions = sorted(
-        repr((f.subject, f.predicate, f.object, f.edge.valid_at, f.edge.invalid_at,
-              f.edge.status.value, f.edge.expired_at is None,
-              tuple(name[u] for u in f.edge.episodes), tuple(f.edge.episode_valid_at),
-              name.get(f.edge.invalidated_by or ""), f.edge.invalidation_reason))
+        repr(
+            (
+                f.subject,
+                f.predicate,
+                f.object,
+                f.edge.valid_at,
+                f.edge.invalid_at,
+                f.edge.status.value,
+                f.edge.expired_at is None,
+                tuple(name[u] for u in f.edge.episodes),
+                tuple(f.edge.episode_valid_at),
+                name.get(f.edge.invalidated_by or ""),
+                f.edge.invalidation_reason,
+            )
+        )
         for f in await kg.history(group_id=group, limit=100_000)
-    )  # fmt: skip
+    )
     known = [await view(kg, group, known_at=e.created_at, grid=GRID[::4]) for e in order]
     return {
         "now": await view(kg, group, grid=GRID),
@@ -75,8 +86,12 @@ async def snapshot(kg: KG, group: str) -> dict[str, Any]:
 
 async def test_an_enqueued_episode_is_found_at_once(rkg: tuple[KG, RuleLLM]) -> None:
     kg, llm = rkg
-    r = await kg.add_episode(source="message", content="Minji: I moved to Busan 2 weeks ago.",
-                             reference_time=t(2024, 6, 1), wait=False)  # fmt: skip
+    r = await kg.add_episode(
+        source="message",
+        content="Minji: I moved to Busan 2 weeks ago.",
+        reference_time=t(2024, 6, 1),
+        wait=False,
+    )
     assert r.status == "queued"
     found = await kg.search("Busan", recipe="episodes_bm25")  # before any worker ran
     assert [h.episode.uuid for h in found.episodes] == [r.episode_uuid]
@@ -84,8 +99,9 @@ async def test_an_enqueued_episode_is_found_at_once(rkg: tuple[KG, RuleLLM]) -> 
     [node] = await episodes_of(kg, "default")
     assert node.status is EpisodeStatus.queued and node.queued_at is not None
     # Known from the moment it was queued: an as-of search just before does not see it.
-    before = await kg.search("Busan", recipe="episodes_bm25",
-                             known_at=node.queued_at - timedelta(microseconds=1))  # fmt: skip
+    before = await kg.search(
+        "Busan", recipe="episodes_bm25", known_at=node.queued_at - timedelta(microseconds=1)
+    )
     assert before.episodes == []
     await Worker(kg).drain()
     [fact] = await kg.facts(subject="Minji")
@@ -98,8 +114,12 @@ async def test_an_enqueued_episode_is_found_by_cosine_at_once(home: Path) -> Non
     from kg import local_minilm
 
     async with await KG.open(home=home, embedder=local_minilm()) as kg:
-        r = await kg.add_episode(source="message", content="Minji: my cat is called Dubu.",
-                                 reference_time=t(2024, 6, 1), wait=False)  # fmt: skip
+        r = await kg.add_episode(
+            source="message",
+            content="Minji: my cat is called Dubu.",
+            reference_time=t(2024, 6, 1),
+            wait=False,
+        )
         found = await kg.search("what is the name of the pet", recipe="episodes_cosine")
         assert [h.episode.uuid for h in found.episodes] == [r.episode_uuid]
 
@@ -173,11 +193,19 @@ async def test_a_resolution_reply_got_ahead_is_used_only_for_the_same_question(
 
     monkeypatch.setattr(llm, "structured", counted)
     for group, between in (("same", False), ("changed", True)):
-        await kg.add_episode(source="message", content="Minji: I live in Busan.",
-                             reference_time=t(2023, 1, 1), group_id=group)  # fmt: skip
-        r = await kg.add_episode(source="message", content="Minji: I work at Busan.",
-                                 reference_time=t(2023, 3, 1), group_id=group,
-                                 wait=False)  # fmt: skip
+        await kg.add_episode(
+            source="message",
+            content="Minji: I live in Busan.",
+            reference_time=t(2023, 1, 1),
+            group_id=group,
+        )
+        r = await kg.add_episode(
+            source="message",
+            content="Minji: I work at Busan.",
+            reference_time=t(2023, 3, 1),
+            group_id=group,
+            wait=False,
+        )
         now = kg.clock.now()
         lease = now + timedelta(seconds=60)
         [node] = await kg.store.claim(group, "me", [r.episode_uuid], now, lease)
@@ -186,8 +214,12 @@ async def test_a_resolution_reply_got_ahead_is_used_only_for_the_same_question(
         assert q is not None and "F1" in q.messages[-1]["content"]
         answered = Answer(q.key, Resolution(facts=[FactMatch(fact="F1", contradicts=["X1"])]), [])
         if between:  # another live fact between the two entities: the question changes
-            await kg.add_episode(source="message", content="Minji: I like Busan.",
-                                 reference_time=t(2023, 2, 1), group_id=group)  # fmt: skip
+            await kg.add_episode(
+                source="message",
+                content="Minji: I like Busan.",
+                reference_time=t(2023, 2, 1),
+                group_id=group,
+            )
         purposes.clear()
         done = await kg.pipeline.complete(node, "me", extracted, answered)
         lives = await kg.facts(group_id=group, predicate="LIVES_IN", valid_at=t(2023, 6, 1))
@@ -208,8 +240,9 @@ async def test_a_dead_workers_episode_is_taken_over_and_its_late_write_refused(
     ready, busy = await kg.store.ready("default", "dead", now, 10)
     assert len(ready) == 3 and not busy
     first = ready[0]
-    [claimed] = await kg.store.claim("default", "dead", [first.uuid], now,
-                                     now + timedelta(seconds=0.5))  # fmt: skip
+    [claimed] = await kg.store.claim(
+        "default", "dead", [first.uuid], now, now + timedelta(seconds=0.5)
+    )
     extracted = await kg.pipeline.extract(claimed)  # the dead worker got its extraction...
     assert await kg.store.stage("default", first.uuid, "dead", stage_json(extracted))
     calls = dict(llm.calls)
@@ -230,21 +263,40 @@ async def test_a_dead_workers_episode_is_taken_over_and_its_late_write_refused(
 
 async def test_idempotency_key_makes_a_resent_turn_a_duplicate(rkg: tuple[KG, RuleLLM]) -> None:
     kg, _ = rkg
-    first = await kg.add_episode(source="message", content="Minji: I live in Seoul.",
-                                 reference_time=t(2024, 1, 1), session_id="chat-1",
-                                 turns=(3, 3), wait=False)  # fmt: skip
+    first = await kg.add_episode(
+        source="message",
+        content="Minji: I live in Seoul.",
+        reference_time=t(2024, 1, 1),
+        session_id="chat-1",
+        turns=(3, 3),
+        wait=False,
+    )
     # The client retried with a re-rendered text: same source, session and turns.
-    again = await kg.add_episode(source="message", content="Minji:  I live in Seoul!",
-                                 reference_time=t(2024, 1, 1), session_id="chat-1",
-                                 turns=(3, 3), wait=False)  # fmt: skip
+    again = await kg.add_episode(
+        source="message",
+        content="Minji:  I live in Seoul!",
+        reference_time=t(2024, 1, 1),
+        session_id="chat-1",
+        turns=(3, 3),
+        wait=False,
+    )
     assert (again.status, again.episode_uuid) == ("duplicate", first.episode_uuid)
-    waited = await kg.add_episode(source="message", content="Minji: I live in Seoul, yes.",
-                                  reference_time=t(2024, 1, 1), session_id="chat-1",
-                                  turns=(3, 3))  # fmt: skip
+    waited = await kg.add_episode(
+        source="message",
+        content="Minji: I live in Seoul, yes.",
+        reference_time=t(2024, 1, 1),
+        session_id="chat-1",
+        turns=(3, 3),
+    )
     assert (waited.status, waited.episode_uuid) == ("duplicate", first.episode_uuid)
-    other = await kg.add_episode(source="message", content="Minji: I live in Seoul!",
-                                 reference_time=t(2024, 1, 1), session_id="chat-1",
-                                 turns=(4, 4), wait=False)  # fmt: skip
+    other = await kg.add_episode(
+        source="message",
+        content="Minji: I live in Seoul!",
+        reference_time=t(2024, 1, 1),
+        session_id="chat-1",
+        turns=(4, 4),
+        wait=False,
+    )
     assert other.status == "queued"
     with pytest.raises(ValueError, match="session_id"):
         Episode(source="message", content="x", reference_time=t(2024), turns=(1, 2))
@@ -252,20 +304,31 @@ async def test_idempotency_key_makes_a_resent_turn_a_duplicate(rkg: tuple[KG, Ru
 
 async def test_debounce_holds_a_session_until_it_goes_quiet(rkg: tuple[KG, RuleLLM]) -> None:
     kg, _ = rkg
-    one = await kg.add_episode(source="message", content="Minji: I live in Seoul.",
-                               reference_time=t(2024, 1, 1), session_id="s", wait=False,
-                               after_seconds=30)  # fmt: skip
-    await kg.add_episode(source="message", content="Jun: I live in Busan.",
-                         reference_time=t(2024, 1, 2), wait=False)  # fmt: skip
+    one = await kg.add_episode(
+        source="message",
+        content="Minji: I live in Seoul.",
+        reference_time=t(2024, 1, 1),
+        session_id="s",
+        wait=False,
+        after_seconds=30,
+    )
+    await kg.add_episode(
+        source="message", content="Jun: I live in Busan.", reference_time=t(2024, 1, 2), wait=False
+    )
     now = kg.clock.now()
     ready, _ = await kg.store.ready("default", "w", now, 10)
     assert [n.content for n in ready] == ["Jun: I live in Busan."]
     held = next(n for n in await episodes_of(kg, "default") if n.uuid == one.episode_uuid)
     assert held.next_attempt_at is not None
     # A new message in the session restarts the wait for the whole session.
-    await kg.add_episode(source="message", content="Minji: I work at Naver.",
-                         reference_time=t(2024, 1, 3), session_id="s", wait=False,
-                         after_seconds=60)  # fmt: skip
+    await kg.add_episode(
+        source="message",
+        content="Minji: I work at Naver.",
+        reference_time=t(2024, 1, 3),
+        session_id="s",
+        wait=False,
+        after_seconds=60,
+    )
     later = next(n for n in await episodes_of(kg, "default") if n.uuid == one.episode_uuid)
     assert later.next_attempt_at is not None and later.next_attempt_at > held.next_attempt_at
     ready, _ = await kg.store.ready("default", "w", later.next_attempt_at, 10)
@@ -274,8 +337,13 @@ async def test_debounce_holds_a_session_until_it_goes_quiet(rkg: tuple[KG, RuleL
 
 async def test_session_timeout_waits_for_the_session_to_end(rkg: tuple[KG, RuleLLM]) -> None:
     kg, _ = rkg
-    await kg.add_episode(source="message", content="Minji: I live in Seoul.",
-                         reference_time=t(2024, 1, 1), session_id="s", wait=False)  # fmt: skip
+    await kg.add_episode(
+        source="message",
+        content="Minji: I live in Seoul.",
+        reference_time=t(2024, 1, 1),
+        session_id="s",
+        wait=False,
+    )
     stats = await asyncio.wait_for(Worker(kg, session_timeout=0.5, poll_seconds=0.05).drain(), 10)
     assert stats.completed == 1
     [node] = await episodes_of(kg, "default")
@@ -288,8 +356,9 @@ async def test_transient_failures_retry_and_invalid_replies_fail_recorded(home: 
     llm = RuleLLM(fail={flaky: 2}, invalid=frozenset({broken}))
     async with await KG.open(home=home, llm=llm) as kg:
         for i, text in enumerate((flaky, broken)):
-            await kg.add_episode(source="message", content=text, reference_time=t(2024, 1, i + 1),
-                                 wait=False)  # fmt: skip
+            await kg.add_episode(
+                source="message", content=text, reference_time=t(2024, 1, i + 1), wait=False
+            )
         stats = await Worker(kg, backoff_seconds=0.05, poll_seconds=0.05).drain()
         assert (stats.completed, stats.failed, stats.retried) == (1, 1, 2)
         # Calls answered: Seoul's extraction, and the broken reply with its retry.
@@ -308,8 +377,9 @@ async def test_transient_failures_retry_and_invalid_replies_fail_recorded(home: 
         assert m.latency_samples == 1 and m.latency_p95_s is not None
         # Sending the failed one again retries it, as for a waiting add_episode.
         llm.invalid = frozenset()
-        again = await kg.add_episode(source="message", content=broken,
-                                     reference_time=t(2024, 1, 2), wait=False)  # fmt: skip
+        again = await kg.add_episode(
+            source="message", content=broken, reference_time=t(2024, 1, 2), wait=False
+        )
         assert again.status == "queued"
         await Worker(kg).drain()
         assert [f.object for f in await kg.facts(subject="Jun")] == ["Busan"]
@@ -360,9 +430,12 @@ async def test_stop_within_gives_up_an_extraction_that_outlasts_it(home: Path) -
 
 
 async def test_structured_episodes_queue_without_an_llm(kg: KG) -> None:
-    r = await kg.add_episode(source="facts", reference_time=t(2024),
-                             facts=[{"subject": "Ara", "predicate": "LIVES_IN", "object": "Jeju"}],
-                             wait=False)  # fmt: skip
+    r = await kg.add_episode(
+        source="facts",
+        reference_time=t(2024),
+        facts=[{"subject": "Ara", "predicate": "LIVES_IN", "object": "Jeju"}],
+        wait=False,
+    )
     assert r.status == "queued" and await kg.facts(subject="Ara") == []
     assert (await Worker(kg).drain()).completed == 1
     [f] = await kg.facts(subject="Ara")
@@ -370,8 +443,9 @@ async def test_structured_episodes_queue_without_an_llm(kg: KG) -> None:
 
 
 async def test_a_worker_without_an_llm_leaves_text_episodes_alone(kg: KG) -> None:
-    await kg.add_episode(source="message", content="Minji: I live in Seoul.",
-                         reference_time=t(2024), wait=False)  # fmt: skip
+    await kg.add_episode(
+        source="message", content="Minji: I live in Seoul.", reference_time=t(2024), wait=False
+    )
     worker = Worker(kg, poll_seconds=0.05)
     task = asyncio.create_task(worker.run())
     await asyncio.sleep(0.5)
@@ -402,10 +476,12 @@ async def test_racing_claims_give_a_group_to_one_worker(backend_kg: KG) -> None:
     uuids = [n.uuid for n in (await kg.store.ready("default", "x", kg.clock.now(), 50))[0]]
     for _ in range(5):
         now = kg.clock.now()
-        got = await asyncio.gather(*(
-            kg.store.claim("default", f"w{i}", uuids, now, now + timedelta(seconds=30))
-            for i in range(8)
-        ))  # fmt: skip
+        got = await asyncio.gather(
+            *(
+                kg.store.claim("default", f"w{i}", uuids, now, now + timedelta(seconds=30))
+                for i in range(8)
+            )
+        )
         winners = [i for i, nodes in enumerate(got) if nodes]
         assert len(winners) == 1 and len(got[winners[0]]) == len(uuids)
         owners = {n.lease_owner for n in await episodes_of(kg, "default")}

@@ -38,8 +38,10 @@ LONG = os.environ.get("KG_LONG_TESTS") == "1"
 def spawn(uri: str, log: Path, groups: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.crash_worker", uri, str(log), *groups],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 async def unfinished(kg: KG, groups: list[str]) -> int:
@@ -111,8 +113,9 @@ async def crash_run(tmp: Path, episodes: int, kills: int, seed: int) -> None:
                     await asyncio.sleep(0.2)
             finally:
                 for _ in range(1200):  # up to 120 s: SIGTERM is a graceful stop once it runs
-                    if all((tmp / f"ready-{w.pid}").exists() or w.poll() is not None
-                           for w in workers):  # fmt: skip
+                    if all(
+                        (tmp / f"ready-{w.pid}").exists() or w.poll() is not None for w in workers
+                    ):
                         break
                     await asyncio.sleep(0.1)
                 for w in workers:
@@ -146,10 +149,12 @@ async def crash_run(tmp: Path, episodes: int, kills: int, seed: int) -> None:
             # can strike at most the calls in flight in the killed worker (its concurrency).
             assert again <= killed * 8
             takeovers = sum(n.attempts - 1 for n in nodes)
-            print(f"\n{sum(sent.values())} episodes ({topups} top-ups), {killed} kills, "
-                  f"{wall:.0f} s: {takeovers} claims "
-                  f"lapsed and taken over, {again} extraction calls repeated "
-                  f"({sum(calls.values())} calls in all)")  # fmt: skip
+            print(
+                f"\n{sum(sent.values())} episodes ({topups} top-ups), {killed} kills, "
+                f"{wall:.0f} s: {takeovers} claims "
+                f"lapsed and taken over, {again} extraction calls repeated "
+                f"({sum(calls.values())} calls in all)"
+            )
         finally:
             await kg.close()
 

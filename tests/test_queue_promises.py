@@ -42,11 +42,13 @@ async def lives(kg: KG, who: str) -> list[str]:
 
 async def test_rolling_back_a_queued_episode_cancels_it(qkg: tuple[KG, RuleLLM]) -> None:
     kg, llm = qkg
-    await kg.add_episode(source="message", content="Minji: I live in Seoul.",
-                         reference_time=t(2024, 1, 1))  # fmt: skip
+    await kg.add_episode(
+        source="message", content="Minji: I live in Seoul.", reference_time=t(2024, 1, 1)
+    )
     move = "Minji: I moved to Busan 2 weeks ago."
-    queued = await kg.add_episode(source="message", content=move, reference_time=t(2024, 6, 1),
-                                  wait=False)  # fmt: skip
+    queued = await kg.add_episode(
+        source="message", content=move, reference_time=t(2024, 6, 1), wait=False
+    )
     dry = await kg.rollback(queued.episode_uuid)
     assert dry.cancelled == [queued.episode_uuid] and not dry.applied and not dry.noop
     assert (await node(kg, queued.episode_uuid)).status is EpisodeStatus.queued  # a dry run
@@ -59,8 +61,9 @@ async def test_rolling_back_a_queued_episode_cancels_it(qkg: tuple[KG, RuleLLM])
     assert stats.claimed == 0 and move not in llm.calls  # never extracted
     assert await lives(kg, "Minji") == ["Seoul"]  # the move did not close the user's fact
     assert (await node(kg, queued.episode_uuid)).status is EpisodeStatus.rolled_back
-    again = await kg.add_episode(source="message", content=move, reference_time=t(2024, 6, 1),
-                                 wait=False)  # fmt: skip
+    again = await kg.add_episode(
+        source="message", content=move, reference_time=t(2024, 6, 1), wait=False
+    )
     assert again.status == "duplicate"  # as for any rolled-back episode
     assert (await kg.rollback(queued.episode_uuid, dry_run=False)).noop
     [event] = [e for e in await kg.log() if e.kind == "rollback"]
@@ -70,11 +73,16 @@ async def test_rolling_back_a_queued_episode_cancels_it(qkg: tuple[KG, RuleLLM])
 async def test_a_leased_episode_rolled_back_is_never_written(qkg: tuple[KG, RuleLLM]) -> None:
     """The rollback lands while a worker holds the episode, extracted: its write is refused."""
     kg, _ = qkg
-    queued = await kg.add_episode(source="message", content="Minji: I live in Busan.",
-                                  reference_time=t(2024, 6, 1), wait=False)  # fmt: skip
+    queued = await kg.add_episode(
+        source="message",
+        content="Minji: I live in Busan.",
+        reference_time=t(2024, 6, 1),
+        wait=False,
+    )
     now = kg.clock.now()
-    [claimed] = await kg.store.claim("default", "w", [queued.episode_uuid], now,
-                                     now + timedelta(seconds=60))  # fmt: skip
+    [claimed] = await kg.store.claim(
+        "default", "w", [queued.episode_uuid], now, now + timedelta(seconds=60)
+    )
     extracted = await kg.pipeline.extract(claimed)
     report = await kg.rollback(queued.episode_uuid, dry_run=False)
     assert report.cancelled == [queued.episode_uuid]
@@ -88,11 +96,16 @@ async def test_a_rollback_racing_the_workers_write_wins(qkg: tuple[KG, RuleLLM])
     """The rollback commits between the worker's plan and its write (as another process
     would): the write checks the lease in its own atomic unit, and is refused."""
     kg, _ = qkg
-    queued = await kg.add_episode(source="message", content="Minji: I live in Busan.",
-                                  reference_time=t(2024, 6, 1), wait=False)  # fmt: skip
+    queued = await kg.add_episode(
+        source="message",
+        content="Minji: I live in Busan.",
+        reference_time=t(2024, 6, 1),
+        wait=False,
+    )
     now = kg.clock.now()
-    [claimed] = await kg.store.claim("default", "w", [queued.episode_uuid], now,
-                                     now + timedelta(seconds=60))  # fmt: skip
+    [claimed] = await kg.store.claim(
+        "default", "w", [queued.episode_uuid], now, now + timedelta(seconds=60)
+    )
     extracted = await kg.pipeline.extract(claimed)
     real_apply = kg.store.apply
     plans: list[WritePlan] = []
@@ -118,15 +131,17 @@ async def test_a_rollback_racing_the_workers_write_wins(qkg: tuple[KG, RuleLLM])
 async def test_rolling_back_a_failed_episode_cancels_it(backend: Backend, home: Path) -> None:
     bad = "Minji: I live in Incheon."
     async with await open_test_kg(backend, home, llm=RuleLLM(invalid=frozenset({bad}))) as kg:
-        queued = await kg.add_episode(source="message", content=bad, reference_time=t(2024, 6, 1),
-                                      wait=False)  # fmt: skip
+        queued = await kg.add_episode(
+            source="message", content=bad, reference_time=t(2024, 6, 1), wait=False
+        )
         assert (await Worker(kg).drain()).failed == 1
         assert (await node(kg, queued.episode_uuid)).status is EpisodeStatus.failed
         report = await kg.rollback(queued.episode_uuid, dry_run=False)
         assert report.cancelled == [queued.episode_uuid]
         assert (await node(kg, queued.episode_uuid)).status is EpisodeStatus.rolled_back
-        again = await kg.add_episode(source="message", content=bad, reference_time=t(2024, 6, 1),
-                                     wait=False)  # fmt: skip
+        again = await kg.add_episode(
+            source="message", content=bad, reference_time=t(2024, 6, 1), wait=False
+        )
         assert again.status == "duplicate"  # a failed one would be retried; this one is undone
 
 
@@ -136,18 +151,32 @@ async def test_erasing_a_subject_named_only_in_the_queue(qkg: tuple[KG, RuleLLM]
     kg, llm = qkg
     failing = "Yan Ghost: I like chess."
     llm.invalid = frozenset({failing})
-    failed = await kg.add_episode(source="message", content=failing,
-                                  reference_time=t(2024, 5, 1), wait=False)  # fmt: skip
+    failed = await kg.add_episode(
+        source="message", content=failing, reference_time=t(2024, 5, 1), wait=False
+    )
     assert (await Worker(kg).drain()).failed == 1
-    queued = await kg.add_episode(source="message", content="Yan Ghost: I live in Quito.",
-                                  reference_time=t(2024, 6, 1), wait=False)  # fmt: skip
-    leased = await kg.add_episode(source="message", content="Yan Ghost: I work at Naver.",
-                                  reference_time=t(2024, 6, 2), wait=False)  # fmt: skip
-    other = await kg.add_episode(source="message", content="Minji: I live in Seoul.",
-                                 reference_time=t(2024, 6, 3), wait=False)  # fmt: skip
+    queued = await kg.add_episode(
+        source="message",
+        content="Yan Ghost: I live in Quito.",
+        reference_time=t(2024, 6, 1),
+        wait=False,
+    )
+    leased = await kg.add_episode(
+        source="message",
+        content="Yan Ghost: I work at Naver.",
+        reference_time=t(2024, 6, 2),
+        wait=False,
+    )
+    other = await kg.add_episode(
+        source="message",
+        content="Minji: I live in Seoul.",
+        reference_time=t(2024, 6, 3),
+        wait=False,
+    )
     now = kg.clock.now()
-    [claimed] = await kg.store.claim("default", "w", [leased.episode_uuid], now,
-                                     now + timedelta(seconds=60))  # fmt: skip
+    [claimed] = await kg.store.claim(
+        "default", "w", [leased.episode_uuid], now, now + timedelta(seconds=60)
+    )
     extracted = await kg.pipeline.extract(claimed)
 
     preview = await kg.erase_entity("yan ghost", dry_run=True)
@@ -169,12 +198,19 @@ async def test_erasing_a_subject_named_only_in_the_queue(qkg: tuple[KG, RuleLLM]
 async def test_rolling_back_a_source_cancels_its_queued_episodes(qkg: tuple[KG, RuleLLM]) -> None:
     kg, llm = qkg
     page = "https://evil.example/page"
-    written = await kg.add_episode(source="message", content="Minji: I live in Busan.",
-                                   reference_time=t(2024, 6, 1),
-                                   source_description=page)  # fmt: skip
-    queued = await kg.add_episode(source="message", content="Minji: I work at Kakao.",
-                                  reference_time=t(2024, 6, 2), source_description=page,
-                                  wait=False)  # fmt: skip
+    written = await kg.add_episode(
+        source="message",
+        content="Minji: I live in Busan.",
+        reference_time=t(2024, 6, 1),
+        source_description=page,
+    )
+    queued = await kg.add_episode(
+        source="message",
+        content="Minji: I work at Kakao.",
+        reference_time=t(2024, 6, 2),
+        source_description=page,
+        wait=False,
+    )
     report = await kg.rollback_source(page, dry_run=False)
     assert report.episodes == [written.episode_uuid]
     assert report.cancelled == [queued.episode_uuid]

@@ -71,9 +71,13 @@ def test_readme_example_runs(page: str, index: int, block: str, tmp_path: Path) 
     for var in ("KG_URI", "KG_GROUP", "KG_EMBEDDER", "KG_ONTOLOGY"):
         env.pop(var, None)
     run = subprocess.run(
-        [sys.executable, "-c", block], capture_output=True, text=True, env=env,
-        cwd=tmp_path, timeout=600,
-    )  # fmt: skip
+        [sys.executable, "-c", block],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert run.returncode == 0, f"{page} example {index} failed:\n{run.stderr[-3000:]}"
     lines = [line.strip() for line in run.stdout.splitlines()]
     wanted = promised(block)

@@ -269,11 +269,14 @@ async def test_a_kg_killed_while_its_store_loads_leaves_no_server(home: Path) ->
     await vector_heavy_store(home)
     (home / "falkordb" / "redis.pid").unlink(missing_ok=True)
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "import asyncio, sys; from kg import KG\n"
+        sys.executable,
+        "-c",
+        "import asyncio, sys; from kg import KG\n"
         "async def main():\n    kg = await KG.open(home=sys.argv[1])\n"
         "    await asyncio.sleep(3600)\n"  # open, then live on until killed
-        "asyncio.run(main())", str(home),
-    )  # fmt: skip
+        "asyncio.run(main())",
+        str(home),
+    )
     try:
         while (pid := server_pid(home)) is None:
             assert child.returncode is None, "kg exited before its server started"

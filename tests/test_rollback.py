@@ -27,8 +27,9 @@ async def view(
     """Every (subject, predicate, object) true at each grid time, as known at `known_at`."""
     out = []
     for at in grid:
-        facts = await kg.facts(group_id=group, valid_at=at, known_at=known_at,
-                               include_contested=True)  # fmt: skip
+        facts = await kg.facts(
+            group_id=group, valid_at=at, known_at=known_at, include_contested=True
+        )
         out.append(sorted(f"{f.subject} {f.predicate} {f.object} {f.edge.status}" for f in facts))
     return out
 
@@ -45,11 +46,14 @@ async def test_poisoned_episode_is_undone_at_every_time(kg: KG) -> None:
     [seoul] = await kg.facts(subject="Alice", predicate="LIVES_IN")
     mark = kg.clock.now()
     poison = await add(
-        kg, t(2022),
-        ("Alice", "LIVES_IN", "Pyongyang"), ("Bob", "LIVES_IN", "Moon Base"),
-        ("Alice", "WORKS_AT", "Evil Corp"), ("Alice", "KNOWS", "Mallory"),
+        kg,
+        t(2022),
+        ("Alice", "LIVES_IN", "Pyongyang"),
+        ("Bob", "LIVES_IN", "Moon Base"),
+        ("Alice", "WORKS_AT", "Evil Corp"),
+        ("Alice", "KNOWS", "Mallory"),
         source_description="https://evil.example/page",
-    )  # fmt: skip
+    )
     assert poison.summary.facts_closed == 3
     await add(kg, t(2023), ("Alice", "KNOWS", "Carol"))  # trusted, after the poison
 
@@ -97,8 +101,12 @@ async def test_rollback_twice_is_a_no_op(kg: KG) -> None:
 async def test_a_fact_also_closed_by_a_later_episode_stays_closed(kg: KG) -> None:
     await add(kg, t(2015), ("Alice", "LIVES_IN", "Seoul"))
     first = await add(kg, t(2020), ("Alice", "LIVES_IN", "Busan"))
-    await add(kg, t(2020), fact("Alice", "LIVES_IN", "Busan", "2020-01-01T00:00:00Z"),
-              source_description="second report")  # fmt: skip
+    await add(
+        kg,
+        t(2020),
+        fact("Alice", "LIVES_IN", "Busan", "2020-01-01T00:00:00Z"),
+        source_description="second report",
+    )
     await kg.rollback(first.episode_uuid, dry_run=False)
     # The second report still moves Alice to Busan in 2020: Seoul stays closed.
     assert objects(await kg.facts(subject="Alice", valid_at=t(2019))) == ["Seoul"]
@@ -118,8 +126,13 @@ async def test_rollback_by_source(kg: KG) -> None:
     await trusted_history(kg)
     clean = await view(kg)
     for year in (2022, 2023):
-        await add(kg, t(year), ("Alice", "LIVES_IN", f"Fake {year}"), channel="user",
-                  source_description="https://evil.example/page")  # fmt: skip
+        await add(
+            kg,
+            t(year),
+            ("Alice", "LIVES_IN", f"Fake {year}"),
+            channel="user",
+            source_description="https://evil.example/page",
+        )
     report = await kg.rollback_source("https://evil.example/page", dry_run=False)
     assert len(report.episodes) == 2
     assert await view(kg) == clean
@@ -138,7 +151,9 @@ async def test_why_lists_versions_and_episodes(kg: KG) -> None:
     seoul = first.summary.edges_added[0]
     why = await kg.why(seoul)
     assert [(v.object, v.edge.invalid_at, v.edge.expired_at is None) for v in why.versions] == [
-        ("Seoul", None, False), ("Seoul", t(2020), True)]  # fmt: skip
+        ("Seoul", None, False),
+        ("Seoul", t(2020), True),
+    ]
     assert {e.source_description for e in why.episodes} == {"chat 1", "chat 2"}
     assert why.versions[1].edge.invalidated_by == move.episode_uuid
     with pytest.raises(InputError, match="no fact"):
@@ -177,13 +192,20 @@ EPISODES = st.lists(
 )
 
 
-async def ingest(kg: KG, group: str, episodes: list[tuple[str, str, str, int, str, bool]]
-                 ) -> list[tuple[str, datetime]]:  # fmt: skip
+async def ingest(
+    kg: KG, group: str, episodes: list[tuple[str, str, str, int, str, bool]]
+) -> list[tuple[str, datetime]]:
     out = []
     for i, (s, p, o, year, channel, ends) in enumerate(episodes):
         end = t(year + 2) if ends else None
-        r = await add(kg, t(2030, 1, 1 + i), fact(s, p, o, t(year), end),
-                      group_id=group, channel=channel, name=f"{i}")  # fmt: skip
+        r = await add(
+            kg,
+            t(2030, 1, 1 + i),
+            fact(s, p, o, t(year), end),
+            group_id=group,
+            channel=channel,
+            name=f"{i}",
+        )
         out.append((r.episode_uuid, kg.clock.now()))
     return out
 

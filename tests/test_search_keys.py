@@ -49,8 +49,10 @@ class FactLLM(StructuredLLM):
             return "{}", 1, 1
         episode = messages[-1]["content"].split("EPISODE:\n", 1)[-1].strip()
         quote = episode.split(": ", 1)[1]
-        facts = [{"subject": s, "predicate": p, "object": o, "fact": f, "quote": quote}
-                 for s, p, o, f in TURNS.get(episode, [])]  # fmt: skip
+        facts = [
+            {"subject": s, "predicate": p, "object": o, "fact": f, "quote": quote}
+            for s, p, o, f in TURNS.get(episode, [])
+        ]
         return json.dumps({"entities": [], "facts": facts}), 1, 1
 
 
@@ -68,21 +70,27 @@ async def kg(backend: Backend, home: Path, minilm: Embedder) -> AsyncIterator[KG
 async def keys(kg: KG, group: str = "default") -> dict[str, str]:
     """content -> search key of the group's episodes."""
     rows = await kg.store.raw_query(
-        group, "MATCH (ep:Episodic) WHERE ep.group_id = $g "
-        "RETURN ep.content AS c, ep.search_key AS k", {"g": group},
-    )  # fmt: skip
+        group,
+        "MATCH (ep:Episodic) WHERE ep.group_id = $g RETURN ep.content AS c, ep.search_key AS k",
+        {"g": group},
+    )
     return {r["c"]: r["k"] for r in rows}
 
 
-async def ingest(kg: KG, *, extract: bool = True, session: str | None = "s1",
-                 group: str = "default") -> dict[str, str]:  # fmt: skip
+async def ingest(
+    kg: KG, *, extract: bool = True, session: str | None = "s1", group: str = "default"
+) -> dict[str, str]:
     """TURNS a minute apart; content -> episode uuid."""
     out = {}
     for i, text in enumerate(TURNS):
         r = await kg.add_episode(
-            source="message", content=text, reference_time=t(2023, 5, 1 + i), group_id=group,
-            session_id=session, extract=extract and bool(TURNS[text]),
-        )  # fmt: skip
+            source="message",
+            content=text,
+            reference_time=t(2023, 5, 1 + i),
+            group_id=group,
+            session_id=session,
+            extract=extract and bool(TURNS[text]),
+        )
         out[text] = r.episode_uuid
     return out
 
@@ -98,8 +106,11 @@ async def test_a_fact_phrased_question_finds_the_turn_whose_words_differ(kg: KG)
     await ingest(kg)
     await ingest(kg, extract=False, session=None, group="raw")  # the same turns, no keys
     key = (await keys(kg))[ADOPT]
-    assert key.splitlines() == ["Melanie: How have you been lately?", ADOPT,
-                                "Caroline plans to adopt a child"]  # fmt: skip
+    assert key.splitlines() == [
+        "Melanie: How have you been lately?",
+        ADOPT,
+        "Caroline plans to adopt a child",
+    ]
     question = "Who plans to adopt a child?"
     for recipe in ("episodes_bm25", "episodes_hybrid"):
         found = await kg.search(question, recipe=recipe)
@@ -119,8 +130,11 @@ async def test_rollback_takes_the_facts_and_the_turn_out_of_every_key(
     await kg.rollback(ids[ADOPT], dry_run=False)
     now = await keys(kg)
     assert now[ADOPT] == ADOPT  # rolled back: its content alone, its facts gone
-    assert now[after].splitlines() == ["Melanie: How have you been lately?", after,
-                                       "Melanie painted a sunrise over a lake"]  # fmt: skip
+    assert now[after].splitlines() == [
+        "Melanie: How have you been lately?",
+        after,
+        "Melanie painted a sunrise over a lake",
+    ]
     assert await key_vector_matches(kg, minilm, ids[after], now[after])
     found = await kg.search("Who plans to adopt a child?", recipe="episodes_bm25")
     assert ADOPT not in [h.episode.content for h in found.episodes]
@@ -130,13 +144,19 @@ async def test_erasure_leaves_the_name_in_no_key(kg: KG, minilm: Embedder) -> No
     await ingest(kg)
     secret = "Zebulon Quisling"
     said = await kg.add_episode(
-        source="message", content=f"Melanie: {secret} wants to adopt a child too.",
-        reference_time=t(2023, 5, 10), session_id="s1", extract=False,
-    )  # fmt: skip
+        source="message",
+        content=f"Melanie: {secret} wants to adopt a child too.",
+        reference_time=t(2023, 5, 10),
+        session_id="s1",
+        extract=False,
+    )
     reply = await kg.add_episode(
-        source="message", content="Caroline: We should all meet up then.",
-        reference_time=t(2023, 5, 11), session_id="s1", extract=False,
-    )  # fmt: skip
+        source="message",
+        content="Caroline: We should all meet up then.",
+        reference_time=t(2023, 5, 11),
+        session_id="s1",
+        extract=False,
+    )
     # The name is an entity only through another episode's fact.
     await kg.add_episode(
         source="facts",
@@ -159,10 +179,12 @@ async def test_queued_turns_are_keyed_by_their_neighbour_then_by_their_facts(
     kg: KG, minilm: Embedder
 ) -> None:
     first, second = list(TURNS)[:2]
-    a = await kg.add_episode(source="message", content=first, reference_time=t(2023, 5, 1),
-                             session_id="s1", wait=False)  # fmt: skip
-    b = await kg.add_episode(source="message", content=second, reference_time=t(2023, 5, 2),
-                             session_id="s1", wait=False)  # fmt: skip
+    a = await kg.add_episode(
+        source="message", content=first, reference_time=t(2023, 5, 1), session_id="s1", wait=False
+    )
+    b = await kg.add_episode(
+        source="message", content=second, reference_time=t(2023, 5, 2), session_id="s1", wait=False
+    )
     assert (await keys(kg))[second] == f"{first}\n{second}"  # searchable before extraction
     found = await kg.search("How have you been lately?", recipe="episodes_bm25")
     assert {h.episode.uuid for h in found.episodes} == {a.episode_uuid, b.episode_uuid}
@@ -198,15 +220,26 @@ async def test_a_store_written_before_keys_is_keyed_by_content_when_reopened(
     for i, text in enumerate(TURNS):  # as kg wrote episodes before keys: no key, no key vector
         node = episodic_node(
             Episode(source="message", content=text, reference_time=t(2023, 5, 1 + i)),
-            uuid=new_uuid(), now=t(2023, 6, 1 + i), extractor=RAW_EXTRACTOR,
-        )  # fmt: skip
+            uuid=new_uuid(),
+            now=t(2023, 6, 1 + i),
+            extractor=RAW_EXTRACTOR,
+        )
         [vector] = await minilm.embed([text])
-        await store.execute("default", [  # type: ignore[attr-defined]
-            Statement("CREATE (ep:Episodic) SET ep += $episode",
-                      {"episode": store._encode(node)}),  # type: ignore[attr-defined]
-            *store._vectors("v", "(ep:Episodic {uuid: r.uuid})",  # type: ignore[attr-defined]
-                            "ep.content_embedding", "default", [(node.uuid, vector)]),
-        ])  # fmt: skip
+        await store.execute(
+            "default",
+            [  # type: ignore[attr-defined]
+                Statement(
+                    "CREATE (ep:Episodic) SET ep += $episode", {"episode": store._encode(node)}
+                ),  # type: ignore[attr-defined]
+                *store._vectors(
+                    "v",
+                    "(ep:Episodic {uuid: r.uuid})",  # type: ignore[attr-defined]
+                    "ep.content_embedding",
+                    "default",
+                    [(node.uuid, vector)],
+                ),
+            ],
+        )
         uuids[text] = node.uuid
     assert set((await keys(kg)).values()) == {None}
     await kg.close()

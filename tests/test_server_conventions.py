@@ -19,11 +19,29 @@ from tests.served import Served, serve
 KEYS = [("ann", "admin"), ("ann", "read")]
 T0 = "2020-01-01T00:00:00Z"
 OPERATIONS = {
-    "health", "prometheus_metrics", "whoami", "get_stats", "get_metrics", "list_log",
-    "list_quarantine", "export_group", "add_episode", "list_episodes", "get_episode",
-    "retry_episode", "list_facts", "list_history", "explain_fact", "correct_fact", "search",
-    "get_context", "list_entities", "rollback", "erase_subject", "erase_group",
-}  # fmt: skip
+    "health",
+    "prometheus_metrics",
+    "whoami",
+    "get_stats",
+    "get_metrics",
+    "list_log",
+    "list_quarantine",
+    "export_group",
+    "add_episode",
+    "list_episodes",
+    "get_episode",
+    "retry_episode",
+    "list_facts",
+    "list_history",
+    "explain_fact",
+    "correct_fact",
+    "search",
+    "get_context",
+    "list_entities",
+    "rollback",
+    "erase_subject",
+    "erase_group",
+}
 # Statuses a test cannot cheaply provoke: a slow body, the key's limits, an internal or a
 # store error, a failed extraction (no LLM here); and a retry's success (needs a failure).
 UNPROVOKED = {408, 429, 500, 502, 503}
@@ -68,7 +86,8 @@ def _requests(served: Served, ids: dict[str, str]) -> dict[str, list[tuple[str, 
     new = facts(("Cy", "LIKES", "Tea"), when="2021-01-01T00:00:00Z")
     return {
         "add_episode": [
-            ("admin", {"json": new}), ("admin", {"json": new}),  # 201, then 200 (duplicate)
+            ("admin", {"json": new}),
+            ("admin", {"json": new}),  # 201, then 200 (duplicate)
             ("admin", {"json": facts(("Cy", "LIKES", "Jam"), wait=False)}),  # 202
         ],
         "get_episode": [("read", {"path": f"/v1/episodes/{ep}"})],
@@ -77,13 +96,15 @@ def _requests(served: Served, ids: dict[str, str]) -> dict[str, list[tuple[str, 
         "correct_fact": [("admin", {"path": f"/v1/facts/{fact}/correct", "json": CORRECTION})],
         "search": [("read", {"json": {"query": "Ann"}})],
         "get_context": [("read", {"json": {"query": "Ann"}})],
-        "rollback": [("read", {"json": {"episode_ids": [ep]}}),
-                     ("read", {"json": {"episode_ids": ["no-such-id"]}}),  # 404
-                     ("read", {"json": {"episode_ids": [ep], "dry_run": False}})],  # 403 role
+        "rollback": [
+            ("read", {"json": {"episode_ids": [ep]}}),
+            ("read", {"json": {"episode_ids": ["no-such-id"]}}),  # 404
+            ("read", {"json": {"episode_ids": [ep], "dry_run": False}}),
+        ],  # 403 role
         "erase_subject": [("admin", {"json": {"subject": "Ann", "dry_run": True}})],
         "erase_group": [("admin", {"json": {"confirm": "nope"}})],  # 422; never the real one
         "export_group": [("admin", {}), ("read", {})],  # 200, 403 (role)
-    }  # fmt: skip
+    }
 
 
 def _send(c: httpx.Client, method: str, path: str, **kw: Any) -> int:
@@ -117,7 +138,7 @@ def test_each_operation_documents_exactly_the_statuses_it_answers(
 ) -> None:
     with served.client("ann") as a:
         ep = a.post("/v1/episodes", json=facts(("Ann", "LIVES_IN", "Oslo"))).json()
-        fact = a.get("/v1/facts", params={"subject": "Ann"}).json()["items"][0]["edge"]["uuid"]
+        fact = a.get("/v1/facts", params={"subject": "Ann"}).json()["items"][0]["id"]
     table = _requests(served, {"episode": ep["episode_uuid"], "fact": fact})
     with httpx.Client(base_url=served.url, timeout=60) as c:
         for path, ops in spec["paths"].items():
@@ -128,8 +149,15 @@ def test_each_operation_documents_exactly_the_statuses_it_answers(
                 for role, req in table.get(name, [("read", {})]):
                     auth = {"Authorization": f"Bearer {served.key('ann', role)}"}
                     target = req.get("path", path)
-                    seen.add(_send(c, method.upper(), target, headers=auth,
-                                   **{k: v for k, v in req.items() if k != "path"}))  # fmt: skip
+                    seen.add(
+                        _send(
+                            c,
+                            method.upper(),
+                            target,
+                            headers=auth,
+                            **{k: v for k, v in req.items() if k != "path"},
+                        )
+                    )
                 if name == "erase_subject":  # an unknown subject, erased for real
                     body = {"subject": "Nobody", "confirm": "Nobody"}
                     auth = {"Authorization": f"Bearer {served.key('ann', 'admin')}"}
@@ -142,10 +170,15 @@ def test_each_operation_documents_exactly_the_statuses_it_answers(
 
 def test_each_invalid_input_is_an_entry_of_errors(served: Served) -> None:
     with served.client("ann") as c:
-        r = c.post("/v1/episodes", json={
-            "source": "facts", "reference_time": "soon", "wait": "maybe",
-            "facts": [{"subject": "A", "predicate": "P"}],
-        })  # fmt: skip
+        r = c.post(
+            "/v1/episodes",
+            json={
+                "source": "facts",
+                "reference_time": "soon",
+                "wait": "maybe",
+                "facts": [{"subject": "A", "predicate": "P"}],
+            },
+        )
         assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json"
         body = r.json()
         pointers = {e["pointer"]: e for e in body["errors"]}
@@ -170,7 +203,7 @@ def test_a_new_episode_is_created_at_its_location(served: Served) -> None:
     with served.client("ann") as c:
         r = c.post("/v1/episodes", json=facts(("Bo", "LIVES_IN", "Rome")))
         assert r.status_code == 201 and r.json()["status"] == "added"
-        assert c.get(r.headers["location"]).json()["uuid"] == r.json()["episode_uuid"]
+        assert c.get(r.headers["location"]).json()["id"] == r.json()["episode_uuid"]
         again = c.post("/v1/episodes", json=facts(("Bo", "LIVES_IN", "Rome")))
         assert again.status_code == 200 and again.json()["status"] == "duplicate"
         assert again.headers["location"] == r.headers["location"]
@@ -202,13 +235,19 @@ def _walk(c: httpx.Client, path: str, limit: int, **params: Any) -> tuple[list[A
 def test_every_list_is_a_page_and_its_cursors_walk_to_the_end(served: Served) -> None:
     with served.client("ann") as c:
         for i in range(5):
-            made = c.post("/v1/episodes", json=facts(("Dee", "LIVES_IN", f"Town{i}"),
-                                                     when=f"201{i}-01-01T00:00:00Z"))  # fmt: skip
+            made = c.post(
+                "/v1/episodes",
+                json=facts(("Dee", "LIVES_IN", f"Town{i}"), when=f"201{i}-01-01T00:00:00Z"),
+            )
             assert made.status_code in (201, 200)
         for path, params in (
-            ("/v1/episodes", {}), ("/v1/facts", {}), ("/v1/history", {"subject": "Dee"}),
-            ("/v1/entities", {}), ("/v1/log", {}), ("/v1/quarantine", {}),
-        ):  # fmt: skip
+            ("/v1/episodes", {}),
+            ("/v1/facts", {}),
+            ("/v1/history", {"subject": "Dee"}),
+            ("/v1/entities", {}),
+            ("/v1/log", {}),
+            ("/v1/quarantine", {}),
+        ):
             whole = c.get(path, params={**params, "limit": 1000}).json()
             assert whole["next_cursor"] is None
             walked, pages = _walk(c, path, 2, **params)
@@ -250,3 +289,45 @@ def test_old_names_still_work_and_say_they_are_old(served: Served) -> None:
         assert erase.json()["subject"] == "Fay"
         both = c.post("/v1/erase/entity", json={"name": "Fay", "subject": "Fay", "dry_run": True})
         assert both.status_code == 422 and "give subject only" in both.json()["detail"]
+
+
+# One name per concept (docs/server.md): a second name for one of these is an old one.
+OLD_NAMES = {"include_history", "history", "apply", "as_of", "entity", "at"}
+
+
+def _request_names(spec: dict[str, Any]) -> set[str]:
+    """Every query, path parameter and request-body property the document offers."""
+    schemas = spec["components"]["schemas"]
+    names: set[str] = set()
+
+    def walk(schema: dict[str, Any]) -> None:
+        if "$ref" in schema:
+            schema = schemas[schema["$ref"].rsplit("/", 1)[-1]]
+        for name, sub in schema.get("properties", {}).items():
+            names.add(name)
+            walk(sub)
+        for key in ("items", "anyOf", "allOf", "oneOf"):
+            subs = schema.get(key, [])
+            for sub in subs if isinstance(subs, list) else [subs]:
+                walk(sub)
+
+    for ops in spec["paths"].values():
+        for op in ops.values():
+            names |= {p["name"] for p in op.get("parameters", [])}
+            for media in op.get("requestBody", {}).get("content", {}).values():
+                walk(media["schema"])
+    return names
+
+
+def test_the_document_offers_one_name_per_concept(spec: dict[str, Any]) -> None:
+    names = _request_names(spec)
+    assert {
+        "valid_at",
+        "known_at",
+        "include_closed",
+        "include_contested",
+        "subject",
+        "dry_run",
+        "reference_time",
+    } <= names
+    assert not names & OLD_NAMES, f"old names offered: {names & OLD_NAMES}"

@@ -25,8 +25,9 @@ EXAMPLES = 20  # per operation and generation mode
 
 def test_api_conforms_to_its_spec(tmp_path: Path) -> None:
     # Per-key limits off: the fuzzer sends hundreds of requests a second with one key.
-    served = serve(tmp_path / "home", [("fuzz", "admin")], "--key-rate", "0",
-                   "--key-concurrency", "0")  # fmt: skip
+    served = serve(
+        tmp_path / "home", [("fuzz", "admin")], "--key-rate", "0", "--key-concurrency", "0"
+    )
     cases: dict[str, int] = {}
     failures: list[str] = []
     try:

@@ -26,12 +26,25 @@ HEADER_S, BODY_S, PER_CLIENT = 1.0, 1.0, 12
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     s = serve(
-        tmp_path_factory.mktemp("guards") / "home", KEYS,
-        "--allowed-host", "kg.example",
-        "--header-timeout", str(HEADER_S), "--body-timeout", str(BODY_S),
-        "--client-connections", str(PER_CLIENT),
-        "--key-rate", "5", "--key-burst", "5", "--key-concurrency", "2", "--key-queue", "1",
-    )  # fmt: skip
+        tmp_path_factory.mktemp("guards") / "home",
+        KEYS,
+        "--allowed-host",
+        "kg.example",
+        "--header-timeout",
+        str(HEADER_S),
+        "--body-timeout",
+        str(BODY_S),
+        "--client-connections",
+        str(PER_CLIENT),
+        "--key-rate",
+        "5",
+        "--key-burst",
+        "5",
+        "--key-concurrency",
+        "2",
+        "--key-queue",
+        "1",
+    )
     try:
         yield s
     finally:
@@ -68,25 +81,42 @@ def test_a_foreign_host_is_refused_on_every_route(served: Served) -> None:
     """DNS rebinding: a page on evil.example, its name rebound to 127.0.0.1, reaches the
     server with `Host: evil.example`: refused everywhere, not only at /mcp."""
     with httpx.Client(base_url=served.url, timeout=30) as c:
-        for method, path in (("GET", "/health"), ("GET", "/v1/whoami"), ("GET", "/openapi.json"),
-                             ("GET", "/"), ("POST", "/v1/search"), ("POST", "/mcp"),
-                             ("GET", "/metrics")):  # fmt: skip
+        for method, path in (
+            ("GET", "/health"),
+            ("GET", "/v1/whoami"),
+            ("GET", "/openapi.json"),
+            ("GET", "/"),
+            ("POST", "/v1/search"),
+            ("POST", "/mcp"),
+            ("GET", "/metrics"),
+        ):
             r = c.request(method, path, headers={"Host": "evil.example", **auth(served, "e")})
             assert r.status_code == 421, (path, r.text)
             assert "--allowed-host" in r.json()["detail"]
-        for host in ("kg.example", f"KG.example:{served.port}", f"localhost:{served.port}",
-                     f"127.0.0.1:{served.port}", f"[::1]:{served.port}"):  # fmt: skip
+        for host in (
+            "kg.example",
+            f"KG.example:{served.port}",
+            f"localhost:{served.port}",
+            f"127.0.0.1:{served.port}",
+            f"[::1]:{served.port}",
+        ):
             r = c.get("/v1/whoami", headers={"Host": host, **auth(served, "e")})
             assert r.status_code == 200, (host, r.text)
 
 
 def test_a_foreign_origin_may_not_change_state(served: Served) -> None:
-    episode = {"source": "facts", "facts": [{"subject": "Ann", "predicate": "LIKES",
-                                             "object": "Tea"}]}  # fmt: skip
+    episode = {
+        "source": "facts",
+        "facts": [{"subject": "Ann", "predicate": "LIKES", "object": "Tea"}],
+    }
     own = f"http://127.0.0.1:{served.port}"
     with httpx.Client(base_url=served.url, headers=auth(served, "a", "admin"), timeout=30) as c:
-        for origin in ("http://evil.example", f"http://localhost:{served.port + 1}", "null",
-                       f"https://127.0.0.1:{served.port}.evil.example"):  # fmt: skip
+        for origin in (
+            "http://evil.example",
+            f"http://localhost:{served.port + 1}",
+            "null",
+            f"https://127.0.0.1:{served.port}.evil.example",
+        ):
             r = c.post("/v1/episodes", json=episode, headers={"Origin": origin})
             assert r.status_code == 403 and "Origin" in r.json()["detail"], (origin, r.text)
             r = c.post("/mcp", json={}, headers={"Origin": origin})
@@ -105,13 +135,23 @@ def test_every_interface_needs_an_allow_list(tmp_path: Path) -> None:
     """Bound to any address but loopback, the checks stay on: they need the names clients
     use, and the server does not start without them."""
     run = subprocess.run(
-        kg_command("serve", "--host", "0.0.0.0", "--port", "0"), cwd=ROOT,
-        env=kg_env(tmp_path / "home"), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        kg_command("serve", "--host", "0.0.0.0", "--port", "0"),
+        cwd=ROOT,
+        env=kg_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 1, run.stderr
     assert "--allowed-host" in run.stderr and "Traceback" not in run.stderr
-    wide = serve(tmp_path / "wide", [("w", "read")], "--host", "0.0.0.0",
-                 "--allowed-host", "kg.example,kg2.example")  # fmt: skip
+    wide = serve(
+        tmp_path / "wide",
+        [("w", "read")],
+        "--host",
+        "0.0.0.0",
+        "--allowed-host",
+        "kg.example,kg2.example",
+    )
     try:
         with httpx.Client(base_url=wide.url, headers=auth(wide, "w"), timeout=30) as c:
             assert c.get("/v1/whoami", headers={"Host": "evil.example"}).status_code == 421
@@ -142,8 +182,10 @@ def test_unfinished_headers_are_closed(served: Served) -> None:
 def test_a_trickled_body_is_cut_off_with_408(served: Served) -> None:
     s = connect(served)
     key = served.key("c", "read")
-    head = (f"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
-            "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n")  # fmt: skip
+    head = (
+        f"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n"
+    )
     s.sendall(head.encode())
     start = time.monotonic()
     answer = b""
@@ -217,8 +259,10 @@ def test_one_key_runs_a_bounded_number_of_requests(served: Served) -> None:
     answered meanwhile, and the waiting one once a slot is free."""
     time.sleep(1.2)  # c's bucket full again after the trickle test
     key = served.key("c", "read")
-    head = (f"POST /v1/rollback HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
-            "Content-Type: application/json\r\nContent-Length: 50\r\n\r\n")  # fmt: skip
+    head = (
+        f"POST /v1/rollback HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 50\r\n\r\n"
+    )
     slow = [connect(served) for _ in range(2)]
     for s in slow:
         s.sendall(head.encode())

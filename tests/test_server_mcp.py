@@ -81,9 +81,11 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
         # Time words read against asked_at (a closed fact is found in its window), and
         # abstention, as kg search --asked-at / --abstain-below.
         then = await call(
-            s, "search_memory", query="where did Alice live last year",
+            s,
+            "search_memory",
+            query="where did Alice live last year",
             asked_at="2021-07-01T09:00:00+09:00",
-        )  # fmt: skip
+        )
         assert [h["object"] for h in facts(then)] == ["Paris"]
         # No embedder on this server: abstention (a cosine cutoff) is refused, not silently
         # turned into "nothing matched".
@@ -94,8 +96,9 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
         assert "asked_at: 'someday' is not a time" in await error(
             s, "search_memory", query="Alice", asked_at="someday"
         )
-        every = facts(await call(s, "search_memory", query="Where does Alice live?",
-                                 include_closed=True))  # fmt: skip
+        every = facts(
+            await call(s, "search_memory", query="Where does Alice live?", include_closed=True)
+        )
         assert {(h["object"], h["status"]) for h in every} == {
             ("Berlin", "current"),
             ("Paris", "closed"),
@@ -193,9 +196,12 @@ async def test_admin_tools(served: Served) -> None:
         assert any(h["kind"] == "episode" and "window seats" in h["text"] for h in hits)
         # wait=false: queued at once, written by the server's background worker.
         queued = await call(
-            s, "add_memory", source="facts", wait=False,
+            s,
+            "add_memory",
+            source="facts",
+            wait=False,
             facts=[{"subject": "Alice", "predicate": "WORKS_AT", "object": "Acme"}],
-        )  # fmt: skip
+        )
         assert queued["status"] == "queued" and queued["facts_added"] == 0
         assert await eventually(s, "facts_as_of", subject="Alice", predicate="WORKS_AT")
 
@@ -205,9 +211,11 @@ async def test_old_argument_names_still_work_with_a_note(served: Served) -> None
     the names before the shared vocabulary, keep working one release, noted in the reply."""
     async with mcp_http(served, served.key("alice", "admin")) as s:
         added = await call(
-            s, "add_memory", source="facts",
+            s,
+            "add_memory",
+            source="facts",
             facts=[{"subject": "Olaf", "predicate": "LIVES_IN", "object": "Oslo"}],
-        )  # fmt: skip
+        )
         plan = await call(s, "rollback_episode", episode_id=added["episode_id"], apply=False)
         assert plan["applied"] is False and "use 'dry_run'" in plan["notes"][0]
         found = await call(s, "search_memory", query="Olaf Oslo", include_history=True)
@@ -289,9 +297,12 @@ async def test_stdio_kg_mcp_binds_one_group(tmp_path: Path) -> None:
         ) == ["Paris"]
         assert "admin" in await error(s, "forget", subject="Alice", dry_run=False, confirm="Alice")
         queued = await call(
-            s, "add_memory", source="facts", wait=False,
+            s,
+            "add_memory",
+            source="facts",
+            wait=False,
             facts=[{"subject": "Dana", "predicate": "WORKS_AT", "object": "Acme"}],
-        )  # fmt: skip
+        )
         assert queued["status"] == "queued"
         assert await eventually(s, "facts_as_of", subject="Dana")  # kg mcp's own worker
     # The group was the flag's: a store opened afterwards finds it there and only there.
@@ -311,12 +322,21 @@ def test_a_call_in_the_new_names_is_not_marked_deprecated(served: Served) -> Non
     `Deprecation` header the API's middleware adds)."""
 
     def tool_call(name: str, arguments: dict[str, Any]) -> httpx.Response:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": name, "arguments": arguments}}  # fmt: skip
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
         with served.client("alice", "admin") as c:
-            return c.post("/mcp", json=body, headers={
-                "Accept": "application/json, text/event-stream",
-                "MCP-Protocol-Version": "2025-06-18"})  # fmt: skip
+            return c.post(
+                "/mcp",
+                json=body,
+                headers={
+                    "Accept": "application/json, text/event-stream",
+                    "MCP-Protocol-Version": "2025-06-18",
+                },
+            )
 
     for name, arguments in (
         ("rollback_episode", {"episode_id": "0" * 36}),

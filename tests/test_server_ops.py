@@ -52,8 +52,9 @@ def test_sigterm_in_the_middle_of_writes(tmp_path: Path) -> None:
     in the graph whole, no episode is half-written, the exit is clean (code 0, no
     traceback), and the writes cut off by the graceful timeout were finished, not dropped."""
     home = tmp_path / "home"
-    served = serve(home, [("ops", "write")], "--graceful-timeout", "1", "--key-concurrency",
-                   str(WRITERS))  # fmt: skip
+    served = serve(
+        home, [("ops", "write")], "--graceful-timeout", "1", "--key-concurrency", str(WRITERS)
+    )
     key = served.key("ops", "write")
     acked: dict[str, str] = {}  # subject -> episode uuid, for every 2xx
     refused: list[tuple[int, str]] = []  # other answers: 503s once shutdown begins
@@ -186,12 +187,24 @@ def test_sigterm_gives_up_a_background_extraction_at_the_graceful_timeout(
     client's own 120 s timeout and retries)."""
     home = tmp_path / "home"
     llm = _SilentLLM()
-    served = serve(home, [("ops", "write")], "--graceful-timeout", "2",
-                   "--llm-model", "m", "--llm-base-url", llm.url)  # fmt: skip
+    served = serve(
+        home,
+        [("ops", "write")],
+        "--graceful-timeout",
+        "2",
+        "--llm-model",
+        "m",
+        "--llm-base-url",
+        llm.url,
+    )
     try:
         with served.client("ops", "write") as c:
-            body = {"source": "message", "content": "Minji: I live in Busan.",
-                    "reference_time": "2024-01-01T00:00:00Z", "wait": False}  # fmt: skip
+            body = {
+                "source": "message",
+                "content": "Minji: I live in Busan.",
+                "reference_time": "2024-01-01T00:00:00Z",
+                "wait": False,
+            }
             r = c.post("/v1/episodes", json=body)
         assert r.status_code == 202 and r.json()["status"] == "queued", r.text
         deadline = time.monotonic() + 60
@@ -392,6 +405,56 @@ def test_secrets_never_leak(tmp_path: Path) -> None:
         assert token not in text
 
 
+def test_json_logs_carry_request_and_key_ids_never_keys_or_subjects(tmp_path: Path) -> None:
+    """`--log-format json`: every log line is one JSON object; a request's lines carry its
+    request id (the caller's X-Request-Id when well formed, echoed; else a fresh one) and,
+    once the key is known, its public key id. No line holds a key, its secret, or a subject
+    name sent in a body, a query or a search."""
+    home = tmp_path / "home"
+    served = serve(home, [("alice", "write")], "--log-format", "json")
+    key = served.key("alice", "write")
+    name = "Zelda Quartermaine"
+    answers: dict[str, httpx.Response] = {}
+    try:
+        with served.client("alice", "write") as c, served.client() as anon:
+            fact = {"subject": name, "predicate": "LIVES_IN", "object": "Oslo"}
+            answers["given"] = c.post(
+                "/v1/episodes",
+                json={"source": "facts", "facts": [fact]},
+                headers={"X-Request-Id": "req-42.a:b"},
+            )
+            answers["fresh"] = c.get("/v1/facts", params={"subject": name})
+            answers["bad"] = c.post(
+                "/v1/search", json={"query": name}, headers={"X-Request-Id": "not ok\tid"}
+            )
+            answers["key"] = c.get("/v1/whoami", headers={"X-Request-Id": key})
+            answers["anon"] = anon.get("/v1/facts", headers={"X-Request-Id": "anon-1"})
+    finally:
+        assert served.stop() == 0
+    assert [r.status_code for r in answers.values()] == [201, 200, 200, 200, 401]
+    ids = {k: r.headers["x-request-id"] for k, r in answers.items()}
+    assert ids["given"] == "req-42.a:b" and ids["anon"] == "anon-1"
+    for k in ("fresh", "bad", "key"):  # none given, malformed, or shaped like a key
+        assert re.fullmatch(r"[0-9a-f]{32}", ids[k]), ids[k]
+    log = served.log()
+    assert key[16:24] not in log and key_hash(key) not in log
+    assert "Zelda" not in log and "Quartermaine" not in log
+    lines = [ln for ln in log.splitlines() if ln.strip() and not ln.startswith("kg serve: ")]
+    records = [json.loads(ln) for ln in lines]  # each line one JSON object
+    access = {r["request_id"]: r for r in records if r["logger"] == "kg.access"}
+    key_id = key[3:15]
+    for k, route, status in (
+        ("given", "/v1/episodes", 201),
+        ("fresh", "/v1/facts", 200),
+        ("bad", "/v1/search", 200),
+        ("anon", "/v1/facts", 401),
+    ):
+        line = access[ids[k]]
+        assert (line["route"], line["status"], line["method"]) == (route, status, line["method"])
+        assert line.get("key_id") == (None if k == "anon" else key_id), line
+        assert isinstance(line["duration_ms"], float) and line["time"].endswith("Z")
+
+
 # -- API metrics in kg stats -----------------------------------------------------------------
 
 
@@ -404,8 +467,10 @@ def test_api_metrics_reach_kg_stats(tmp_path: Path) -> None:
     try:
         with served.client("alice", "write") as a, served.client("bob", "write") as b:
             for i in range(3):
-                body = {"source": "facts", "facts": [
-                    {"subject": "Ann", "predicate": "KNOWS", "object": f"P{i}"}]}  # fmt: skip
+                body = {
+                    "source": "facts",
+                    "facts": [{"subject": "Ann", "predicate": "KNOWS", "object": f"P{i}"}],
+                }
                 assert a.post("/v1/episodes", json=body).status_code == 201
             assert a.get("/v1/episodes/nope").status_code == 404
             assert b.post("/v1/episodes", json=body).status_code == 201

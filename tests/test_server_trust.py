@@ -28,9 +28,13 @@ from tests.test_server_ops import kg_cli
 
 def moved(city: str, year: int, **fields: Any) -> AddEpisode:
     return AddEpisode.model_validate(
-        {"source": "facts", "reference_time": t(year), **fields,
-         "facts": [{"subject": "Alice", "predicate": "LIVES_IN", "object": city}]}
-    )  # fmt: skip
+        {
+            "source": "facts",
+            "reference_time": t(year),
+            **fields,
+            "facts": [{"subject": "Alice", "predicate": "LIVES_IN", "object": city}],
+        }
+    )
 
 
 async def keyed(kg: KG, role: str, *channel: str) -> Scoped:
@@ -60,8 +64,12 @@ async def test_an_agent_key_never_closes_what_the_user_said(kg: KG) -> None:
 async def test_the_body_cannot_claim_more_than_its_key(kg: KG) -> None:
     await add(kg, t(2020), ("Alice", "LIVES_IN", "Paris"))
     agent = await keyed(kg, "admin")  # the role is no ceiling: the channel is
-    for claim in ({"channel": "document"}, {"channel": "user"}, {"trust": 3},
-                  {"channel": "agent", "trust": 1}):  # fmt: skip
+    for claim in (
+        {"channel": "document"},
+        {"channel": "user"},
+        {"trust": 3},
+        {"channel": "agent", "trust": 1},
+    ):
         with pytest.raises(ForbiddenError, match="at most at trust 'agent'"):
             await agent.add(moved("Rome", 2023, **claim))
     assert [f.object for f in await kg.facts(subject="Alice")] == ["Paris"]
@@ -87,9 +95,12 @@ async def test_keys_made_before_channels_read_as_agent(kg: KG) -> None:
     record, key = await create_key(kg.store, "default", "write")
     await kg.store.execute(  # type: ignore[attr-defined]
         KEYS_NAMESPACE,
-        [Statement("MATCH (k:ApiKey) WHERE k.key_id = $id SET k.channel = null",
-                   {"id": record.key_id})],
-    )  # fmt: skip
+        [
+            Statement(
+                "MATCH (k:ApiKey) WHERE k.key_id = $id SET k.channel = null", {"id": record.key_id}
+            )
+        ],
+    )
     [legacy] = [k for k in await kg.store.keys() if k.key_id == record.key_id]
     assert legacy.channel.value == "agent"
     found = await authenticate(kg.store, key)
@@ -100,8 +111,9 @@ def test_over_http_and_mcp_the_key_decides(tmp_path: Path) -> None:
     """The finding, as an attacker tried it: a write key's MCP add_memory closed the user's
     fact (stored as user), and its body could claim `channel: document, trust: user`."""
     home = tmp_path / "home"
-    made = kg_cli(home, "keys", "create", "--group", "g", "--role", "write", "--channel", "user",
-                  "--json")  # fmt: skip
+    made = kg_cli(
+        home, "keys", "create", "--group", "g", "--role", "write", "--channel", "user", "--json"
+    )
     assert made.returncode == 0, made.stderr
     user_key = json.loads(made.stdout)["key"]
     listed = kg_cli(home, "keys", "list", "--json")
@@ -115,8 +127,11 @@ def test_over_http_and_mcp_the_key_decides(tmp_path: Path) -> None:
             agent = {"Authorization": f"Bearer {served.key('g', 'write')}"}
             said = moved("Paris", 2020).model_dump(mode="json", exclude_none=True)
             assert c.post("/v1/episodes", json=said, headers=user).status_code == 201
-            claim = {**moved("Rome", 2023).model_dump(mode="json", exclude_none=True),
-                     "channel": "document", "trust": 3}  # fmt: skip
+            claim = {
+                **moved("Rome", 2023).model_dump(mode="json", exclude_none=True),
+                "channel": "document",
+                "trust": 3,
+            }
             r = c.post("/v1/episodes", json=claim, headers=agent)
             assert r.status_code == 403, r.text
             assert "at most at trust 'agent'" in r.json()["detail"]
@@ -124,9 +139,19 @@ def test_over_http_and_mcp_the_key_decides(tmp_path: Path) -> None:
 
         async def agent_remembers() -> list[dict[str, Any]]:
             async with mcp_http(served, served.key("g", "write")) as s:
-                added = await call(s, "add_memory", source="facts", facts=[
-                    {"subject": "Alice", "predicate": "LIVES_IN", "object": "Berlin",
-                     "valid_at": "2023-01-01T00:00:00Z"}])  # fmt: skip
+                added = await call(
+                    s,
+                    "add_memory",
+                    source="facts",
+                    facts=[
+                        {
+                            "subject": "Alice",
+                            "predicate": "LIVES_IN",
+                            "object": "Berlin",
+                            "valid_at": "2023-01-01T00:00:00Z",
+                        }
+                    ],
+                )
                 assert added["status"] == "added" and added["facts_closed"] == 0, added
                 return list((await call(s, "fact_history", subject="Alice"))["items"])
 

@@ -58,8 +58,9 @@ CALLS: dict[str, Call] = {
 
 @pytest.mark.parametrize("call", CALLS)
 async def test_a_server_that_times_out_is_store_unavailable_on_one_line(call: str) -> None:
-    store = FalkorDBStore(SilentServer(RedisTimeoutError("Timeout reading from\nsocket")), None,
-                          embedding_dim=None)  # fmt: skip
+    store = FalkorDBStore(
+        SilentServer(RedisTimeoutError("Timeout reading from\nsocket")), None, embedding_dim=None
+    )
     with pytest.raises(StoreUnavailableError, match="FalkorDB did not answer in time") as exc:
         await CALLS[call](store)
     assert "\n" not in str(exc.value)
@@ -67,8 +68,9 @@ async def test_a_server_that_times_out_is_store_unavailable_on_one_line(call: st
 
 @pytest.mark.parametrize("call", CALLS)
 async def test_a_lost_server_is_store_unavailable(call: str) -> None:
-    store = FalkorDBStore(SilentServer(RedisConnectionError("Connection closed by server.")),
-                          None, embedding_dim=None)  # fmt: skip
+    store = FalkorDBStore(
+        SilentServer(RedisConnectionError("Connection closed by server.")), None, embedding_dim=None
+    )
     with pytest.raises(StoreUnavailableError, match="lost the FalkorDB server"):
         await CALLS[call](store)
 
@@ -76,7 +78,8 @@ async def test_a_lost_server_is_store_unavailable(call: str) -> None:
 async def test_schema_errors_keep_their_own_message() -> None:
     from redis.exceptions import ResponseError
 
-    store = FalkorDBStore(SilentServer(ResponseError("unknown index type"), hush=True), None,
-                          embedding_dim=None)  # fmt: skip
+    store = FalkorDBStore(
+        SilentServer(ResponseError("unknown index type"), hush=True), None, embedding_dim=None
+    )
     with pytest.raises(StoreError, match="FalkorDB refused schema statement: unknown index"):
         await CALLS["write"](store)

@@ -34,8 +34,11 @@ async def test_reference_time_defaults_to_now(mem: KG) -> None:
     assert ep.valid_at >= before
     (fact,) = await mem.facts(subject="Bob")
     assert fact.edge.valid_at == t(2019)
-    r = await mem.add_episode(source="facts", reference_time="2018-05-01", facts=[
-        {"subject": "Eve", "predicate": "LIVES_IN", "object": "Oslo"}])  # fmt: skip
+    r = await mem.add_episode(
+        source="facts",
+        reference_time="2018-05-01",
+        facts=[{"subject": "Eve", "predicate": "LIVES_IN", "object": "Oslo"}],
+    )
     (ep,) = await mem.store.episodes("default", [r.episode_uuid])
     assert ep.valid_at == t(2018, 5, 1)
 
@@ -45,11 +48,17 @@ def test_cli_as_of_words_and_date_only_ingest_files(home: Path, tmp_path: Path) 
     path = tmp_path / "e.jsonl"
     year = datetime.now(UTC).year
     rows = [
-        {"source": "facts", "reference_time": "2020-01-01",
-         "facts": [{"subject": "Minji", "predicate": "LIVES_IN", "object": "Busan"}]},
-        {"source": "facts", "reference_time": f"{year}-01-01",
-         "facts": [{"subject": "Minji", "predicate": "LIVES_IN", "object": "Seoul"}]},
-    ]  # fmt: skip
+        {
+            "source": "facts",
+            "reference_time": "2020-01-01",
+            "facts": [{"subject": "Minji", "predicate": "LIVES_IN", "object": "Busan"}],
+        },
+        {
+            "source": "facts",
+            "reference_time": f"{year}-01-01",
+            "facts": [{"subject": "Minji", "predicate": "LIVES_IN", "object": "Seoul"}],
+        },
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows))
     r = runner.invoke(app, ["--home", str(home), "ingest", str(path)])
     assert r.exit_code == 0, r.stderr

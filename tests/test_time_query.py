@@ -75,9 +75,15 @@ def test_time_words_become_a_window(
 
 @pytest.mark.parametrize(
     "query",
-    ["Where does Alice live?", "What is 1000 + 2000?", "May I ask what you like?",
-     "How many days are in a week?", "March on, she said", "the last weekender"],
-)  # fmt: skip
+    [
+        "Where does Alice live?",
+        "What is 1000 + 2000?",
+        "May I ask what you like?",
+        "How many days are in a week?",
+        "March on, she said",
+        "the last weekender",
+    ],
+)
 def test_no_time_words_no_window(query: str) -> None:
     qt = read_time(query, ASKED)
     assert qt.applied is None and qt.rest == query
@@ -128,11 +134,16 @@ async def test_a_year_in_the_query_filters_facts_on_validity(kg: KG) -> None:
 
 async def test_a_window_boosts_episodes_said_in_it(kg: KG) -> None:
     for month, dish in ((2, "kimchi stew"), (3, "kimchi pancakes"), (4, "kimchi fried rice")):
-        await kg.add_episode(source="message", content=f"Bob: I cooked {dish} with kimchi.",
-                             reference_time=d(2024, month, 10), extract=False)  # fmt: skip
+        await kg.add_episode(
+            source="message",
+            content=f"Bob: I cooked {dish} with kimchi.",
+            reference_time=d(2024, month, 10),
+            extract=False,
+        )
     plain = await kg.search("What did Bob cook with kimchi?", config=EPISODES_BM25)
-    r = await kg.search("What did Bob cook with kimchi last March?", config=EPISODES_BM25,
-                        asked_at=ASKED)  # fmt: skip
+    r = await kg.search(
+        "What did Bob cook with kimchi last March?", config=EPISODES_BM25, asked_at=ASKED
+    )
     assert len(r.episodes) == 3  # a boost, not a filter
     assert "pancakes" in r.episodes[0].episode.content and r.episodes[0].in_window
     assert not any(h.in_window for h in r.episodes[1:])
@@ -143,15 +154,17 @@ async def test_an_event_anchor_is_resolved_through_a_fact(kg: KG) -> None:
     await add(kg, t(2020), ("Alice", "WORKS_AT", "Naver"))
     await add(kg, t(2023, 5, 10), ("Alice", "MOVED_TO", "Busan"))
     await add(kg, t(2023, 6, 1), ("Alice", "WORKS_AT", "Kakao"))
-    r = await kg.search("Where did Alice work two weeks before Alice moved to Busan?",
-                        config=BM25, asked_at=ASKED)  # fmt: skip
+    r = await kg.search(
+        "Where did Alice work two weeks before Alice moved to Busan?", config=BM25, asked_at=ASKED
+    )
     assert r.time is not None and r.time.applied is not None
     assert r.time.applied.window == (d(2023, 4, 26), d(2023, 5, 3))
     assert "Alice moved to Busan" in r.time.applied.note
     assert [h.fact.object for h in r.facts if h.fact.predicate == "WORKS_AT"] == ["Naver"]
     # No fact names the event: reported, and no window is guessed.
-    r = await kg.search("Where did Alice work two weeks before she married Bob?",
-                        config=BM25, asked_at=ASKED)  # fmt: skip
+    r = await kg.search(
+        "Where did Alice work two weeks before she married Bob?", config=BM25, asked_at=ASKED
+    )
     assert r.time is not None and r.time.applied is None and r.view.window is None
     assert "no fact found" in r.time.expressions[0].note
     assert "Kakao" in [h.fact.object for h in r.facts]
@@ -175,14 +188,18 @@ async def test_an_agent_inference_ranks_below_the_users_word_until_confirmed(kg:
     await add(kg, t(2024), ("Alice", "LIKES", "Black coffee"), channel="user")
     r = await kg.search("What does Alice like?", config=BM25)
     assert [(h.fact.object, h.trust_factor) for h in r.facts] == [
-        ("Black coffee", 1.0), ("Green tea", 0.7)]  # fmt: skip
+        ("Black coffee", 1.0),
+        ("Green tea", 0.7),
+    ]
     # The factor scales the fused (here reciprocal-rank) score.
     for h in r.facts:
         assert h.fused_score == pytest.approx(h.trust_factor / (60 + h.ranks["bm25"]))
     await add(kg, t(2024, 2), ("Alice", "LIKES", "Green tea"), channel="user")  # confirmed
     r = await kg.search("What does Alice like?", config=BM25)
     assert {h.fact.object: h.trust_factor for h in r.facts} == {
-        "Black coffee": 1.0, "Green tea": 1.0}  # fmt: skip
+        "Black coffee": 1.0,
+        "Green tea": 1.0,
+    }
     # A document is confirmed by nothing lower than itself.
     await add(kg, t(2024), ("Bob", "LIKES", "Chess"), channel="document")
     await add(kg, t(2024, 2), ("Bob", "LIKES", "Chess"), channel="agent")
@@ -193,20 +210,27 @@ async def test_an_agent_inference_ranks_below_the_users_word_until_confirmed(kg:
 async def test_recency_decay_from_the_ontology_with_a_floor(home: Path) -> None:
     onto = Ontology(
         name="decay",
-        entity_types=[*DEFAULT_ONTOLOGY.entity_types,
-                      EntityType(name="Pet", decay=Decay(half_life_days=10))],
-        predicates=[*DEFAULT_ONTOLOGY.predicates,
-                    Predicate(name="ALLERGIC_TO", decay=Decay()),  # never fades
-                    Predicate(name="AVOIDS", decay=Decay(half_life_days=30, floor=0.8))],
+        entity_types=[
+            *DEFAULT_ONTOLOGY.entity_types,
+            EntityType(name="Pet", decay=Decay(half_life_days=10)),
+        ],
+        predicates=[
+            *DEFAULT_ONTOLOGY.predicates,
+            Predicate(name="ALLERGIC_TO", decay=Decay()),  # never fades
+            Predicate(name="AVOIDS", decay=Decay(half_life_days=30, floor=0.8)),
+        ],
         decay=Decay(half_life_days=30),
-    )  # fmt: skip
+    )
     async with await KG.open(home=home, ontology=onto) as kg:
         await add(kg, d(2024, 3, 14), ("Alice", "LIKES", "Jazz"))  # 90 days before
         await add(kg, d(2024, 6, 12), ("Alice", "LIKES", "Rock"))
         await add(kg, d(2020), ("Alice", "ALLERGIC_TO", "Peanuts"))
         await add(kg, d(2020), ("Alice", "AVOIDS", "Pork"))
-        await add(kg, d(2024, 6, 2), {"subject": "Rex", "predicate": "LIKES", "object": "Bones",
-                                      "subject_type": "Pet"})  # fmt: skip
+        await add(
+            kg,
+            d(2024, 6, 2),
+            {"subject": "Rex", "predicate": "LIKES", "object": "Bones", "subject_type": "Pet"},
+        )
         r = await kg.search("Alice", config=BM25, asked_at=d(2024, 6, 12))
         got = {h.fact.object: round(h.recency_factor, 3) for h in r.facts}
         assert got == {"Rock": 1.0, "Jazz": 0.125, "Peanuts": 1.0, "Pork": 0.8}
@@ -246,16 +270,26 @@ def _objects(r: SearchResults) -> list[str]:
 
 
 async def test_superseded_facts_are_filtered_in_every_recipe(ekg: KG) -> None:
-    await add(ekg, t(2020), ("Alice", "LIVES_IN", "Seoul"), ("Seoul", "LOCATED_IN", "Korea"),
-              ("Alice", "KNOWS", "Bob"))  # fmt: skip
+    await add(
+        ekg,
+        t(2020),
+        ("Alice", "LIVES_IN", "Seoul"),
+        ("Seoul", "LOCATED_IN", "Korea"),
+        ("Alice", "KNOWS", "Bob"),
+    )
     await add(ekg, t(2023), ("Alice", "LIVES_IN", "Busan"), ("Bob", "LIVES_IN", "Seoul"))
     recipes = [name for name, cfg in RECIPES.items() if cfg.facts is not None]
-    assert {"facts_hybrid_bfs_rrf", "facts_hybrid_episode_mentions",
-            "facts_hybrid_node_distance", "facts_hybrid_cross_encoder"} <= set(recipes)  # fmt: skip
+    assert {
+        "facts_hybrid_bfs_rrf",
+        "facts_hybrid_episode_mentions",
+        "facts_hybrid_node_distance",
+        "facts_hybrid_cross_encoder",
+    } <= set(recipes)
     for recipe in recipes:
         for query in ("Alice lives in Seoul", "Where does Alice live?", "Seoul"):
-            r = await ekg.search(query, recipe=recipe, limit=50, seeds=["Alice", "Seoul"],
-                                 center="Alice")  # fmt: skip
+            r = await ekg.search(
+                query, recipe=recipe, limit=50, seeds=["Alice", "Seoul"], center="Alice"
+            )
             current = [h for h in r.facts if h.fact.subject == "Alice"]
             assert "Seoul" not in [h.fact.object for h in current], (recipe, query)
             assert not any(h.closed for h in r.facts), (recipe, query)
@@ -264,8 +298,11 @@ async def test_superseded_facts_are_filtered_in_every_recipe(ekg: KG) -> None:
     assert "Alice lives in Seoul" not in [h.fact.edge.fact for h in bfs.facts]
     # Only a time window or a history view brings it back, and then marked closed.
     r = await ekg.search("Where did Alice live in 2021?", recipe="facts_hybrid", asked_at=ASKED)
-    assert [(h.fact.object, h.closed) for h in r.facts if h.fact.predicate == "LIVES_IN"
-            and h.fact.subject == "Alice"] == [("Seoul", True)]  # fmt: skip
+    assert [
+        (h.fact.object, h.closed)
+        for h in r.facts
+        if h.fact.predicate == "LIVES_IN" and h.fact.subject == "Alice"
+    ] == [("Seoul", True)]
 
 
 # -- questions that ask when ---------------------------------------------------------------
@@ -273,23 +310,32 @@ async def test_superseded_facts_are_filtered_in_every_recipe(ekg: KG) -> None:
 
 @pytest.mark.parametrize(
     ("question", "asks"),
-    [("When did Caroline go to the LGBTQ support group?", True),
-     ("In what year did Bo move?", True), ("Which month did Mina start?", True),
-     ("민지는 언제 이사했어?", True),
-     ("What did Caroline research?", False), ("Where does Bo work?", False)],
-)  # fmt: skip
+    [
+        ("When did Caroline go to the LGBTQ support group?", True),
+        ("In what year did Bo move?", True),
+        ("Which month did Mina start?", True),
+        ("민지는 언제 이사했어?", True),
+        ("What did Caroline research?", False),
+        ("Where does Bo work?", False),
+    ],
+)
 def test_a_question_asks_when(question: str, asks: bool) -> None:
     assert asks_when(question) is asks
 
 
 @pytest.mark.parametrize(
     ("text", "says"),
-    [("I went to a LGBTQ support group yesterday.", True),
-     ("that roadtrip this past weekend", True),
-     ("Let's do it next month", True), ("Last Friday I made a dessert", True),
-     ("We moved in May 2022.", True), ("지난주에 부산에 갔어", True),
-     ("How did it go?", False), ("I love painting sunsets.", False)],
-)  # fmt: skip
+    [
+        ("I went to a LGBTQ support group yesterday.", True),
+        ("that roadtrip this past weekend", True),
+        ("Let's do it next month", True),
+        ("Last Friday I made a dessert", True),
+        ("We moved in May 2022.", True),
+        ("지난주에 부산에 갔어", True),
+        ("How did it go?", False),
+        ("I love painting sunsets.", False),
+    ],
+)
 def test_a_turn_says_when(text: str, says: bool) -> None:
     assert says_when(text) is says
 
@@ -297,11 +343,12 @@ def test_a_turn_says_when(text: str, says: bool) -> None:
 async def test_a_question_asking_when_lifts_the_turns_that_say_when(kg: KG) -> None:
     # LoCoMo's temporal questions are answered by the turn that dates the event in its own
     # words; the fused default ranked the turns phrased like the question above it.
-    for text in ("Bob: Kimchi! I cooked kimchi, so much kimchi.",
-                 "Bob: I cooked kimchi yesterday after a long day at work.",
-                 "Bob: Hi Ann, long time no see."):  # fmt: skip
-        await kg.add_episode(source="message", content=text, reference_time=ASKED,
-                             extract=False)  # fmt: skip
+    for text in (
+        "Bob: Kimchi! I cooked kimchi, so much kimchi.",
+        "Bob: I cooked kimchi yesterday after a long day at work.",
+        "Bob: Hi Ann, long time no see.",
+    ):
+        await kg.add_episode(source="message", content=text, reference_time=ASKED, extract=False)
     fused = EPISODES_BM25.model_copy(update={"fusion": Fusion.score})  # as episodes_hybrid
     when = await kg.search("When did Bob cook kimchi?", config=fused)
     assert "yesterday" in when.episodes[0].episode.content

@@ -44,14 +44,27 @@ async def test_openai_tools_go_through_the_real_client_and_its_calls_fit_the_sch
 
     def reply(request: httpx.Request) -> httpx.Response:
         sent.append(json.loads(request.content))
-        message = {"role": "assistant", "content": None, "tool_calls": [{
-            "id": "call_1", "type": "function",
-            "function": {"name": "search_memory", "arguments": json.dumps(call)},
-        }]}  # fmt: skip
-        return httpx.Response(200, json={
-            "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
-        })  # fmt: skip
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "search_memory", "arguments": json.dumps(call)},
+                }
+            ],
+        }
+        return httpx.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+            },
+        )
 
     transport = httpx.AsyncClient(transport=httpx.MockTransport(reply))
     client = AsyncOpenAI(api_key="k", base_url="http://llm.invalid/v1", http_client=transport)

@@ -42,8 +42,9 @@ async def build(kg: KG) -> str:
     poison = await add(kg, t(2023, 1, 1), ("Minji", "LIVES_IN", "Jeju"), source_description="web")
     await kg.rollback(poison.episode_uuid, dry_run=False)
     await add(kg, t(2024, 6, 1), ("Minji", "LIVES_IN", "Busan"), ("Jisoo", "KNOWS", "Minji"))
-    await kg.add_episode(source="text", content="부산으로 이사했어요", reference_time=t(2024, 6, 2),
-                         extract=False)  # fmt: skip
+    await kg.add_episode(
+        source="text", content="부산으로 이사했어요", reference_time=t(2024, 6, 2), extract=False
+    )
     await kg.build_communities()
     return poison.episode_uuid
 
@@ -180,9 +181,15 @@ def test_cli_export_then_import(
     src, dst = source.cli_args(tmp_path / "src"), destination.cli_args(tmp_path / "dst")
     dump = tmp_path / "dump.jsonl"
     path = tmp_path / "e.jsonl"
-    path.write_text(json.dumps({"source": "facts", "reference_time": "2024-01-01T00:00:00Z",
-                                "facts": [{"subject": "A", "predicate": "KNOWS",
-                                           "object": "B"}]}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "source": "facts",
+                "reference_time": "2024-01-01T00:00:00Z",
+                "facts": [{"subject": "A", "predicate": "KNOWS", "object": "B"}],
+            }
+        )
+    )
     assert runner.invoke(app, [*src, "ingest", str(path)]).exit_code == 0
     r = runner.invoke(app, [*src, "export", "-o", str(dump)])
     assert r.exit_code == 0 and dump.exists() and not dump.with_name("dump.jsonl.part").exists()
@@ -263,9 +270,12 @@ async def test_an_imported_group_reopens_whole(tmp_path: Path) -> None:
 async def test_a_killed_import_leaves_no_group_and_can_be_run_again(tmp_path: Path) -> None:
     dump, home = await big_export(tmp_path), tmp_path / "dst"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _import_until_killed(home, dump), stdout=subprocess.PIPE,
+        sys.executable,
+        "-c",
+        _import_until_killed(home, dump),
+        stdout=subprocess.PIPE,
         cwd=Path(__file__).parents[1],
-    )  # fmt: skip
+    )
     assert proc.stdout is not None
     server = int(await asyncio.wait_for(proc.stdout.readline(), 120))
     os.kill(server, signal.SIGKILL)
@@ -325,8 +335,10 @@ async def test_every_imported_row_takes_the_target_group(falkor_kg: KG) -> None:
     lines = _retarget(await lines_of(kg), header_group="team8", row_group="other-tenant")
     await kg.import_lines(lines)  # into the header's group
     assert isinstance(kg.store, FalkorDBStore)
-    for query in ("MATCH (n) RETURN DISTINCT n.group_id AS g",
-                  "MATCH ()-[e]->() RETURN DISTINCT e.group_id AS g"):  # fmt: skip
+    for query in (
+        "MATCH (n) RETURN DISTINCT n.group_id AS g",
+        "MATCH ()-[e]->() RETURN DISTINCT e.group_id AS g",
+    ):
         assert [r["g"] for r in await kg.store.raw_query("team8", query)] == ["team8"]
     assert sorted(await kg.groups()) == ["default", "team8"]
     assert await snapshot(kg, "team8") == await snapshot(kg)
@@ -387,33 +399,102 @@ def test_a_stored_models_row_is_every_field_it_holds() -> None:
 
     at = t(2020)
     edge = FactEdge(
-        uuid="e2", fact_uuid="e1", group_id="g", source_node_uuid="a", target_node_uuid="b",
-        name="LIVES_IN", fact="A lives in B", fact_embedding=[0.5], episodes=["x", "y"],
-        episode_valid_at=[at, t(2021)], valid_at=at, invalid_at=t(2022), created_at=at,
-        expired_at=t(2023), invalidated_by="x", invalidated_edge="e3", invalidation_reason="r",
-        supersedes="e1", channel="tool", trust=2, extractor="kg.llm/1", status="contested",
-    )  # fmt: skip
+        uuid="e2",
+        fact_uuid="e1",
+        group_id="g",
+        source_node_uuid="a",
+        target_node_uuid="b",
+        name="LIVES_IN",
+        fact="A lives in B",
+        fact_embedding=[0.5],
+        episodes=["x", "y"],
+        episode_valid_at=[at, t(2021)],
+        valid_at=at,
+        invalid_at=t(2022),
+        created_at=at,
+        expired_at=t(2023),
+        invalidated_by="x",
+        invalidated_edge="e3",
+        invalidation_reason="r",
+        supersedes="e1",
+        channel="tool",
+        trust=2,
+        extractor="kg.llm/1",
+        status="contested",
+    )
     episode = EpisodicNode(
-        uuid="x", group_id="g", name="n", source="message", source_description="d",
-        content="hi", content_hash="h", valid_at=at, created_at=at, channel="user", trust=3,
-        extractor="kg.llm/1", status="failed", extraction="[]", error="e", quarantine="[]",
-        content_embedding=[0.1], search_key="k", key_embedding=[0.2], queued_at=at,
-        attempts=2, next_attempt_at=at, lease_owner="w", lease_expires_at=at,
-        idempotency_key="i", session_id="s", staged="{}", failure_reasons=["a", "b"],
-        facts_extracted=3, llm_calls=1,
-    )  # fmt: skip
+        uuid="x",
+        group_id="g",
+        name="n",
+        source="message",
+        source_description="d",
+        content="hi",
+        content_hash="h",
+        valid_at=at,
+        created_at=at,
+        channel="user",
+        trust=3,
+        extractor="kg.llm/1",
+        status="failed",
+        extraction="[]",
+        error="e",
+        quarantine="[]",
+        content_embedding=[0.1],
+        search_key="k",
+        key_embedding=[0.2],
+        queued_at=at,
+        attempts=2,
+        next_attempt_at=at,
+        lease_owner="w",
+        lease_expires_at=at,
+        idempotency_key="i",
+        session_id="s",
+        staged="{}",
+        failure_reasons=["a", "b"],
+        facts_extracted=3,
+        llm_calls=1,
+    )
     models: list[tuple[Any, tuple[str, ...]]] = [
-        (edge, ENDPOINT_FIELDS), (edge, ()), (episode, ()),
-        (EntityNode(uuid="a", group_id="g", name="A", name_key="a", labels=["Person"],
-                    summary="s", name_embedding=[0.3], created_at=at), ()),
-        (CommunityNode(uuid="c", group_id="g", name="C", summary="s", name_embedding=[0.4],
-                       created_at=at, episodes=["x"], fingerprint="f", stale=True,
-                       summarizer="llm:m"), ()),
-        (AuditEvent(uuid="u", group_id="g", kind="rollback", created_at=at, episodes=["x"],
-                    detail="{}"), ()),
+        (edge, ENDPOINT_FIELDS),
+        (edge, ()),
+        (episode, ()),
+        (
+            EntityNode(
+                uuid="a",
+                group_id="g",
+                name="A",
+                name_key="a",
+                labels=["Person"],
+                summary="s",
+                name_embedding=[0.3],
+                created_at=at,
+            ),
+            (),
+        ),
+        (
+            CommunityNode(
+                uuid="c",
+                group_id="g",
+                name="C",
+                summary="s",
+                name_embedding=[0.4],
+                created_at=at,
+                episodes=["x"],
+                fingerprint="f",
+                stale=True,
+                summarizer="llm:m",
+            ),
+            (),
+        ),
+        (
+            AuditEvent(
+                uuid="u", group_id="g", kind="rollback", created_at=at, episodes=["x"], detail="{}"
+            ),
+            (),
+        ),
         (EdgeRetirement(uuid="e1", expired_at=at), ()),
         (EdgeReinforcement(uuid="e1", episode_uuid="x", valid_at=at), ()),
-    ]  # fmt: skip
+    ]
     for store in (FalkorDBStore.__new__(FalkorDBStore), Neo4jStore(FakeDriver(), "neo4j", None)):
         if isinstance(store, FalkorDBStore):
             from kg.store.falkordb.dialect import FalkorDialect

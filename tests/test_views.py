@@ -50,13 +50,24 @@ async def test_episode_and_entity_views(mem: KG) -> None:
     row = json.loads(episode_view(episode).model_dump_json())
     assert set(row) == set(EpisodeView.model_fields)
     assert row == {
-        "id": result.episode_uuid, "name": "note", "source": "facts", "channel": "user",
-        "reference_time": "2021-03-04T00:00:00Z", "created_at": row["created_at"],
+        "id": result.episode_uuid,
+        "name": "note",
+        "source": "facts",
+        "channel": "user",
+        "reference_time": "2021-03-04T00:00:00Z",
+        "created_at": row["created_at"],
         "status": "ingested",
-    }  # fmt: skip
+    }
     assert Z_TIME.match(row["created_at"])
-    bob = EntityNode(uuid="e1", group_id="default", name="Bob", name_key="bob",
-                     labels=["Person"], summary="A builder.", created_at=t(2021))  # fmt: skip
+    bob = EntityNode(
+        uuid="e1",
+        group_id="default",
+        name="Bob",
+        name_key="bob",
+        labels=["Person"],
+        summary="A builder.",
+        created_at=t(2021),
+    )
     assert json.loads(entity_view(bob).model_dump_json()) == {
         "id": "e1",
         "name": "Bob",
@@ -67,8 +78,9 @@ async def test_episode_and_entity_views(mem: KG) -> None:
 
 async def test_hits_carry_their_kind_fields_only(falkor_kg: KG) -> None:
     await add(falkor_kg, t(2021), ("Carol", "LIVES_IN", "Lisbon"))
-    await falkor_kg.add_episode(source="text", reference_time=t(2021), content="Carol likes tea",
-                                extract=False)  # fmt: skip
+    await falkor_kg.add_episode(
+        source="text", reference_time=t(2021), content="Carol likes tea", extract=False
+    )
     results = await falkor_kg.search("Carol", recipe="combined_hybrid_rrf")
     hits = [json.loads(h.model_dump_json()) for h in hit_views(results)]
     kinds = {h["kind"] for h in hits}

@@ -119,11 +119,18 @@ def versions(facts: list[Any]) -> list[tuple[Any, ...]]:
     """A group's history with what differs between two identical graphs (uuids, transaction
     times) left out."""
     return sorted(
-        (f.subject, f.predicate, f.object, f.edge.valid_at.isoformat(),
-         f.edge.invalid_at.isoformat() if f.edge.invalid_at else "", f.edge.status.value,
-         f.edge.expired_at is None, len(f.edge.episodes))
+        (
+            f.subject,
+            f.predicate,
+            f.object,
+            f.edge.valid_at.isoformat(),
+            f.edge.invalid_at.isoformat() if f.edge.invalid_at else "",
+            f.edge.status.value,
+            f.edge.expired_at is None,
+            len(f.edge.episodes),
+        )
         for f in facts
-    )  # fmt: skip
+    )
 
 
 def mixed_episodes(n: int, seed: int) -> list[dict[str, Any]]:
@@ -137,10 +144,18 @@ def mixed_episodes(n: int, seed: int) -> list[dict[str, Any]]:
         for _ in range(3):
             start = t(2000) + timedelta(days=rng.randrange(7000))  # in no order: late facts
             end = start + timedelta(days=rng.randrange(1, 900)) if rng.random() < 0.2 else None
-            rows.append(fact(rng.choice(names[:3]), rng.choice(["LIVES_IN", "WORKS_AT", "KNOWS"]),
-                             rng.choice(names), start, end))  # fmt: skip
-        episodes.append({"source": "facts", "reference_time": t(2021) + timedelta(days=i),
-                         "facts": rows})  # fmt: skip
+            rows.append(
+                fact(
+                    rng.choice(names[:3]),
+                    rng.choice(["LIVES_IN", "WORKS_AT", "KNOWS"]),
+                    rng.choice(names),
+                    start,
+                    end,
+                )
+            )
+        episodes.append(
+            {"source": "facts", "reference_time": t(2021) + timedelta(days=i), "facts": rows}
+        )
     return episodes
 
 
@@ -154,8 +169,9 @@ async def mentions(kg: KG, group: str) -> list[tuple[str, ...]]:
         "own_uuid, m.created_at = ep.created_at AS own_time, m.group_id AS g",
         {"group": group},
     )
-    return sorted((r["h"], r["k"], str(r["own_uuid"]), str(r["own_time"]), r["g"] == group)
-                  for r in rows)  # fmt: skip
+    return sorted(
+        (r["h"], r["k"], str(r["own_uuid"]), str(r["own_time"]), r["g"] == group) for r in rows
+    )
 
 
 async def same_as_one_by_one(kg: KG, group: str, episodes: list[dict[str, Any]]) -> None:
@@ -193,8 +209,13 @@ async def test_add_episodes_writes_a_batch_of_structured_episodes_as_one_write(
 async def test_an_idempotency_key_met_again_in_a_batch_is_a_duplicate(kg: KG) -> None:
     """The same turns of a session are one episode, whatever the text: inside one batch as
     across calls (its first version is stored, the second reported as a duplicate)."""
-    first = {"source": "facts", "reference_time": t(2021), "session_id": "s1", "turns": (0, 1),
-             "facts": [fact("Ann", "LIVES_IN", "Seoul")]}  # fmt: skip
+    first = {
+        "source": "facts",
+        "reference_time": t(2021),
+        "session_id": "s1",
+        "turns": (0, 1),
+        "facts": [fact("Ann", "LIVES_IN", "Seoul")],
+    }
     again = {**first, "reference_time": t(2022), "facts": [fact("Ann", "LIVES_IN", "Jeju")]}
     r = await kg.add_episodes([first, again])
     assert [x.status for x in r.results] == ["added", "duplicate"]
@@ -204,8 +225,12 @@ async def test_an_idempotency_key_met_again_in_a_batch_is_a_duplicate(kg: KG) ->
 
 async def test_a_batch_another_writer_cuts_into_is_planned_again(kg: KG) -> None:
     episodes = [{**e, "group_id": "cut"} for e in mixed_episodes(30, seed=7)]
-    intruder = {"source": "facts", "reference_time": t(2020), "group_id": "cut",
-                "facts": [fact("Ann", "LIVES_IN", "Jeju", t(2001))]}  # fmt: skip
+    intruder = {
+        "source": "facts",
+        "reference_time": t(2020),
+        "group_id": "cut",
+        "facts": [fact("Ann", "LIVES_IN", "Jeju", t(2001))],
+    }
     other = KG(kg.store)
     cutter = CutIn(kg.store, lambda: other.add_episode(**intruder))
     r = await KG(cutter).add_episodes(episodes)  # type: ignore[arg-type]
@@ -235,9 +260,20 @@ async def test_a_batch_the_store_refuses_goes_one_by_one(
 
 
 async def test_a_conflict_replans_without_asking_the_llm_again(home: Path) -> None:
-    answer = json.dumps({"entities": [], "facts": [
-        {"subject": "Minji", "predicate": "LIVES_IN", "object": "Busan", "fact": "moved",
-         "quote": "I moved to Busan"}]})  # fmt: skip
+    answer = json.dumps(
+        {
+            "entities": [],
+            "facts": [
+                {
+                    "subject": "Minji",
+                    "predicate": "LIVES_IN",
+                    "object": "Busan",
+                    "fact": "moved",
+                    "quote": "I moved to Busan",
+                }
+            ],
+        }
+    )
     llm = ScriptedLLM([answer])  # one reply: a second extraction would fail the episode
     async with await KG.open(home=home, llm=llm) as kg:
         await add(kg, t(2020), ("Minji", "LIVES_IN", "Seoul"))
@@ -258,8 +294,9 @@ async def test_a_stale_plan_writes_nothing(kg: KG) -> None:
     base = await store.version("default")
     plans = []
     for city in ("Busan", "Daegu"):
-        episode = Episode(source="facts", reference_time=t(2010),
-                          facts=[fact("Alice", "LIVES_IN", city)])  # fmt: skip
+        episode = Episode(
+            source="facts", reference_time=t(2010), facts=[fact("Alice", "LIVES_IN", city)]
+        )
         plan, _ = await plan_structured_episode(episode, store, DEFAULT_ONTOLOGY, utcnow())
         plan.base = base
         plans.append(plan)
@@ -281,8 +318,7 @@ async def test_many_kg_objects_racing_in_one_process_match_one_writer(kg: KG) ->
         return [(await w.add_episode(**ep, group_id="raced")).attempts for ep in mine]
 
     attempts = await asyncio.gather(*(run(w, episodes[i::4]) for i, w in enumerate(writers)))
-    stored = sorted(await kg.store.find_episodes("raced", None, None),
-                    key=lambda e: e.created_at)  # fmt: skip
+    stored = sorted(await kg.store.find_episodes("raced", None, None), key=lambda e: e.created_at)
     by_name = {ep["name"]: ep for ep in episodes}
     for e in stored:  # one writer, in the raced group's commit order
         await kg.add_episode(**{**by_name[e.name], "group_id": "one"})

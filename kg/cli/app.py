@@ -20,13 +20,35 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from pydantic import ValidationError
 
-from kg.cli import render
+from kg.cli import config_file, render
+from kg.cli.config_cmd import ConfigOpt, config_app
 from kg.cli.demo import run_demo
+from kg.cli.serve_options import (
+    AllowedHostOpt,
+    BodyTimeoutOpt,
+    ClientConnectionsOpt,
+    GracefulTimeoutOpt,
+    HeaderTimeoutOpt,
+    HostOpt,
+    KeyBurstOpt,
+    KeyConcurrencyOpt,
+    KeyQueueOpt,
+    KeyRateOpt,
+    KeySearchConcurrencyOpt,
+    KeySearchCostOpt,
+    LogFormatOpt,
+    LogLevelOpt,
+    MaxBodyOpt,
+    MetricsFlushOpt,
+    MetricsTokenOpt,
+    PortOpt,
+    check_log_format,
+)
 from kg.erasure import ErasureReceipt
 from kg.errors import (
     DataDirLockedError,
@@ -53,6 +75,10 @@ from kg.times import parse_time
 
 T = TypeVar("T")
 ONTOLOGY_MAX_BYTES = 10_000_000
+
+if TYPE_CHECKING:  # the serve extra: imported by `kg serve` itself
+    from kg.server.app import ServeOptions
+    from kg.server.connections import ConnectionLimits
 
 app = typer.Typer(
     name="kg",
@@ -220,6 +246,7 @@ def main_options(
             "it is acknowledged).",
         ),
     ] = DurabilityOpt.everysec,
+    config: ConfigOpt = None,  # read before the command runs (kg.cli.config_file)
 ) -> None:
     if home == "":  # Path("") is the current directory: never a data directory by accident
         raise _fail("--home / KG_HOME is empty; unset it for the default ~/.kg")
@@ -417,10 +444,15 @@ def worker(
     llm = _llm(llm_model, llm_base_url, llm_api_key, concurrency)
 
     async def work(kg: KG) -> Any:
-        w = Worker(kg, groups=None if all_groups else [settings.group],
-                   concurrency=concurrency, lease_seconds=lease_seconds,
-                   poll_seconds=poll_seconds, max_attempts=max_attempts,
-                   session_timeout=session_timeout)  # fmt: skip
+        w = Worker(
+            kg,
+            groups=None if all_groups else [settings.group],
+            concurrency=concurrency,
+            lease_seconds=lease_seconds,
+            poll_seconds=poll_seconds,
+            max_attempts=max_attempts,
+            session_timeout=session_timeout,
+        )
         if drain:
             return await w.drain()
         loop = asyncio.get_running_loop()
@@ -479,9 +511,16 @@ def doctor(
             if not names:
                 raise LLMError(f"{llm}: the server lists no model; give --llm-model")
             model = names[0]
-        client = OpenAILLM(model, base_url=llm, api_key=llm_api_key, max_concurrency=1,
-                           max_retries=1, timeout=timeout, max_tokens=max_tokens,
-                           prompt_profile=profile)  # fmt: skip
+        client = OpenAILLM(
+            model,
+            base_url=llm,
+            api_key=llm_api_key,
+            max_concurrency=1,
+            max_retries=1,
+            timeout=timeout,
+            max_tokens=max_tokens,
+            prompt_profile=profile,
+        )
         with render.progress(err, turns, "testing") as advance:
             return await diagnose(client, turns=turns, on_turn=lambda i: advance(i + 1, turns))
 
@@ -595,8 +634,9 @@ def as_of(
     as_json: JsonOpt = False,
 ) -> None:
     """What was true at WHEN ("what was true in March"), as known now or at --known-at."""
-    _facts_command(ctx.obj, subject, predicate, object_, when, known_at, False, as_json,
-                   valid_name="WHEN")  # fmt: skip
+    _facts_command(
+        ctx.obj, subject, predicate, object_, when, known_at, False, as_json, valid_name="WHEN"
+    )
 
 
 @app.command()
@@ -949,8 +989,9 @@ def erase(
 
     async def work(kg: KG) -> ErasureReceipt:
         if entity is not None:
-            return await kg.erase_entity(entity, group_id=settings.group, dry_run=dry_run,
-                                         keep_others=keep_others)  # fmt: skip
+            return await kg.erase_entity(
+                entity, group_id=settings.group, dry_run=dry_run, keep_others=keep_others
+            )
         return await kg.erase_group(settings.group)
 
     receipt = _run(_with_kg(settings, work))
@@ -1038,19 +1079,39 @@ def search(
     episodes in it boosted); --explain shows how they were read.
     """
     settings: Settings = ctx.obj
-    v, k, asked = _times(valid_at=_renamed("--as-of", as_of, "--valid-at", valid_at),
-                         known_at=known_at, asked_at=asked_at)  # fmt: skip
+    v, k, asked = _times(
+        valid_at=_renamed("--as-of", as_of, "--valid-at", valid_at),
+        known_at=known_at,
+        asked_at=asked_at,
+    )
     closed = bool(_renamed("--history", history, "--include-closed", include_closed))
-    fields = {"query": query, "recipe": recipe, "valid_at": v, "known_at": k,
-              "include_closed": closed, "include_contested": include_contested, "limit": limit,
-              "center": center, "min_score": min_score, "abstain_below": abstain_below,
-              "abstain_joint_below": abstain_joint_below, "asked_at": asked}  # fmt: skip
+    fields = {
+        "query": query,
+        "recipe": recipe,
+        "valid_at": v,
+        "known_at": k,
+        "include_closed": closed,
+        "include_contested": include_contested,
+        "limit": limit,
+        "center": center,
+        "min_score": min_score,
+        "abstain_below": abstain_below,
+        "abstain_joint_below": abstain_joint_below,
+        "asked_at": asked,
+    }
     try:  # the one request model KG.search, HTTP and MCP validate
         request = SearchRequest.model_validate(fields)
     except ValidationError as exc:
         raise _fail(f"invalid search: {validation_message(exc)}") from None
-    _search(settings, request, _cross_encoder(cross_encoder), explain=explain,
-            context=context and not as_json, max_tokens=max_tokens, as_json=as_json)  # fmt: skip
+    _search(
+        settings,
+        request,
+        _cross_encoder(cross_encoder),
+        explain=explain,
+        context=context and not as_json,
+        max_tokens=max_tokens,
+        as_json=as_json,
+    )
 
 
 def _cross_encoder(path: str | None) -> CrossEncoder | None:
@@ -1126,86 +1187,27 @@ def _group(settings: Settings, group: str | None) -> str:
 @app.command()
 def serve(
     ctx: typer.Context,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8321,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8321,
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmBaseUrlOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
-    max_body: Annotated[
-        int, typer.Option(min=1024, help="Largest request body accepted, in bytes.")
-    ] = 1 << 20,
-    metrics_token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="KG_METRICS_TOKEN",
-            show_default=False,
-            help="Bearer token that also gets every keyed group's metrics at /metrics.",
-        ),
-    ] = None,
-    graceful_timeout: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Seconds open requests and the background worker's extraction in flight get "
-            "to finish at shutdown.",
-        ),
-    ] = 30,
-    metrics_flush: Annotated[
-        float,
-        typer.Option(min=0.1, help="Seconds between saves of query and API metrics to the store."),
-    ] = 30.0,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            envvar="KG_ALLOWED_HOSTS",
-            show_default=False,
-            help="A Host name clients reach the server by, besides the loopback names and "
-            "--host (repeat it; in KG_ALLOWED_HOSTS, separate by commas). Needed with --host "
-            "0.0.0.0; '*' accepts any Host (behind a proxy that checks it).",
-        ),
-    ] = None,
-    key_concurrency: Annotated[
-        int,
-        typer.Option(
-            min=0, help="Requests of one key running at once; more wait their turn (0: no limit)."
-        ),
-    ] = 4,
-    key_search_concurrency: Annotated[
-        int,
-        typer.Option(
-            min=0, help="Of those, searches, contexts and MCP calls (0: no limit of their own)."
-        ),
-    ] = 1,
-    key_queue: Annotated[
-        int, typer.Option(min=0, help="Requests of one key that may wait their turn.")
-    ] = 32,
-    key_rate: Annotated[
-        float, typer.Option(min=0, help="Requests a second one key may send (0: no limit).")
-    ] = 20.0,
-    key_burst: Annotated[
-        int, typer.Option(min=1, help="Requests one key may send at once, above --key-rate.")
-    ] = 40,
-    key_search_cost: Annotated[
-        float,
-        typer.Option(
-            min=1, help="Requests a search, a context or an MCP call counts as, for --key-rate."
-        ),
-    ] = 5.0,
-    header_timeout: Annotated[
-        float, typer.Option(min=0.1, help="Seconds for a request's headers to arrive.")
-    ] = 10.0,
-    body_timeout: Annotated[
-        float, typer.Option(min=0.1, help="Seconds for a request's body to arrive.")
-    ] = 30.0,
-    client_connections: Annotated[
-        int,
-        typer.Option(
-            min=0,
-            help="Connections one client address may hold open (0: no cap; raise it "
-            "behind a proxy, where every client has the proxy's address).",
-        ),
-    ] = 64,
+    max_body: MaxBodyOpt = 1 << 20,
+    metrics_token: MetricsTokenOpt = None,
+    graceful_timeout: GracefulTimeoutOpt = 30,
+    metrics_flush: MetricsFlushOpt = 30.0,
+    log_level: LogLevelOpt = "info",
+    log_format: LogFormatOpt = "text",
+    allowed_host: AllowedHostOpt = None,
+    key_concurrency: KeyConcurrencyOpt = 4,
+    key_search_concurrency: KeySearchConcurrencyOpt = 1,
+    key_queue: KeyQueueOpt = 32,
+    key_rate: KeyRateOpt = 20.0,
+    key_burst: KeyBurstOpt = 40,
+    key_search_cost: KeySearchCostOpt = 5.0,
+    header_timeout: HeaderTimeoutOpt = 10.0,
+    body_timeout: BodyTimeoutOpt = 30.0,
+    client_connections: ClientConnectionsOpt = 64,
 ) -> None:
     """Serve the HTTP API (/v1, described at /openapi.json) and MCP (/mcp) over one store.
 
@@ -1219,10 +1221,8 @@ def serve(
     """
     settings: Settings = ctx.obj
     try:
-        import uvicorn
-
-        from kg.server.app import ServeOptions, begin_shutdown, create_app
-        from kg.server.connections import ConnectionLimits, guarded_protocol
+        from kg.server.app import ServeOptions
+        from kg.server.connections import ConnectionLimits
         from kg.server.hosts import allowed_hosts
         from kg.server.limits import KeyLimits
         from kg.server.logs import log_config
@@ -1239,6 +1239,8 @@ def serve(
         )
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise _fail(f"--log-level: {log_level!r} is not one of debug, info, warning, error")
+    if bad_format := check_log_format(log_format):
+        raise _fail(bad_format)
     llm = _llm(llm_model, llm_base_url, llm_api_key)
     options = ServeOptions(
         max_body=max_body,
@@ -1258,47 +1260,66 @@ def serve(
         graceful_seconds=graceful_timeout,
     )
 
-    async def main() -> None:
-        kg = await settings.open(llm=llm)  # before uvicorn: a locked store is a one-line error
+    secrets = [t for t in (metrics_token, llm_api_key) if t]
+    logs = log_config(log_level, secrets, "json" if log_format == "json" else "text")
+    limits = ConnectionLimits(header_timeout, client_connections)
+    _run(_serve(settings, llm, options, port=port, log_level=log_level, logs=logs, limits=limits))
 
-        async def opened() -> KG:
-            return kg
 
-        asgi = create_app(opened, options)
+async def _serve(
+    settings: Settings,
+    llm: StructuredLLM | None,
+    options: ServeOptions,
+    *,
+    port: int,
+    log_level: str,
+    logs: dict[str, Any],
+    limits: ConnectionLimits,
+) -> None:
+    """`kg serve` once its options are checked: the store opened (before uvicorn, so a locked
+    store is a one-line error), then uvicorn until a signal, then the store closed."""
+    import uvicorn
 
-        class Server(uvicorn.Server):
-            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-                begin_shutdown(asgi)  # the worker's stop runs in the requests' timeout
-                await super().shutdown(sockets)
+    from kg.server.app import begin_shutdown, create_app
+    from kg.server.connections import guarded_protocol
 
-        config = uvicorn.Config(
-            asgi,
-            host=host,
-            port=port,
-            log_level=log_level.lower(),
-            # Every logger at this level, API keys and these secrets masked in every line.
-            log_config=log_config(log_level, [t for t in (metrics_token, llm_api_key) if t]),
-            timeout_graceful_shutdown=graceful_timeout,
-            lifespan="on",
-            server_header=False,
-            access_log=False,  # kg.server.access logs each request without what it asked
-            # uvicorn's h11 protocol, with a deadline for headers and a cap per client.
-            http=guarded_protocol(ConnectionLimits(header_timeout, client_connections)),
-        )
-        err.print(
-            f"kg serve: http://{host}:{port} (API /v1, MCP /mcp, store {kg.store.backend})",
-            highlight=False,
-        )
-        # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then re-raises the
-        # signal: with these no-op handlers that ends in a clean exit (code 0), not a kill.
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: None)
-        try:
-            await Server(config).serve()
-        finally:
-            await kg.close()  # a no-op when the lifespan closed it
+    kg = await settings.open(llm=llm)
 
-    _run(main())
+    async def opened() -> KG:
+        return kg
+
+    asgi = create_app(opened, options)
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            begin_shutdown(asgi)  # the worker's stop runs in the requests' timeout
+            await super().shutdown(sockets)
+
+    config = uvicorn.Config(
+        asgi,
+        host=options.host,
+        port=port,
+        log_level=log_level.lower(),
+        log_config=logs,  # every logger at this level, keys and the operator's secrets masked
+        timeout_graceful_shutdown=int(options.graceful_seconds),
+        lifespan="on",
+        server_header=False,
+        access_log=False,  # kg.server.access logs each request without what it asked
+        # uvicorn's h11 protocol, with a deadline for headers and a cap per client.
+        http=guarded_protocol(limits),
+    )
+    err.print(
+        f"kg serve: http://{options.host}:{port} (API /v1, MCP /mcp, store {kg.store.backend})",
+        highlight=False,
+    )
+    # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then re-raises the signal:
+    # with these no-op handlers that ends in a clean exit (code 0), not a kill.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    try:
+        await Server(config).serve()
+    finally:
+        await kg.close()  # a no-op when the lifespan closed it
 
 
 @app.command("mcp")
@@ -1404,10 +1425,15 @@ def keys_create(
     if as_json:
         out.print_json(
             json.dumps(
-                {"key": key, "key_id": record.key_id, "group_id": gid, "role": record.role.value,
-                 "channel": record.channel.value}
+                {
+                    "key": key,
+                    "key_id": record.key_id,
+                    "group_id": gid,
+                    "role": record.role.value,
+                    "channel": record.channel.value,
+                }
             )
-        )  # fmt: skip
+        )
         return
     err.print(
         f"created key {record.key_id} for group {gid!r}, role {record.role.value}, channel "
@@ -1500,17 +1526,25 @@ def eval_(
     golden = load(file) if file.exists() else None
     if golden is None:
         raise _fail(f"golden set {file}: no such file")
-    settings = Settings(home=None, uri=None, group="default", ontology_path=None,
-                        embedder=embedder)  # fmt: skip
+    settings = Settings(home=None, uri=None, group="default", ontology_path=None, embedder=embedder)
     emb = settings.make_embedder()
     llm = _llm(llm_model, llm_base_url, llm_api_key)
     with err.status("evaluating") as status:
-        report = _run(run_eval(
-            golden, mode=modes, systems=systems, k=k, max_tokens=max_tokens,
-            abstain_below=abstain_below, abstain_joint_below=abstain_joint_below,
-            embedder=emb if emb != "auto" else None, llm=llm,
-            progress=lambda msg: status.update(msg), read_time=time_words,
-        ))  # fmt: skip
+        report = _run(
+            run_eval(
+                golden,
+                mode=modes,
+                systems=systems,
+                k=k,
+                max_tokens=max_tokens,
+                abstain_below=abstain_below,
+                abstain_joint_below=abstain_joint_below,
+                embedder=emb if emb != "auto" else None,
+                llm=llm,
+                progress=lambda msg: status.update(msg),
+                read_time=time_words,
+            )
+        )
     if items_out is not None:
         items_out.write_text("".join(r.model_dump_json() + "\n" for r in report.items))
     if as_json:
@@ -1575,6 +1609,7 @@ def _reflow_help(typer_app: typer.Typer) -> None:
             _reflow_help(group.typer_instance)
 
 
+app.add_typer(config_app, name="config")
 _reflow_help(app)
 
 
@@ -1584,4 +1619,9 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper) and not render.writes_unicode(stream):
             stream.reconfigure(errors="backslashreplace")
-    app()
+    try:  # kg.toml: the defaults below the flags and the environment
+        defaults = config_file.defaults_for(typer.main.get_command(app), sys.argv[1:])
+    except KGError as exc:
+        render.error(err, str(exc))
+        sys.exit(1)
+    app(default_map=defaults)

@@ -14,8 +14,9 @@ from urllib.parse import urlparse
 from rich.console import Console
 from rich.markup import escape
 
+from kg.arguments import ChannelName
 from kg.cli import render
-from kg.facade import KG, ChannelName
+from kg.facade import KG
 from kg.schemas.graph import Fact
 
 
@@ -64,9 +65,11 @@ def _where(uri: str) -> str:
 async def run_demo(home: Path, console: Console, uri: str | None = None) -> None:
     group = "default" if uri is None else f"kg-demo-{secrets.token_hex(4)}"
     async with await KG.open(uri, home=home) as kg:
-        where = f"embedded FalkorDB in {home}" if uri is None else (
-            f"{kg.store.backend} at {_where(uri)}, group {group} (erased at the end)"
-        )  # fmt: skip
+        where = (
+            f"embedded FalkorDB in {home}"
+            if uri is None
+            else (f"{kg.store.backend} at {_where(uri)}, group {group} (erased at the end)")
+        )
         console.print(f"[bold]kg demo[/] — {escape(where)}\n", markup=True)
         try:
             await _story(kg, group, console)

@@ -143,10 +143,15 @@ class SafeConsole(Console):
         from rich.json import JSON
 
         options: dict[str, Any] = dict(
-            indent=indent, highlight=False, skip_keys=skip_keys, ensure_ascii=ensure_ascii,
-            check_circular=check_circular, allow_nan=allow_nan, default=default,
+            indent=indent,
+            highlight=False,
+            skip_keys=skip_keys,
+            ensure_ascii=ensure_ascii,
+            check_circular=check_circular,
+            allow_nan=allow_nan,
+            default=default,
             sort_keys=sort_keys,
-        )  # fmt: skip
+        )
         rendered = JSON(json, **options) if json is not None else JSON.from_data(data, **options)
         escaped = escape_json(rendered.text.plain, ascii_only=not writes_unicode(self.file))
         rendered.text = (JSONHighlighter() if highlight else NullHighlighter())(escaped)
@@ -162,8 +167,7 @@ def note(console: Console, message: str) -> None:
 
 def error(console: Console, message: str) -> None:
     """A kg error: one line, the message shown as written."""
-    console.print(Text.assemble(("kg: error:", "bold red"), " ", one_line(message)),
-                  soft_wrap=True)  # fmt: skip
+    console.print(Text.assemble(("kg: error:", "bold red"), " ", one_line(message)), soft_wrap=True)
 
 
 def _table(title: str, columns: Sequence[str], **options: Any) -> Table:
@@ -277,10 +281,12 @@ def stats(console: Console, s: StoreStats, m: Metrics, *, as_json: bool) -> None
         },
     }
     api = {
-        kind: {name: c.model_dump() | {"mean_latency_ms": c.mean_latency_ms}
-               for name, c in sorted(calls.items())}
+        kind: {
+            name: c.model_dump() | {"mean_latency_ms": c.mean_latency_ms}
+            for name, c in sorted(calls.items())
+        }
         for kind, calls in (("routes", m.api.routes), ("tools", m.api.tools))
-    }  # fmt: skip
+    }
     if as_json:
         body = s.model_dump(mode="json")
         body["ingest"] = ingest.model_dump() | derived["ingest"]
@@ -327,8 +333,16 @@ def worker(console: Console, s: WorkerStats) -> None:
 
 def doctor(console: Console, r: DoctorReport, *, as_json: bool) -> None:
     if as_json:
-        console.print_json(json.dumps({**r.model_dump(), "valid_rate": round(r.valid_rate, 3),
-                                       "usable": r.usable, "verdict": r.verdict}))  # fmt: skip
+        console.print_json(
+            json.dumps(
+                {
+                    **r.model_dump(),
+                    "valid_rate": round(r.valid_rate, 3),
+                    "usable": r.usable,
+                    "verdict": r.verdict,
+                }
+            )
+        )
         return
     table = _table(f"LLM doctor: {r.model}", ["", "value"])
     rows = (
@@ -440,8 +454,10 @@ def rollback(console: Console, report: RollbackReport) -> None:
         console.print(f"{verb} {len(report.episodes)} episode(s): {', '.join(report.episodes)}")
     if report.cancelled:
         verb = "cancelled" if report.applied else "would cancel"
-        console.print(f"{verb} {len(report.cancelled)} episode(s) not yet written "
-                      f"(queued or failed): {', '.join(report.cancelled)}")  # fmt: skip
+        console.print(
+            f"{verb} {len(report.cancelled)} episode(s) not yet written "
+            f"(queued or failed): {', '.join(report.cancelled)}"
+        )
     sections = (
         ("removed", report.removed, "red"),
         ("re-opened / restored", report.restored, "green"),
@@ -536,8 +552,9 @@ def erasure(console: Console, target: str, receipt: ErasureReceipt) -> None:
             f"would erase {target}: {receipt.episodes_deleted} episodes "
             f"({receipt.queue_records_deleted} still queued), {receipt.entities_deleted} "
             f"entities, {receipt.fact_versions_deleted} fact versions",
-            markup=False, highlight=False,
-        )  # fmt: skip
+            markup=False,
+            highlight=False,
+        )
         _other_facts(console, receipt)
         console.print("dry run: nothing erased.")
         return
@@ -550,8 +567,9 @@ def erasure(console: Console, target: str, receipt: ErasureReceipt) -> None:
         + ("store files compacted" if receipt.files_compacted else "store files NOT compacted")
         + (when if receipt.files_compacted else "")
         + resumed,
-        markup=False, highlight=False,
-    )  # fmt: skip
+        markup=False,
+        highlight=False,
+    )
     _other_facts(console, receipt)
     if receipt.residue:
         console.print(f"note: {receipt.residue}", markup=False, highlight=False)
@@ -598,8 +616,9 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
             table.add_row(b.scope.value, b.method, str(b.hits), f"{b.latency_ms:.1f}", note)
         console.print(table)
         if results.time is not None:
-            console.print(f"time words (asked at {results.time.asked_at:%Y-%m-%d %H:%M}Z):",
-                          markup=False)  # fmt: skip
+            console.print(
+                f"time words (asked at {results.time.asked_at:%Y-%m-%d %H:%M}Z):", markup=False
+            )
             for line in results.time.describe():
                 console.print(f"  {line}", markup=False, highlight=False)
     sections: list[tuple[str, list[tuple[Any, str, str]]]] = [
@@ -641,9 +660,14 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
             row = [str(i), text, valid, f"{hit.score:.4f}"]
             if explain:
                 ranks = ", ".join(f"{m} #{r}" for m, r in hit.ranks.items())
-                factors = [f"{name} x{f:.2f}" for name, f in (
-                    ("trust", getattr(hit, "trust_factor", 1.0)),
-                    ("recency", getattr(hit, "recency_factor", 1.0))) if f != 1.0]  # fmt: skip
+                factors = [
+                    f"{name} x{f:.2f}"
+                    for name, f in (
+                        ("trust", getattr(hit, "trust_factor", 1.0)),
+                        ("recency", getattr(hit, "recency_factor", 1.0)),
+                    )
+                    if f != 1.0
+                ]
                 if getattr(hit, "in_window", False):
                     factors.append("in time window")
                 row += [f"{hit.fused_score:.4f}", "; ".join([ranks, *factors])]
@@ -730,8 +754,19 @@ def _eval_narrow(console: Console, report: EvalReport) -> None:
             t.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
         return t
 
-    retrieval = table(["type", "n", f"recall\n@{report.k}", "stale\nin ctx", "stale\nquoted",
-                       "gold\nin ctx", "abst\nitems", "abst\nothers", "tokens"])  # fmt: skip
+    retrieval = table(
+        [
+            "type",
+            "n",
+            f"recall\n@{report.k}",
+            "stale\nin ctx",
+            "stale\nquoted",
+            "gold\nin ctx",
+            "abst\nitems",
+            "abst\nothers",
+            "tokens",
+        ]
+    )
     llm = any(r.answer is not None for r in report.rows)
     answers = table(["type", "n", "answer\ncorrect", "answer\nstale"])
     system = None
@@ -743,34 +778,67 @@ def _eval_narrow(console: Console, report: EvalReport) -> None:
                     t.add_section()
                 t.add_row(Text(system.value, style="bold"))
         kind = f"  {r.type}"
-        retrieval.add_row(kind, str(r.items), _rate(r.recall), _rate(r.stale),
-                          _rate(r.stale_quoted), _rate(r.gold), _rate(r.abstain),
-                          _rate(r.false_abstain), f"{r.tokens_mean:.0f}")  # fmt: skip
+        retrieval.add_row(
+            kind,
+            str(r.items),
+            _rate(r.recall),
+            _rate(r.stale),
+            _rate(r.stale_quoted),
+            _rate(r.gold),
+            _rate(r.abstain),
+            _rate(r.false_abstain),
+            f"{r.tokens_mean:.0f}",
+        )
         answers.add_row(kind, str(r.items), _rate(r.answer), _rate(r.answer_stale))
     console.print(retrieval)
     console.print(
         "% over its Wilson 95% interval; recall pooled over evidence turns; abst: context "
         "left empty, on abstain items / on the others; --wide adds latency, --json has every "
         "figure",
-        markup=False, highlight=False,
-    )  # fmt: skip
+        markup=False,
+        highlight=False,
+    )
     if llm:
         console.print(answers)
 
 
 def _eval_wide(console: Console, report: EvalReport, title: str) -> None:
     llm = any(r.answer is not None for r in report.rows)
-    cols = ["system", "type", "items", f"evidence recall@{report.k}", "stale in context",
-            "stale quoted", "gold in context", "abstained: abstain items", "abstained: others",
-            "tokens", "p50 ms", "p95 ms"]  # fmt: skip
+    cols = [
+        "system",
+        "type",
+        "items",
+        f"evidence recall@{report.k}",
+        "stale in context",
+        "stale quoted",
+        "gold in context",
+        "abstained: abstain items",
+        "abstained: others",
+        "tokens",
+        "p50 ms",
+        "p95 ms",
+    ]
     cols += ["answer correct", "answer stale"] if llm else []
     table = _table(title, cols, caption="% [Wilson 95%]; recall pooled over evidence turns")
     for r in report.rows:
-        row = [r.system.value, r.type, str(r.items), r.recall.show(), r.stale.show(),
-               r.stale_quoted.show(), r.gold.show(), r.abstain.show(), r.false_abstain.show(),
-               f"{r.tokens_mean:.0f}", f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}"]  # fmt: skip
+        row = [
+            r.system.value,
+            r.type,
+            str(r.items),
+            r.recall.show(),
+            r.stale.show(),
+            r.stale_quoted.show(),
+            r.gold.show(),
+            r.abstain.show(),
+            r.false_abstain.show(),
+            f"{r.tokens_mean:.0f}",
+            f"{r.p50_ms:.1f}",
+            f"{r.p95_ms:.1f}",
+        ]
         if llm:
-            row += [r.answer.show() if r.answer else "—",
-                    r.answer_stale.show() if r.answer_stale else "—"]  # fmt: skip
+            row += [
+                r.answer.show() if r.answer else "—",
+                r.answer_stale.show() if r.answer_stale else "—",
+            ]
         table.add_row(*row)
     console.print(table)

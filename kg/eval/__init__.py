@@ -7,7 +7,22 @@ from kg.eval.metrics import Rate, wilson
 from kg.eval.runner import EvalReport, Mode, Runner, System, add_only, eval_config, run_eval
 
 __all__ = [
-    "EvalReport", "GoldenSet", "Haystack", "Item", "ItemType", "Judge", "Meta", "Mode", "Rate",
-    "Runner", "Session", "System", "Turn", "add_only", "eval_config", "load", "run_eval",
+    "EvalReport",
+    "GoldenSet",
+    "Haystack",
+    "Item",
+    "ItemType",
+    "Judge",
+    "Meta",
+    "Mode",
+    "Rate",
+    "Runner",
+    "Session",
+    "System",
+    "Turn",
+    "add_only",
+    "eval_config",
+    "load",
+    "run_eval",
     "wilson",
-]  # fmt: skip
+]

@@ -49,21 +49,33 @@ class Judge:
         when = item.asked_at.strftime("%Y-%m-%d %H:%M UTC")
         try:
             answer, calls = await self.llm.structured(
-                [{"role": "system", "content": ANSWER_SYSTEM},
-                 {"role": "user", "content": f"{context or '(no records)'}\n\nAsked on {when}. "
-                                             f"Question: {item.question}"}],
-                Answer, purpose="eval answer",
-            )  # fmt: skip
+                [
+                    {"role": "system", "content": ANSWER_SYSTEM},
+                    {
+                        "role": "user",
+                        "content": f"{context or '(no records)'}\n\nAsked on {when}. "
+                        f"Question: {item.question}",
+                    },
+                ],
+                Answer,
+                purpose="eval answer",
+            )
             self._count(calls)
             gold = "; ".join(item.answers) or "(none: the question is about something never said)"
             stale = "; ".join(item.stale_answers) or "(none)"
             verdict, calls = await self.llm.structured(
-                [{"role": "system", "content": JUDGE_SYSTEM},
-                 {"role": "user", "content": f"Question: {item.question}\nGold answers: {gold}\n"
-                                             f"Outdated answers: {stale}\n"
-                                             f"Answer to grade: {answer.answer}"}],
-                Judgement, purpose="eval judge",
-            )  # fmt: skip
+                [
+                    {"role": "system", "content": JUDGE_SYSTEM},
+                    {
+                        "role": "user",
+                        "content": f"Question: {item.question}\nGold answers: {gold}\n"
+                        f"Outdated answers: {stale}\n"
+                        f"Answer to grade: {answer.answer}",
+                    },
+                ],
+                Judgement,
+                purpose="eval judge",
+            )
             self._count(calls)
         except LLMError as exc:
             return f"(error: {exc})", "wrong"

@@ -53,24 +53,36 @@ class System(StrEnum):
 
 def add_only(ontology: Ontology) -> Ontology:
     """The same predicates, every one multi-valued: no value ever closes another."""
-    return ontology.model_copy(update={
-        "name": f"{ontology.name}-add-only",
-        "predicates": [p.model_copy(update={"cardinality": "many"}) for p in ontology.predicates],
-    })  # fmt: skip
+    return ontology.model_copy(
+        update={
+            "name": f"{ontology.name}-add-only",
+            "predicates": [
+                p.model_copy(update={"cardinality": "many"}) for p in ontology.predicates
+            ],
+        }
+    )
 
 
 def eval_config(
-    k: int, *, cosine: bool, abstain_below: float | None, read_time: bool = True,
+    k: int,
+    *,
+    cosine: bool,
+    abstain_below: float | None,
+    read_time: bool = True,
     abstain_joint_below: float | None = None,
-) -> SearchConfig:  # fmt: skip
+) -> SearchConfig:
     """Facts and turns, top k of each: BM25 + cosine score-fused (the default recipes)."""
     methods = (Method.bm25, Method.cosine) if cosine else (Method.bm25,)
     scope = ScopeConfig(methods=methods, limit=k)
-    return SearchConfig(facts=scope, episodes=scope, fusion=Fusion.score,
-                        weights=SCORE_WEIGHTS if cosine else {},
-                        abstain_below=abstain_below if cosine else None,
-                        abstain_joint_below=abstain_joint_below if cosine else None,
-                        read_time=read_time)  # fmt: skip
+    return SearchConfig(
+        facts=scope,
+        episodes=scope,
+        fusion=Fusion.score,
+        weights=SCORE_WEIGHTS if cosine else {},
+        abstain_below=abstain_below if cosine else None,
+        abstain_joint_below=abstain_joint_below if cosine else None,
+        read_time=read_time,
+    )
 
 
 class ItemResult(BaseModel):
@@ -127,8 +139,12 @@ class EvalReport(BaseModel):
 def _episodes(turns: Sequence[Turn], group: str, mode: Mode, system: System) -> list[Episode]:
     out = []
     for t in turns:
-        common: dict[str, Any] = {"group_id": group, "reference_time": t.at,
-                                  "channel": t.channel, "name": t.id}  # fmt: skip
+        common: dict[str, Any] = {
+            "group_id": group,
+            "reference_time": t.at,
+            "channel": t.channel,
+            "name": t.id,
+        }
         out.append(Episode(source=t.episode_source, content=t.content, **common))
         if mode is Mode.structured and t.facts:
             facts: list[StructuredFact] = list(t.facts)
@@ -195,8 +211,14 @@ class Runner:
     def _view(self, system: System) -> KG:
         """A facade over the same store with the system's ontology."""
         kg = self.kg
-        return KG(kg.store, ontology=self._ontology[system], clock=kg.clock, llm=kg.llm,
-                  guards=kg.guards, embedder=kg.embedder)  # fmt: skip
+        return KG(
+            kg.store,
+            ontology=self._ontology[system],
+            clock=kg.clock,
+            llm=kg.llm,
+            guards=kg.guards,
+            embedder=kg.embedder,
+        )
 
     async def run(self) -> EvalReport:
         results: list[ItemResult] = []
@@ -215,13 +237,19 @@ class Runner:
                 results.append(await self._ask(view, system, gids[item.group], item, turn_of))
         judge = self.judge
         return EvalReport(
-            name=self.golden.meta.name, mode=self.mode, k=self.k, max_tokens=self.max_tokens,
-            abstain_below=self.abstain_below, abstain_joint_below=self.abstain_joint_below,
+            name=self.golden.meta.name,
+            mode=self.mode,
+            k=self.k,
+            max_tokens=self.max_tokens,
+            abstain_below=self.abstain_below,
+            abstain_joint_below=self.abstain_joint_below,
             read_time=self.read_time,
             embedder=EmbeddingModel.of(self.kg.embedder).model if self.kg.embedder else None,
             llm=judge.llm.model if judge is not None else None,
-            notes=self.notes, rows=summarise(results), items=results,
-        )  # fmt: skip
+            notes=self.notes,
+            rows=summarise(results),
+            items=results,
+        )
 
     async def _ingest(self, kg: KG, system: System, gids: dict[str, str]) -> dict[str, set[str]]:
         """Every haystack in one bulk call: groups are ingested concurrently."""
@@ -242,25 +270,35 @@ class Runner:
     async def _ask(
         self, kg: KG, system: System, gid: str, item: Item, turn_of: dict[str, set[str]]
     ) -> ItemResult:
-        cfg = eval_config(self.k, cosine=kg.embedder is not None,
-                          abstain_below=self.abstain_below, read_time=self.read_time,
-                          abstain_joint_below=self.abstain_joint_below)  # fmt: skip
+        cfg = eval_config(
+            self.k,
+            cosine=kg.embedder is not None,
+            abstain_below=self.abstain_below,
+            read_time=self.read_time,
+            abstain_joint_below=self.abstain_joint_below,
+        )
         t0 = time.perf_counter()
-        results = await kg.search(item.question, group_id=gid, config=cfg,
-                                  valid_at=item.asked_at, asked_at=item.asked_at)  # fmt: skip
+        results = await kg.search(
+            item.question, group_id=gid, config=cfg, valid_at=item.asked_at, asked_at=item.asked_at
+        )
         latency = (time.perf_counter() - t0) * 1000
         block = render_context(results, max_tokens=self.max_tokens)
         found = _turns_of(results, turn_of) & set(item.evidence)
         current, quoted = stale_in(block, item.stale_answers, item.answers, item.subject)
         res = ItemResult(
-            item=item.id, type=item.type, system=system, evidence=len(item.evidence),
-            found=len(found), empty=not block, tokens=approx_tokens(block) if block else 0,
+            item=item.id,
+            type=item.type,
+            system=system,
+            evidence=len(item.evidence),
+            found=len(found),
+            empty=not block,
+            tokens=approx_tokens(block) if block else 0,
             latency_ms=round(latency, 2),
             stale_current=current if item.stale_answers else None,
             stale_quoted=quoted if item.stale_answers else None,
             gold_in_context=gold_in(block, item.answers) if item.answers else None,
             context=block,
-        )  # fmt: skip
+        )
         if self.judge is not None:
             res.answer, res.verdict = await self.judge.answer_and_judge(item, block)
         return res
@@ -270,10 +308,18 @@ class Runner:
         turns = [t for t in self.golden.haystack_of(item) if t.at <= item.asked_at]
         block = "\n".join(f"[{t.at:%Y-%m-%d %H:%M}] {t.content}" for t in turns)
         answer, verdict = await self.judge.answer_and_judge(item, block)
-        return ItemResult(item=item.id, type=item.type, system=System.full_context,
-                          evidence=len(item.evidence), found=len(item.evidence), empty=False,
-                          tokens=approx_tokens(block), latency_ms=0.0, answer=answer,
-                          verdict=verdict)  # fmt: skip
+        return ItemResult(
+            item=item.id,
+            type=item.type,
+            system=System.full_context,
+            evidence=len(item.evidence),
+            found=len(item.evidence),
+            empty=False,
+            tokens=approx_tokens(block),
+            latency_ms=0.0,
+            answer=answer,
+            verdict=verdict,
+        )
 
 
 def _rate(rs: Sequence[ItemResult], hit: Callable[[ItemResult], bool | None]) -> Rate:
@@ -285,7 +331,9 @@ def _row(system: System, kind: str, rs: Sequence[ItemResult]) -> Row:
     lat = [r.latency_ms for r in rs]
     judged = [r for r in rs if r.verdict is not None]
     return Row(
-        system=system, type=kind, items=len(rs),
+        system=system,
+        type=kind,
+        items=len(rs),
         recall=Rate(k=sum(r.found for r in rs), n=sum(r.evidence for r in rs)),
         stale=_rate(rs, lambda r: r.stale_current),
         stale_quoted=_rate(rs, lambda r: r.stale_quoted),
@@ -293,11 +341,15 @@ def _row(system: System, kind: str, rs: Sequence[ItemResult]) -> Row:
         abstain=_rate(rs, lambda r: r.empty if r.type is ItemType.abstain else None),
         false_abstain=_rate(rs, lambda r: r.empty if r.type is not ItemType.abstain else None),
         tokens_mean=round(sum(r.tokens for r in rs) / len(rs), 1) if rs else 0.0,
-        p50_ms=round(percentile(lat, 50), 1), p95_ms=round(percentile(lat, 95), 1),
+        p50_ms=round(percentile(lat, 50), 1),
+        p95_ms=round(percentile(lat, 95), 1),
         answer=_rate(judged, lambda r: r.verdict == "correct") if judged else None,
-        answer_stale=_rate(judged, lambda r: r.verdict == "stale" if r.type is not
-                           ItemType.abstain else None) if judged else None,
-    )  # fmt: skip
+        answer_stale=_rate(
+            judged, lambda r: r.verdict == "stale" if r.type is not ItemType.abstain else None
+        )
+        if judged
+        else None,
+    )
 
 
 def summarise(results: Sequence[ItemResult]) -> list[Row]:
@@ -334,13 +386,26 @@ async def run_eval(
     if systems is None:
         systems = [System.kg, System.add_only] + ([System.full_context] if llm else [])
     with tempfile.TemporaryDirectory(prefix="kg-eval-") as tmp:
-        kg = await KG.open(home=home or tmp, embedder=embedder, llm=llm,
-                           ontology=golden.meta.ontology or DEFAULT_ONTOLOGY)  # fmt: skip
+        kg = await KG.open(
+            home=home or tmp,
+            embedder=embedder,
+            llm=llm,
+            ontology=golden.meta.ontology or DEFAULT_ONTOLOGY,
+        )
         try:
-            runner = Runner(kg, golden, mode=mode, systems=systems, k=k, max_tokens=max_tokens,
-                            abstain_below=abstain_below, judge=Judge(llm) if llm else None,
-                            abstain_joint_below=abstain_joint_below,
-                            progress=progress, read_time=read_time)  # fmt: skip
+            runner = Runner(
+                kg,
+                golden,
+                mode=mode,
+                systems=systems,
+                k=k,
+                max_tokens=max_tokens,
+                abstain_below=abstain_below,
+                judge=Judge(llm) if llm else None,
+                abstain_joint_below=abstain_joint_below,
+                progress=progress,
+                read_time=read_time,
+            )
             return await runner.run()
         finally:
             await kg.close()

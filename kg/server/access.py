@@ -15,6 +15,7 @@ import hashlib
 import logging
 import re
 import secrets
+import time
 from collections.abc import Sequence
 from urllib.parse import parse_qsl
 
@@ -77,6 +78,7 @@ class AccessLog:
             await self.app(scope, receive, send)
             return
         status = 500
+        start = time.perf_counter()
 
         async def sending(message: Message) -> None:
             nonlocal status
@@ -89,12 +91,20 @@ class AccessLog:
         finally:
             if log.isEnabledFor(logging.INFO):
                 client = scope.get("client")
-                target = route_of(scope, self.routes) + self.hash.query(scope["query_string"])
+                route = route_of(scope, self.routes)
+                ms = round((time.perf_counter() - start) * 1000, 1)
                 log.info(
                     '%s - "%s %s HTTP/%s" %d',
                     f"{client[0]}:{client[1]}" if client else "-",
                     scope["method"],
-                    target,
+                    route + self.hash.query(scope["query_string"]),
                     scope.get("http_version", "1.1"),
                     status,
+                    # for --log-format json (kg.server.logs.JsonFormatter): no query values
+                    extra={
+                        "method": scope["method"],
+                        "route": route,
+                        "status": status,
+                        "duration_ms": ms,
+                    },
                 )

@@ -38,6 +38,7 @@ from kg.server.mcp import PRINCIPAL, build_mcp, mcp_http_app
 from kg.server.metrics import ServerMetrics, problem_kind
 from kg.server.observe import Observe
 from kg.server.problems import problem
+from kg.server.request_ids import RequestIds
 from kg.server.routes import ROUTERS
 from kg.server.routes.admin import VERSION
 from kg.server.routes.deps import known_query
@@ -171,6 +172,7 @@ def create_app(
     app.add_middleware(HostGuard, policy=allowed_hosts(opts.host, opts.allowed_hosts))
     app.add_middleware(Observe, metrics=metrics, routes=app.router.routes, memory=memory)
     app.add_middleware(AccessLog, routes=app.router.routes)
+    app.add_middleware(RequestIds)  # outermost: every log line of the request carries its id
     return app
 
 

@@ -33,7 +33,7 @@ class Renamed(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _old_names(cls, data: Any) -> Any:
+    def _renamed_for_http(cls, data: Any) -> Any:
         if not isinstance(data, dict) or not cls.RENAMED:
             return data
         data = dict(data)

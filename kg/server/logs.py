@@ -4,19 +4,25 @@ appear: API keys (in a path, a header dump, a library's debug line or a tracebac
 credentials, and the operator's own secrets (metrics token, LLM API key).
 
 A filter on the handlers, not on loggers, so it sees records propagated from any logger.
+`kg serve --log-format json` writes each line as one JSON object (`JsonFormatter`) carrying
+the request id and the key id (never the key) of the request it was written in.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import re
 from collections.abc import Iterable
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from uvicorn.config import LOGGING_CONFIG
 
-from kg.server.keys import redact_keys
+from kg.server.auth import AUTH
+from kg.server.keys import Principal, redact_keys
+from kg.server.request_ids import REQUEST_STATE, STATE
 
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s'\",;]+")
 MASK = "[redacted]"
@@ -60,9 +66,45 @@ class Redact(logging.Filter):
         return True
 
 
-def log_config(level: str, secrets: Iterable[str] = ()) -> dict[str, Any]:
-    """uvicorn's logging config, extended to every logger at `level`, secrets masked."""
+LogFormat = Literal["text", "json"]
+ACCESS_FIELDS = ("method", "route", "status", "duration_ms")  # an access line's extras
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time (UTC), level, logger and message (masked by `Redact`
+    before this runs); `request_id` and `key_id` when written during a request (the key id
+    once the key is known, the public part only); an access line's method, route template,
+    status and duration. Nothing a caller sent is added: no body, no query value, no key."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        out: dict[str, Any] = {
+            "time": stamp.replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        state = REQUEST_STATE.get()
+        if state is not None:
+            out["request_id"] = state.get(STATE)
+            found = state.get(AUTH)
+            if isinstance(found, Principal):
+                out["key_id"] = found.key_id
+        out.update({k: getattr(record, k) for k in ACCESS_FIELDS if hasattr(record, k)})
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            out["exception"] = record.exc_text
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def log_config(level: str, secrets: Iterable[str] = (), fmt: LogFormat = "text") -> dict[str, Any]:
+    """uvicorn's logging config, extended to every logger at `level`, secrets masked; with
+    `fmt="json"`, every line a JSON object (`JsonFormatter`)."""
     config = copy.deepcopy(LOGGING_CONFIG)
+    if fmt == "json":
+        for name in ("default", "access"):
+            config["formatters"][name] = {"()": JsonFormatter}
     config["filters"] = {"redact": {"()": Redact, "secrets": list(secrets)}}
     for handler in config["handlers"].values():
         handler["filters"] = ["redact"]

@@ -65,7 +65,7 @@ TOOLS = [
     ToolSpec(tools.list_episodes, "List episodes", READ),
     ToolSpec(tools.forget, "Forget a subject", UNDO, required=("subject",)),
     ToolSpec(tools.rollback_episode, "Undo an episode", UNDO),
-]  # fmt: skip
+]
 
 INSTRUCTIONS = """\
 kg is your long-term memory: a bi-temporal knowledge graph. It keeps what was true when (valid time) and what was known when (transaction time); a changed fact is closed, never deleted, so earlier states stay answerable. Your memory space is fixed by your credential: you never name it, and you cannot see any other.
@@ -84,8 +84,9 @@ def _predicates(ontology: Ontology) -> str:
     many = [p for p in ontology.predicates if not p.single_valued]
 
     def names(ps: list[Any]) -> str:
-        return ", ".join(p.name + (f" ({p.description.rstrip('.')})" if p.description else "")
-                         for p in ps)  # fmt: skip
+        return ", ".join(
+            p.name + (f" ({p.description.rstrip('.')})" if p.description else "") for p in ps
+        )
 
     lines = [
         f"Predicates (ontology {ontology.name!r}; the full list is the resource {ONTOLOGY_URI}):"
@@ -121,13 +122,18 @@ def ontology_document(ontology: Ontology) -> str:
         "time: a new value closes the previous one at the new fact's valid_at. 'many' "
         "predicates hold several values; a fact of one predicate never closes another's.",
         "predicates": [
-            {"name": p.name, "cardinality": p.cardinality, "description": p.description,
-             "closes": f"the subject's previous {p.name}" if p.single_valued else None}
+            {
+                "name": p.name,
+                "cardinality": p.cardinality,
+                "description": p.description,
+                "closes": f"the subject's previous {p.name}" if p.single_valued else None,
+            }
             for p in ontology.predicates
         ],
-        "entity_types": [{"name": t.name, "description": t.description}
-                         for t in ontology.entity_types],
-    }  # fmt: skip
+        "entity_types": [
+            {"name": t.name, "description": t.description} for t in ontology.entity_types
+        ],
+    }
     return json.dumps(doc, indent=1)
 
 
@@ -165,16 +171,19 @@ def recall(
 def _unwrapped(schema: Any) -> Any:
     """A JSON schema with every description as prose (model docstrings are hard-wrapped)."""
     if isinstance(schema, dict):
-        return {k: prose(v) if k == "description" and isinstance(v, str) else _unwrapped(v)
-                for k, v in schema.items()}  # fmt: skip
+        return {
+            k: prose(v) if k == "description" and isinstance(v, str) else _unwrapped(v)
+            for k, v in schema.items()
+        }
     if isinstance(schema, list):
         return [_unwrapped(v) for v in schema]
     return schema
 
 
 def _tool(spec: ToolSpec) -> Tool:
-    tool = Tool.from_function(spec.fn, title=spec.title, description=prose(spec.fn.__doc__),
-                              annotations=spec.annotations)  # fmt: skip
+    tool = Tool.from_function(
+        spec.fn, title=spec.title, description=prose(spec.fn.__doc__), annotations=spec.annotations
+    )
     tool.parameters = _unwrapped(tool.parameters)
     for name in spec.required:
         tool.parameters["properties"][name].pop("default", None)
@@ -193,17 +202,26 @@ def build_mcp(
 ) -> MCPServer[Any]:
     """The tools (kg.server.tools) registered over the server's `Memory`; `fixed` binds
     every call to one principal (stdio), else each request's key decides."""
-    server = KgServer(memory, instructions=instructions(DEFAULT_ONTOLOGY), metrics=metrics,
-                      fixed=fixed, tools=[_tool(spec) for spec in TOOLS])  # fmt: skip
+    server = KgServer(
+        memory,
+        instructions=instructions(DEFAULT_ONTOLOGY),
+        metrics=metrics,
+        fixed=fixed,
+        tools=[_tool(spec) for spec in TOOLS],
+    )
     refresh_instructions(server)  # stdio: the store is open already
 
     def ontology() -> str:
         return ontology_document(memory().kg.ontology)
 
-    server.resource(ONTOLOGY_URI, name="ontology", title="Predicates and entity types",
-                    description="The predicates memory knows, which of them hold one value at a "
-                    "time (a new value closes the old), and the entity types.",
-                    mime_type="application/json")(ontology)  # fmt: skip
+    server.resource(
+        ONTOLOGY_URI,
+        name="ontology",
+        title="Predicates and entity types",
+        description="The predicates memory knows, which of them hold one value at a "
+        "time (a new value closes the old), and the entity types.",
+        mime_type="application/json",
+    )(ontology)
     for fn, title in ((remember, "Remember what I said"), (recall, "Answer from memory")):
         server.add_prompt(Prompt.from_function(fn, title=title, description=prose(fn.__doc__)))
     return server

@@ -7,20 +7,35 @@ from __future__ import annotations
 import contextlib
 import json
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from kg.retrieval import SearchConfig
+from kg.retrieval import SearchConfig, SearchResults
 from kg.retrieval import request as search
+from kg.retrieval.results import BranchReport, Ranked
+from kg.retrieval.when import QueryTime
 from kg.schemas.episode import Channel, EpisodeSource, StructuredFact, TrustTier
-from kg.schemas.graph import AuditEvent, EpisodicNode, Fact
+from kg.schemas.graph import AuditEvent, EpisodicNode
 from kg.schemas.keys import Role
-from kg.schemas.metrics import Metrics
-from kg.schemas.store import StoreStats
+from kg.schemas.metrics import EpisodeMetrics, Metrics
+from kg.schemas.store import EntitySummary, StoreStats
 from kg.schemas.timeparse import TimeInput
 from kg.schemas.validation import Name, Text
+from kg.schemas.views import (
+    EntityView,
+    EpisodeView,
+    FactView,
+    HitView,
+    TrustWord,
+    community_hit,
+    entity_hit,
+    entity_view,
+    episode_hit,
+    episode_view,
+    fact_hit,
+)
 from kg.server.deprecation import Renamed, Renames, deprecated_names, renamed
 from kg.server.pages import MAX_CURSOR, MAX_PAGE
 
@@ -127,7 +142,7 @@ class HistoryPage(HistoryFilter):
     )
 
 
-class SearchRequest(search.SearchRequest, Renamed):
+class SearchRequest(Renamed, search.SearchRequest):
     """`kg.retrieval.request.SearchRequest` as the server takes it: the key decides the
     group, a query is at most MAX_QUERY characters, and a search is a named recipe (a
     `SearchConfig` and BFS `seeds` are the library's: refused here, as unknown fields).
@@ -139,8 +154,6 @@ class SearchRequest(search.SearchRequest, Renamed):
     recipe: str | None = Field(default=None, max_length=100, description="A named recipe.")
     config: SkipJsonSchema[SearchConfig | None] = None
     seeds: SkipJsonSchema[list[Text]] = Field(default_factory=list)
-    include_closed: bool = Field(default=False, description="Also closed facts, marked.")
-    include_history: SkipJsonSchema[bool] = False
     center: Name | None = Field(default=None, description="Entity name to rank around.")
     min_score: float | None = Field(default=None, allow_inf_nan=False, ge=-1e9, le=1e9)
     abstain_below: float | None = Field(
@@ -158,10 +171,6 @@ class SearchRequest(search.SearchRequest, Renamed):
             if isinstance(data, dict) and name in data:
                 raise ValueError(f"{name}: extra inputs are not permitted")
         return data
-
-    def library(self) -> search.SearchRequest:
-        """The request as the library reads it (its name for closed facts)."""
-        return self.model_copy(update={"include_history": self.include_closed})
 
 
 class ContextRequest(SearchRequest):
@@ -195,17 +204,19 @@ class EraseEntityRequest(Strict):
 
     subject: Name
     confirm: Name | None = Field(
-        default=None, description="The subject again: erasure cannot be undone. "
-        "Not needed for a dry run.",
-    )  # fmt: skip
+        default=None,
+        description="The subject again: erasure cannot be undone. Not needed for a dry run.",
+    )
     dry_run: bool = Field(
-        default=False, description="Erase nothing: say what would go, including the facts "
+        default=False,
+        description="Erase nothing: say what would go, including the facts "
         "about other subjects that go with the subject's episodes.",
-    )  # fmt: skip
+    )
     keep_others: bool = Field(
-        default=False, description="Keep those facts, re-asserted from a redacted copy of "
+        default=False,
+        description="Keep those facts, re-asserted from a redacted copy of "
         "each episode (the subject's name cut out).",
-    )  # fmt: skip
+    )
 
 
 class EraseGroupRequest(Strict):
@@ -230,14 +241,126 @@ class Statement(BaseModel):
     message or JSON episode the line of its text that names it (the extractor's own quote
     is checked at ingest but not kept)."""
 
-    episode_uuid: str
+    episode_id: str
     said: StructuredFact
     passage: str | None = None
 
 
+class EpisodeRow(EpisodeView):
+    """An episode in a list: its view, and what became of it."""
+
+    error: str | None = Field(default=None, description="Why a failed episode failed.")
+    facts_added: int = 0
+    facts_closed: int = 0
+
+    @classmethod
+    def of(cls, node: EpisodicNode) -> Self:
+        return cls(
+            **dict(episode_view(node)),
+            error=node.error,
+            facts_added=node.facts_added,
+            facts_closed=node.facts_closed,
+        )
+
+
+class EpisodeDetail(EpisodeRow):
+    """One episode: its row, its text and where it came from, and its ingest metrics."""
+
+    content: str
+    source_description: str = ""
+    trust: TrustWord = Field(description="Its facts' trust tier.")
+    extractor: str = Field(description="What turned it into facts (a model, or 'structured').")
+    metrics: EpisodeMetrics
+
+    @classmethod
+    def of(cls, node: EpisodicNode) -> Self:
+        row = dict(EpisodeRow.of(node))
+        counted = node.model_dump(include=set(EpisodeMetrics.model_fields))
+        metrics = EpisodeMetrics.model_validate(counted)
+        return cls(
+            **row,
+            content=node.content,
+            source_description=node.source_description,
+            trust=cast(TrustWord, node.trust.name),
+            extractor=node.extractor,
+            metrics=metrics,
+        )
+
+
+class EntityRow(EntityView):
+    """An entity to pick a subject from: its view, and how much is said about it."""
+
+    as_subject: int = Field(description="Fact versions (every version) with it as subject.")
+    as_object: int = Field(description="Fact versions with it as object.")
+
+    @classmethod
+    def of(cls, found: EntitySummary) -> Self:
+        return cls(
+            **dict(entity_view(found.entity)),
+            as_subject=found.as_subject,
+            as_object=found.as_object,
+        )
+
+
+class Ranking(BaseModel):
+    """How one hit was ranked (the CLI's --explain): each branch's rank and score, and the
+    fused score before reranking."""
+
+    kind: str
+    id: str
+    fused_score: float
+    ranks: dict[str, int] = Field(description="1-based rank in each branch that found it.")
+    branch_scores: dict[str, float]
+
+
+class SearchResponse(BaseModel):
+    """The hits of every scope searched, best first, each in the one hit shape; how each
+    hit ranked and how each branch did; the time the query was read in."""
+
+    query: str
+    hits: list[HitView]
+    rankings: list[Ranking] = Field(description="One per hit, in the same order.")
+    branches: list[BranchReport] = Field(description="Each branch's hits and latency.")
+    abstained: dict[str, float] = Field(
+        default_factory=dict, description="Scopes left empty by `abstain_below`, and their best."
+    )
+    time: QueryTime | None = None
+    latency_ms: float = 0.0
+
+    @classmethod
+    def of(cls, r: SearchResults) -> SearchResponse:
+        pairs: list[tuple[HitView, Ranked]] = [
+            *((fact_hit(h.fact, h.score, closed=h.closed), h) for h in r.facts),
+            *((episode_hit(h.episode, h.score), h) for h in r.episodes),
+            *((entity_hit(h.entity, h.score), h) for h in r.entities),
+            *((community_hit(h.community, h.score), h) for h in r.communities),
+        ]
+        pairs.sort(key=lambda p: -p[0].score)
+        rankings = [
+            Ranking(
+                kind=v.kind,
+                id=v.id,
+                fused_score=h.fused_score,
+                ranks=h.ranks,
+                branch_scores=h.branch_scores,
+            )
+            for v, h in pairs
+        ]
+        abstained = {str(k): v for k, v in r.abstained.items()}
+        return cls(
+            query=r.query,
+            hits=[v for v, _ in pairs],
+            rankings=rankings,
+            branches=r.branches,
+            abstained=abstained,
+            time=r.time,
+            latency_ms=r.latency_ms,
+        )
+
+
 class WhyResponse(BaseModel):
-    versions: list[Fact]
-    episodes: list[EpisodicNode]
+    versions: list[FactView] = Field(description="Every version, oldest first.")
+    episodes: list[EpisodeDetail] = Field(description="The episodes behind it and that closed it.")
     statements: list[Statement] = Field(
         default_factory=list, description="Per supporting episode, what it said."
     )
@@ -266,8 +389,14 @@ class LogEvent(BaseModel):
             found = json.loads(detail) if detail.startswith("{") else None
             if isinstance(found, dict) and all(isinstance(v, int) for v in found.values()):
                 counts, detail = found, ""
-        return cls(uuid=event.uuid, kind=event.kind, created_at=event.created_at,
-                   episodes=event.episodes, detail=detail, counts=counts)  # fmt: skip
+        return cls(
+            uuid=event.uuid,
+            kind=event.kind,
+            created_at=event.created_at,
+            episodes=event.episodes,
+            detail=detail,
+            counts=counts,
+        )
 
 
 class Whoami(BaseModel):
@@ -317,6 +446,9 @@ __all__ = [
     "ContextRequest",
     "ContextResponse",
     "Correction",
+    "EntityRow",
+    "EpisodeDetail",
+    "EpisodeRow",
     "EraseEntityRequest",
     "EraseGroupRequest",
     "FactsFilter",
@@ -329,8 +461,10 @@ __all__ = [
     "HistoryQuery",
     "LogEvent",
     "Problem",
+    "Ranking",
     "RollbackRequest",
     "SearchRequest",
+    "SearchResponse",
     "Statement",
     "StatsResponse",
     "Whoami",

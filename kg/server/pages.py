@@ -21,26 +21,24 @@ import binascii
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kg.errors import InputError
 from kg.schemas.store import PageAfter
+from kg.schemas.views import Page
 
 T = TypeVar("T")
+U = TypeVar("U")
+__all__ = ["MAX_CURSOR", "MAX_PAGE", "Page", "mapped", "read_offset_page", "read_page"]
 MAX_CURSOR = 1000  # characters: a cursor is a time and an id, well under this
 MAX_PAGE = 1000  # items in one page of any list
 
 
-class Page(BaseModel, Generic[T]):
-    """One page of a list, newest first."""
-
-    items: list[T]
-    next_cursor: str | None = Field(
-        default=None,
-        description="Pass it as `cursor` for the next page; null on the last page.",
-    )
+def mapped(page: Page[T], view: Callable[[T], U]) -> Page[U]:
+    """The same page, each item shown through `view` (a stored model as its JSON shape)."""
+    return Page[U](items=[view(item) for item in page.items], next_cursor=page.next_cursor)
 
 
 def encode_cursor(kind: str, after: PageAfter) -> str:

@@ -21,11 +21,13 @@ from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
 from kg.schemas.store import EntitySummary, PageAfter
 from kg.schemas.validation import name_key
+from kg.schemas.views import fact_view
 from kg.server.keys import Principal
 from kg.server.models import (
     AddEpisode,
     ContextRequest,
     Correction,
+    EpisodeDetail,
     EraseEntityRequest,
     EraseGroupRequest,
     FactsFilter,
@@ -174,10 +176,12 @@ class Scoped:
             raise InputError(f"{old.object!r} is already the value; nothing to correct")
         said = [
             StructuredFact(
-                subject=old.subject, predicate=old.predicate, object=req.object,
+                subject=old.subject,
+                predicate=old.predicate,
+                object=req.object,
                 valid_at=req.valid_at,
             )
-        ]  # fmt: skip
+        ]
         single = self.kg.ontology.resolve_predicate(old.predicate).single_valued
         ends = old.edge.invalid_at
         if not single and (ends is None or ends > req.valid_at):
@@ -189,10 +193,13 @@ class Scoped:
                 )
             said.append(
                 StructuredFact(
-                    subject=old.subject, predicate=old.predicate, object=old.object,
-                    valid_at=old.edge.valid_at, invalid_at=req.valid_at,
+                    subject=old.subject,
+                    predicate=old.predicate,
+                    object=old.object,
+                    valid_at=old.edge.valid_at,
+                    invalid_at=req.valid_at,
                 )
-            )  # fmt: skip
+            )
         episode = Episode(
             group_id=self.group,
             source=EpisodeSource.facts,
@@ -215,9 +222,11 @@ class Scoped:
             raise InputError("since goes with source_description")
         if req.source_description is not None:
             work = self.kg.rollback_source(
-                req.source_description, since=req.since, group_id=self.group,
+                req.source_description,
+                since=req.since,
+                group_id=self.group,
                 dry_run=not apply,
-            )  # fmt: skip
+            )
         else:
             work = self.kg.rollback(req.episode_ids, group_id=self.group, dry_run=not apply)
         if not apply:
@@ -228,8 +237,9 @@ class Scoped:
         self.need(Role.admin, "erasing a subject")
         if not req.dry_run and req.confirm != req.subject:
             raise InputError("confirm must repeat the subject being erased; nothing erased")
-        work = self.kg.erase_entity(req.subject, group_id=self.group, dry_run=req.dry_run,
-                                    keep_others=req.keep_others)  # fmt: skip
+        work = self.kg.erase_entity(
+            req.subject, group_id=self.group, dry_run=req.dry_run, keep_others=req.keep_others
+        )
         return await (work if req.dry_run else self.memory.writes.run(work))
 
     async def erase_group(self, req: EraseGroupRequest) -> ErasureReceipt:
@@ -284,10 +294,10 @@ class Scoped:
         return await read_offset_page("log", limit, cursor, read, most=10_000)
 
     async def search(self, req: SearchRequest) -> SearchResults:
-        return await self.kg.search(req.library(), group_id=self.group)
+        return await self.kg.search(req, group_id=self.group)
 
     async def context(self, req: ContextRequest) -> str:
-        return await self.kg.context(req.library(), max_tokens=req.max_tokens, group_id=self.group)
+        return await self.kg.context(req, max_tokens=req.max_tokens, group_id=self.group)
 
     async def why(self, fact_id: str) -> Explanation:
         return await self.kg.why(fact_id, group_id=self.group)
@@ -301,7 +311,11 @@ class Scoped:
         for uuid in dict.fromkeys(ep for v in x.versions for ep in v.edge.episodes):
             if uuid in by_id:
                 statements += self._said(by_id[uuid], latest)
-        return WhyResponse(versions=x.versions, episodes=x.episodes, statements=statements)
+        return WhyResponse(
+            versions=[fact_view(v) for v in x.versions],
+            episodes=[EpisodeDetail.of(e) for e in x.episodes],
+            statements=statements,
+        )
 
     def _said(self, episode: EpisodicNode, fact: Fact) -> list[Statement]:
         try:
@@ -322,12 +336,13 @@ class Scoped:
         text = episode.source is not EpisodeSource.facts
         return [
             Statement(
-                episode_uuid=episode.uuid, said=f,
+                episode_id=episode.uuid,
+                said=f,
                 passage=_passage(episode.content, f.object, f.subject) if text else None,
             )
             for f in said
             if about(f)
-        ]  # fmt: skip
+        ]
 
     async def entities(self, *, contains: str, limit: int) -> list[EntitySummary]:
         return await self.kg.entities(group_id=self.group, contains=contains, limit=limit)
@@ -363,11 +378,16 @@ class Scoped:
             _episode_key,
         )
         items = [
-            QuarantineEntry(episode_uuid=ep.uuid, created_at=ep.created_at, channel=ep.channel,
-                            source_description=ep.source_description, item=q)
+            QuarantineEntry(
+                episode_uuid=ep.uuid,
+                created_at=ep.created_at,
+                channel=ep.channel,
+                source_description=ep.source_description,
+                item=q,
+            )
             for ep in page.items
             for q in ep.quarantined()
-        ]  # fmt: skip
+        ]
         return Page[QuarantineEntry](items=items, next_cursor=page.next_cursor)
 
     async def stats(self) -> StatsResponse:

@@ -17,9 +17,18 @@ from kg.schemas.views import EpisodeView, FactView, HitView, Page, episode_view,
 QUOTE_CHARS = 500  # of an episode's text, quoted by `why` and in search hits
 
 __all__ = [
-    "AddMemoryResult", "EpisodePage", "FactPage", "ForgetResult", "Hits", "RollbackResult",
-    "SearchMemoryResult", "SourceEpisode", "WhyResult", "shown", "source_episode",
-]  # fmt: skip
+    "AddMemoryResult",
+    "EpisodePage",
+    "FactPage",
+    "ForgetResult",
+    "Hits",
+    "RollbackResult",
+    "SearchMemoryResult",
+    "SourceEpisode",
+    "WhyResult",
+    "shown",
+    "source_episode",
+]
 
 FactPage = Page[FactView]
 EpisodePage = Page[EpisodeView]

@@ -48,9 +48,17 @@ from kg.server.tool_results import (
 )
 
 __all__ = [
-    "add_memory", "fact_history", "facts_as_of", "forget", "get_fact", "list_episodes",
-    "rollback_episode", "search_entities", "search_memory", "why",
-]  # fmt: skip
+    "add_memory",
+    "fact_history",
+    "facts_as_of",
+    "forget",
+    "get_fact",
+    "list_episodes",
+    "rollback_episode",
+    "search_entities",
+    "search_memory",
+    "why",
+]
 
 # Facts, entities, episodes and communities: text stored unextracted (no LLM) is found too.
 SEARCH_RECIPE = "combined_hybrid_rrf"
@@ -90,11 +98,17 @@ def _fact_item_schema() -> dict[str, Any]:
         "type": "object",
         "properties": {
             "subject": {**text, "description": "Who or what it is about, e.g. 'Alice'."},
-            "predicate": {**text, "description": "UPPER_SNAKE_CASE, e.g. LIVES_IN: use the "
-                          "ontology's names (kg://ontology) so a new value closes the old."},
+            "predicate": {
+                **text,
+                "description": "UPPER_SNAKE_CASE, e.g. LIVES_IN: use the "
+                "ontology's names (kg://ontology) so a new value closes the old.",
+            },
             "object": {**text, "description": "The value, e.g. 'Berlin'."},
-            "valid_at": {**when, "description": f"When it became true ({TIME_WORDS}); default: "
-                         "the episode's reference_time."},
+            "valid_at": {
+                **when,
+                "description": f"When it became true ({TIME_WORDS}); default: "
+                "the episode's reference_time.",
+            },
             "invalid_at": {**when, "description": "When it stopped being true, if it has."},
             "fact": {**text, "description": "The statement as a sentence (made up if left out)."},
             "subject_type": {**text, "description": "e.g. Person, Organization, Place."},
@@ -102,7 +116,7 @@ def _fact_item_schema() -> dict[str, Any]:
         },
         "required": ["subject", "predicate", "object"],
         "additionalProperties": False,
-    }  # fmt: skip
+    }
 
 
 def when(value: Any, field: str, *, asked_at: datetime | None = None) -> Any:
@@ -120,9 +134,10 @@ def _facts_read(facts: list[Any]) -> list[Any]:
     timed = ("valid_at", "invalid_at")
     return [
         {k: when(v, f"facts[{i}].{k}") if k in timed else v for k, v in f.items()}
-        if isinstance(f, dict) else f
+        if isinstance(f, dict)
+        else f
         for i, f in enumerate(facts)
-    ]  # fmt: skip
+    ]
 
 
 def _renamed(notes: list[str], old: str, new: str) -> None:
@@ -183,11 +198,19 @@ async def add_memory(
     "Alice moved to Berlin in 2022" is Alice LIVES_IN Berlin, valid_at 2022. Nothing is
     deleted: earlier states stay answerable. Returns the episode's id (for rollback_episode)
     and what changed."""
-    req = checked(AddEpisode, {
-        "content": content, "facts": _facts_read(facts or []), "source": source,
-        "reference_time": when(reference_time, "reference_time"), "name": name,
-        "source_description": source_description, "extract": extract, "wait": wait,
-    })  # fmt: skip
+    req = checked(
+        AddEpisode,
+        {
+            "content": content,
+            "facts": _facts_read(facts or []),
+            "source": source,
+            "reference_time": when(reference_time, "reference_time"),
+            "name": name,
+            "source_description": source_description,
+            "extract": extract,
+            "wait": wait,
+        },
+    )
 
     async def work(s: Scoped) -> AddMemoryResult:
         r = await s.add(req)
@@ -259,12 +282,19 @@ async def search_memory(
         include_closed = include_closed or bool(include_history)
         _renamed(notes, "include_history", "include_closed")
     asked = when(asked_at, "asked_at")
-    req = checked(SearchRequest, {
-        "query": query, "valid_at": when(valid_at, "valid_at", asked_at=asked),
-        "known_at": when(known_at, "known_at", asked_at=asked), "asked_at": asked,
-        "include_closed": include_closed, "limit": limit, "abstain_below": abstain_below,
-        "recipe": SEARCH_RECIPE,
-    })  # fmt: skip
+    req = checked(
+        SearchRequest,
+        {
+            "query": query,
+            "valid_at": when(valid_at, "valid_at", asked_at=asked),
+            "known_at": when(known_at, "known_at", asked_at=asked),
+            "asked_at": asked,
+            "include_closed": include_closed,
+            "limit": limit,
+            "abstain_below": abstain_below,
+            "recipe": SEARCH_RECIPE,
+        },
+    )
     results = await run_tool("search_memory", ctx, lambda s: s.search(req))
     return SearchMemoryResult(hits=_hits(results, max_tokens), notes=notes)
 
@@ -298,11 +328,18 @@ async def facts_as_of(
     subject, predicate and/or object, each with its id, the interval it was true in, its trust
     and the episode that stated it. For questions like "where did Alice live in March 2023?"."""
     valid = when(valid_at, "valid_at")
-    q = checked(FactsQuery, {
-        "subject": subject, "predicate": predicate, "object": object, "valid_at": valid,
-        "known_at": when(known_at, "known_at"), "include_contested": include_contested,
-        "limit": limit,
-    })  # fmt: skip
+    q = checked(
+        FactsQuery,
+        {
+            "subject": subject,
+            "predicate": predicate,
+            "object": object,
+            "valid_at": valid,
+            "known_at": when(known_at, "known_at"),
+            "include_contested": include_contested,
+            "limit": limit,
+        },
+    )
 
     async def work(s: Scoped) -> FactPage:
         return FactPage(items=[fact_view(f, at=q.valid_at) for f in await s.facts(q)])
@@ -320,8 +357,9 @@ async def fact_history(
     """How facts changed: every version of the matching facts, oldest first, closed ones
     included: when each was true (valid_from to valid_to), when memory believed it (known_from
     to known_to), and the episode that closed it (closed_by_episode_id)."""
-    q = checked(HistoryQuery, {"subject": subject, "predicate": predicate, "object": object,
-                               "limit": limit})  # fmt: skip
+    q = checked(
+        HistoryQuery, {"subject": subject, "predicate": predicate, "object": object, "limit": limit}
+    )
 
     async def work(s: Scoped) -> FactPage:
         return FactPage(items=[fact_view(f) for f in await s.history(q)])
@@ -346,8 +384,11 @@ async def why(ctx: Ctx, fact_id: FactId) -> WhyResult:
 
     async def work(s: Scoped) -> WhyResult:
         x = await s.why(fact_id)
-        return WhyResult(fact=latest(x.versions), versions=[fact_view(v) for v in x.versions],
-                         episodes=[source_episode(ep) for ep in x.episodes])  # fmt: skip
+        return WhyResult(
+            fact=latest(x.versions),
+            versions=[fact_view(v) for v in x.versions],
+            episodes=[source_episode(ep) for ep in x.episodes],
+        )
 
     return await run_tool("why", ctx, work)
 
@@ -404,8 +445,15 @@ async def forget(
         subject = subject or str(entity)
         dry_run = confirm is None  # the old call erased when confirm was given
         _renamed(notes, "entity", "subject")
-    req = checked(EraseEntityRequest, {"subject": subject or None, "confirm": confirm,
-                                       "dry_run": dry_run, "keep_others": keep_others})  # fmt: skip
+    req = checked(
+        EraseEntityRequest,
+        {
+            "subject": subject or None,
+            "confirm": confirm,
+            "dry_run": dry_run,
+            "keep_others": keep_others,
+        },
+    )
 
     async def work(s: Scoped) -> ForgetResult:
         receipt = await s.erase_entity(req)

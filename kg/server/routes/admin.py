@@ -16,7 +16,7 @@ from kg.schemas.metrics import Metrics
 from kg.server.metrics import ServerMetrics
 from kg.server.models import Health, LogEvent, StatsResponse, Whoami
 from kg.server.openapi import problems, unkeyed
-from kg.server.pages import Page
+from kg.server.pages import Page, mapped
 from kg.server.routes.deps import Caller, Cursor, PageLimit, bearer, memory_of
 
 VERSION = "0.1.0"
@@ -50,7 +50,7 @@ async def list_log(
     """The audit trail, newest first: rollbacks and erasures (with their counts) and
     closures of facts (with their sentence)."""
     page = await c.log_page(closures=closures, limit=limit, cursor=cursor)
-    return Page[LogEvent](items=[LogEvent.of(e) for e in page.items], next_cursor=page.next_cursor)
+    return mapped(page, LogEvent.of)
 
 
 @router.get("/quarantine", tags=["admin"], responses=problems())

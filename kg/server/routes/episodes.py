@@ -8,16 +8,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Response
 
 from kg.facade import EpisodeResult
-from kg.schemas.graph import EpisodicNode
-from kg.server.models import AddEpisode
+from kg.server.models import AddEpisode, EpisodeDetail, EpisodeRow
 from kg.server.openapi import problems
-from kg.server.pages import Page
+from kg.server.pages import Page, mapped
 from kg.server.routes.deps import Caller, Cursor, PageLimit
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"])
 EpisodeId = Annotated[str, Path(max_length=200)]
-LOCATION = {"Location": {"description": "The episode: GET it for its status.",
-                         "schema": {"type": "string"}}}  # fmt: skip
+LOCATION = {
+    "Location": {"description": "The episode: GET it for its status.", "schema": {"type": "string"}}
+}
 STATUS = {"added": 201, "queued": 202, "duplicate": 200}
 
 
@@ -32,9 +32,12 @@ def created(*extra: int) -> dict[int | str, Any]:
     """The answers of a route that stores an episode: 201, 200 for one already stored."""
     out: dict[int | str, Any] = {
         201: {"description": "Written: in the graph.", "headers": LOCATION},
-        200: {"description": "Already stored (same content): nothing written.",
-              "model": EpisodeResult, "headers": LOCATION},
-    }  # fmt: skip
+        200: {
+            "description": "Already stored (same content): nothing written.",
+            "model": EpisodeResult,
+            "headers": LOCATION,
+        },
+    }
     return {**out, **problems(*extra, body=True)}
 
 
@@ -43,11 +46,14 @@ def created(*extra: int) -> dict[int | str, Any]:
     status_code=201,
     responses={
         **created(502),
-        202: {"description": "Queued (wait: false, extraction to come): searchable now; "
-              "the background worker writes its facts.", "model": EpisodeResult,
-              "headers": LOCATION},
+        202: {
+            "description": "Queued (wait: false, extraction to come): searchable now; "
+            "the background worker writes its facts.",
+            "model": EpisodeResult,
+            "headers": LOCATION,
+        },
     },
-)  # fmt: skip
+)
 async def add_episode(c: Caller, body: AddEpisode, response: Response) -> EpisodeResult:
     """Add one episode (role write), on the key's channel unless the body names a lower
     one (a higher trust than the key's is a 403). 201 once it is in the graph; 200 with
@@ -63,16 +69,17 @@ async def add_episode(c: Caller, body: AddEpisode, response: Response) -> Episod
 @router.get("", responses=problems())
 async def list_episodes(
     c: Caller, limit: PageLimit = 50, cursor: Cursor = None
-) -> Page[EpisodicNode]:
+) -> Page[EpisodeRow]:
     """The latest episodes, newest first, whatever their status (ingested, queued, failed
     with its error, rolled back), a page at a time: `next_cursor` fetches the next page."""
-    return await c.episodes(limit=limit, cursor=cursor)
+    page = await c.episodes(limit=limit, cursor=cursor)
+    return mapped(page, EpisodeRow.of)
 
 
 @router.get("/{episode_id}", responses=problems(404))
-async def get_episode(c: Caller, episode_id: EpisodeId) -> EpisodicNode:
+async def get_episode(c: Caller, episode_id: EpisodeId) -> EpisodeDetail:
     """One episode of this group, with its content, status and metrics."""
-    return await c.episode(episode_id)
+    return EpisodeDetail.of(await c.episode(episode_id))
 
 
 @router.post("/{episode_id}/retry", responses=problems(404, 502, write=True))

@@ -9,9 +9,10 @@ from fastapi import APIRouter, Path, Query, Response
 
 from kg.facade import EpisodeResult
 from kg.schemas.graph import Fact
+from kg.schemas.views import FactView, fact_view
 from kg.server.models import Correction, FactsPage, HistoryPage, WhyResponse
 from kg.server.openapi import problems
-from kg.server.pages import Page
+from kg.server.pages import Page, mapped
 from kg.server.routes.deps import Caller
 from kg.server.routes.episodes import LOCATION, located
 
@@ -19,17 +20,22 @@ router = APIRouter(prefix="/v1", tags=["facts"])
 FactId = Annotated[str, Path(max_length=200)]
 
 
+def view(fact: Fact) -> FactView:
+    """A fact version in the one fact shape."""
+    return fact_view(fact)
+
+
 @router.get("/facts", responses=problems())
-async def list_facts(c: Caller, q: Annotated[FactsPage, Query()]) -> Page[Fact]:
+async def list_facts(c: Caller, q: Annotated[FactsPage, Query()]) -> Page[FactView]:
     """What was true at `valid_at`, as kg knew it at `known_at` (both default to the time
     the first page was read, which every later page keeps)."""
-    return await c.fact_page(q, limit=q.limit, cursor=q.cursor)
+    return mapped(await c.fact_page(q, limit=q.limit, cursor=q.cursor), view)
 
 
 @router.get("/history", responses=problems())
-async def list_history(c: Caller, q: Annotated[HistoryPage, Query()]) -> Page[Fact]:
+async def list_history(c: Caller, q: Annotated[HistoryPage, Query()]) -> Page[FactView]:
     """Every version of the matching facts, closed ones included, with provenance."""
-    return await c.history_page(q, limit=q.limit, cursor=q.cursor)
+    return mapped(await c.history_page(q, limit=q.limit, cursor=q.cursor), view)
 
 
 @router.get("/facts/{fact_id}/why", responses=problems(404))

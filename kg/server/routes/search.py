@@ -6,21 +6,26 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from kg.retrieval import SearchResults
-from kg.schemas.store import EntitySummary
-from kg.server.models import ContextRequest, ContextResponse, SearchRequest
+from kg.server.models import (
+    ContextRequest,
+    ContextResponse,
+    EntityRow,
+    SearchRequest,
+    SearchResponse,
+)
 from kg.server.openapi import problems
-from kg.server.pages import Page
+from kg.server.pages import Page, mapped
 from kg.server.routes.deps import Caller, Cursor, PageLimit
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
 
 @router.post("/search", responses=problems(body=True))
-async def search(c: Caller, body: SearchRequest) -> SearchResults:
-    """Hybrid search in any time view. The answer's `branches` holds each branch's hits and
-    latency (the CLI's --explain); `include_closed` adds closed facts, marked."""
-    return await c.search(body)
+async def search(c: Caller, body: SearchRequest) -> SearchResponse:
+    """Hybrid search in any time view: the hits of every scope, best first, in the one hit
+    shape (ids included: a fact's goes to /v1/facts/{id}/why). The answer's `rankings` and
+    `branches` are the CLI's --explain; `include_closed` adds closed facts, marked."""
+    return SearchResponse.of(await c.search(body))
 
 
 @router.post("/context", responses=problems(body=True))
@@ -35,7 +40,8 @@ async def list_entities(
     q: Annotated[str, Query(max_length=200, description="Part of the name; '' for all.")] = "",
     limit: PageLimit = 100,
     cursor: Cursor = None,
-) -> Page[EntitySummary]:
+) -> Page[EntityRow]:
     """Entities whose name contains `q`, those with the most fact versions first: what
     to pick a subject from."""
-    return await c.entity_page(contains=q, limit=limit, cursor=cursor)
+    page = await c.entity_page(contains=q, limit=limit, cursor=cursor)
+    return mapped(page, EntityRow.of)

@@ -1,19 +1,18 @@
 // The inspector's shell: sign-in, roles, tabs, and the state the views share.
+import { dom } from "./dom.js";
 import { ApiError, get, session } from "./api.js";
 import { showOverview } from "./overview.js";
 import { showSearch } from "./search.js";
-import { initSubject, openSubject } from "./subject.js";
+import { initSubject, linked, openSubject } from "./subject.js";
 
 import { can, state } from "./state.js";
 
-const $ = (id) => document.getElementById(id);
-
 function showView(name) {
-  for (const b of document.querySelectorAll("#tabs button")) {
+  for (const b of dom.tabs.querySelectorAll("button")) {
     if (b.dataset.view === name) b.setAttribute("aria-current", "page");
     else b.removeAttribute("aria-current");
   }
-  for (const v of ["subject", "search", "overview"]) $(`view-${v}`).hidden = v !== name;
+  for (const v of ["subject", "search", "overview"]) dom[`view${v[0].toUpperCase()}${v.slice(1)}`].hidden = v !== name;
   if (name === "overview") showOverview();
   if (name === "search") showSearch();
 }
@@ -26,16 +25,18 @@ async function signIn(key) {
   const who = await get("/v1/whoami", undefined, key);
   state.who = who;
   session.key = key;
-  $("login").hidden = true;
-  $("tabs").hidden = false;
-  $("who").hidden = false;
-  $("who-text").textContent = `group ${who.group_id} · role ${who.role}`;
+  dom.login.hidden = true;
+  dom.tabs.hidden = false;
+  dom.who.hidden = false;
+  dom.whoText.textContent = `group ${who.group_id} · role ${who.role}`;
   document.body.dataset.role = who.role;
   for (const node of document.querySelectorAll("[data-role]")) {
     if (!can(node.dataset.role)) node.remove();
   }
   initSubject();
   showView("subject");
+  const shared = linked(location.hash);
+  if (shared) await openSubject(shared.subject, { at: shared.at });
 }
 
 function signOut() {
@@ -43,21 +44,21 @@ function signOut() {
   location.reload();
 }
 
-$("login-form").addEventListener("submit", async (ev) => {
+dom.loginForm.addEventListener("submit", async (ev) => {
   ev.preventDefault();
-  const input = $("key");
+  const input = dom.key;
   const key = input.value.trim();
   input.value = "";
   try {
     await signIn(key);
   } catch (err) {
     session.key = null;
-    $("login-error").textContent =
+    dom.loginError.textContent =
       err instanceof ApiError ? `Not signed in: ${err.message}` : "Not signed in: the server did not answer.";
   }
 });
-$("logout").addEventListener("click", signOut);
-for (const b of document.querySelectorAll("#tabs button")) {
+dom.logout.addEventListener("click", signOut);
+for (const b of dom.tabs.querySelectorAll("button")) {
   b.addEventListener("click", () => showView(b.dataset.view));
 }
 

@@ -1,11 +1,11 @@
 // The group at a glance: counts, recent episodes (failed ones retryable), what the
 // instruction guard quarantined, the audit log, and ingest and query metrics as small charts.
+import { dom } from "./dom.js";
 import { get, post } from "./api.js";
 import { rollbackDialog } from "./dialog.js";
 import { can, state } from "./state.js";
-import { day, el, short, svg, table, when } from "./util.js";
+import { busy, day, el, short, svg, table, when } from "./util.js";
 
-const $ = (id) => document.getElementById(id);
 
 function card(title, ...children) {
   return el("section", { class: "card", "aria-label": title }, el("h3", { text: title }), ...children);
@@ -26,20 +26,23 @@ function barChart(title, entries) {
   return el("figure", {}, chart, el("figcaption", { class: "visually-hidden", text: title }));
 }
 
-// Episodes stored per day (the latest ones listed), stacked by status.
+// Episodes by when they happened (reference time, by month: an imported history spreads
+// over its own dates, not the second it was stored), stacked by status.
 function dayChart(episodes) {
+  const months = new Set(episodes.map((ep) => ep.reference_time.slice(0, 7)));
+  const byYear = months.size > 12; // a long history by year, a short one by month
   const byDay = new Map();
   for (const ep of episodes) {
-    const d = day(Date.parse(ep.created_at));
+    const d = day(Date.parse(ep.reference_time)).slice(0, byYear ? 4 : 7);
     const c = byDay.get(d) || { ingested: 0, failed: 0, rolled_back: 0 };
     c[ep.status] = (c[ep.status] || 0) + 1;
     byDay.set(d, c);
   }
-  const days = [...byDay.keys()].sort().slice(-14);
+  const days = [...byDay.keys()].sort().slice(-16);
   const max = Math.max(1, ...days.map((d) => Object.values(byDay.get(d)).reduce((a, b) => a + b, 0)));
   const w = 360 / Math.max(days.length, 1);
   const chart = svg("svg", { viewBox: "0 0 360 110", class: "chart", role: "img",
-    "aria-label": "Episodes stored per day: " + days.map((d) => {
+    "aria-label": `Episodes by the ${byYear ? "year" : "month"} they happened: ` + days.map((d) => {
       const c = byDay.get(d);
       return `${d}: ${c.ingested} ingested, ${c.failed} failed, ${c.rolled_back} rolled back`;
     }).join("; ") });
@@ -51,13 +54,14 @@ function dayChart(episodes) {
       y -= h;
       chart.append(svg("rect", { x: i * w + 2, y, width: w - 4, height: h, class: `col ${status}` }));
     }
-    chart.append(svg("text", { x: i * w + w / 2, y: 104, class: "chart-label mid", text: d.slice(5) }));
+    const every = Math.ceil((d.length * 7 + 4) / w); // labels that fit, every n-th column
+    if (i % every === 0) chart.append(svg("text", { x: i * w + w / 2, y: 104, class: "chart-label mid", text: d }));
   });
-  return el("figure", {}, chart, el("figcaption", { class: "hint", text: "Episodes per day (the latest 200): ingested (green), failed (red), rolled back (grey)." }));
+  return el("figure", {}, chart, el("figcaption", { class: "hint", text: `Episodes by the ${byYear ? "year" : "month"} they happened (the latest 200 stored): ingested (green), failed (red), rolled back (grey).` }));
 }
 
 export async function showOverview() {
-  const root = $("overview");
+  const root = dom.overview;
   root.replaceChildren(el("p", { class: "hint", text: "Loading…" }));
   let stats, episodes, quarantine, log;
   try {
@@ -67,6 +71,7 @@ export async function showOverview() {
     ]);
     episodes = episodePage.items;
     log = log.items;
+    await withContent(episodes.slice(0, SHOWN));
   } catch (err) {
     root.replaceChildren(el("p", { class: "error", role: "alert", text: err.message }));
     return;
@@ -80,13 +85,15 @@ export async function showOverview() {
       ["quarantined", `${quarantine.items.length}${quarantine.next_cursor ? "+" : ""}`]]
       .map(([k, v]) => el("div", {}, el("dt", { text: k }), el("dd", { dataset: { count: k }, text: String(v) }))));
   const failedCount = episodes.filter((e) => e.status === "failed").length;
-  const rows = episodes.slice(0, 50).map((ep) => el("tr", { dataset: { episode: ep.uuid, status: ep.status } },
-    el("td", { text: when(ep.created_at) }),
-    el("td", { text: ep.name || short(ep.uuid) }),
+  const shown = episodes.slice(0, SHOWN).sort((a, b) => Date.parse(b.reference_time) - Date.parse(a.reference_time));
+  const rows = shown.map((ep) => el("tr", { dataset: { episode: ep.id, status: ep.status } },
+    el("td", {}, when(ep.reference_time), el("div", { class: "hint", text: `stored ${when(ep.created_at)}` })),
+    el("td", {}, el("strong", { text: ep.name || `episode ${short(ep.id)}` }),
+      ep.content ? el("div", { class: "said-text", "data-testid": "episode-content", text: clip(saidIn(ep)) }) : null),
     el("td", { text: `${ep.source} · ${ep.channel}` }),
     el("td", {}, el("span", { class: `badge ${ep.status}`, text: ep.status.replace("_", " ") }),
       ep.error ? el("div", { class: "error small", text: ep.error }) : null),
-    el("td", { class: "num", text: `+${ep.facts_added} / −${ep.facts_closed}` }),
+    el("td", { text: factsText(ep) }),
     el("td", {}, actions(ep))));
   const lowered = Object.entries(q.branch_hits).sort(([a], [b]) => a.localeCompare(b));
   root.replaceChildren(
@@ -105,7 +112,7 @@ export async function showOverview() {
     lowered.length ? barChart("Hits per branch", lowered) : el("p", { class: "hint", text: "No branch hits yet." })),
     el("section", { class: "card wide", "aria-label": "Recent episodes" },
       el("h3", {}, "Recent episodes ", failedCount ? el("span", { class: "badge failed", text: `${failedCount} failed` }) : null),
-      table(["stored", "episode", "source", "status", "facts", ""], rows, { class: "episodes-table", "data-testid": "episodes" })),
+      table(["happened", "episode and what it said", "source · channel", "status", "facts", ""], rows, { class: "episodes-table", "data-testid": "episodes" })),
     card("Quarantined by the instruction guard", quarantine.items.length
       ? table(["when", "channel", "rule", "text"], quarantine.items.map((e) => el("tr", {},
         el("td", { text: when(e.created_at) }), el("td", { text: e.channel }),
@@ -115,6 +122,44 @@ export async function showOverview() {
       ? el("ul", { class: "log" }, log.map((ev) => el("li", {}, el("strong", { text: ev.kind }), ` ${when(ev.created_at)} `, el("span", { class: "hint", text: ev.detail || counted(ev.counts) }))))
       : el("p", { class: "hint", text: "No rollback, erasure or closure yet." })),
   );
+}
+
+const SHOWN = 50; // episodes listed (each with its text, fetched one by one)
+
+// Each listed episode's text (the list itself carries none), fetched in parallel.
+async function withContent(episodes) {
+  await Promise.all(episodes.map(async (ep) => {
+    try {
+      ep.content = (await get(`/v1/episodes/${encodeURIComponent(ep.id)}`)).content;
+    } catch {
+      ep.content = "";
+    }
+  }));
+}
+
+// What an episode said: its text, or a structured episode's statements as sentences.
+function saidIn(ep) {
+  if (ep.source !== "facts") return ep.content;
+  try {
+    return JSON.parse(ep.content).map((f) =>
+      `${f.subject} ${f.predicate} ${f.object}${f.valid_at ? ` from ${when(f.valid_at)}` : ""}` +
+      `${f.invalid_at ? ` until ${when(f.invalid_at)}` : ""}`).join("; ");
+  } catch {
+    return ep.content;
+  }
+}
+
+const clip = (text) => (text.length > 240 ? `${text.slice(0, 239)}…` : text);
+
+// What an episode did to the facts, in words ("2 facts added, 1 closed"; "no fact" when its
+// text was stored without any being extracted).
+function factsText(ep) {
+  if (ep.status === "queued" || ep.status === "processing") return "waiting for extraction";
+  if (ep.status !== "ingested") return "";
+  if (!ep.facts_added && !ep.facts_closed) {
+    return ep.source === "facts" ? "nothing new (already known, or held back as contested)" : "no fact (text kept, searchable)";
+  }
+  return `${ep.facts_added} added, ${ep.facts_closed} closed`;
 }
 
 // A rollback's or an erasure's counts, as "facts removed 1, episodes 1".
@@ -127,14 +172,12 @@ function actions(ep) {
   if (ep.status === "failed" && can("write")) {
     const b = el("button", { type: "button", class: "small", text: "Retry" });
     b.addEventListener("click", async () => {
-      b.disabled = true;
-      b.textContent = "Retrying…";
+      if (busy(b, true, "Retrying…")) return;
       try {
-        await post(`/v1/episodes/${encodeURIComponent(ep.uuid)}/retry`);
+        await post(`/v1/episodes/${encodeURIComponent(ep.id)}/retry`);
         await showOverview();
       } catch (err) {
-        b.disabled = false;
-        b.textContent = "Retry";
+        busy(b, false, "Retry");
         b.after(el("div", { class: "error small", role: "alert", text: err.message }));
       }
     });
@@ -142,7 +185,7 @@ function actions(ep) {
   }
   if (ep.status === "ingested") {
     out.push(el("button", { type: "button", class: "small",
-      onclick: () => rollbackDialog(ep.uuid, ep.name || `episode ${short(ep.uuid)}`, showOverview) },
+      onclick: () => rollbackDialog(ep.id, ep.name || `episode ${short(ep.id)}`, showOverview) },
     can("admin") ? "Roll back…" : "Preview rollback…"));
   }
   return out;

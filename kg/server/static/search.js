@@ -1,27 +1,26 @@
 // Search: the fused results in the subject view's time view, and on demand each branch's
 // hits and each result's rank in every branch that found it (the CLI's --explain).
+import { dom } from "./dom.js";
 import { post } from "./api.js";
 import { state } from "./state.js";
 import { el, instant, interval, table } from "./util.js";
 
-const $ = (id) => document.getElementById(id);
-let wired = false;
 
 export function showSearch() {
-  if (!wired) {
-    wired = true;
-    $("search-form").addEventListener("submit", (ev) => {
+  if (!state.searchWired) {
+    state.searchWired = true;
+    dom.searchForm.addEventListener("submit", (ev) => {
       ev.preventDefault();
       run();
     });
-    $("search-explain").addEventListener("change", () => { if ($("search-q").value) run(); });
+    dom.searchExplain.addEventListener("change", () => { if (dom.searchQ.value) run(); });
   }
   describeView();
-  $("search-q").focus();
+  dom.searchQ.focus();
 }
 
 function view() {
-  if (!$("search-timeview").checked) return {};
+  if (!dom.searchTimeview.checked) return {};
   return {
     valid_at: state.valid === null ? undefined : instant(state.valid),
     known_at: state.known === null ? undefined : state.known.iso,
@@ -30,8 +29,8 @@ function view() {
 
 function describeView() {
   const v = view();
-  $("search-view").textContent = `Time view: true at ${v.valid_at || "now"}, as known at ${v.known_at || "now"}` +
-    ($("search-timeview").checked ? " (the subject view's cursors)." : ".");
+  dom.searchView.textContent = `Time view: true at ${v.valid_at || "now"}, as known at ${v.known_at || "now"}` +
+    (dom.searchTimeview.checked ? " (the subject view's cursors)." : ".");
 }
 
 function ranks(hit, explain) {
@@ -44,14 +43,14 @@ function ranks(hit, explain) {
 
 async function run() {
   describeView();
-  const explain = $("search-explain").checked;
-  const out = $("search-results");
+  const explain = dom.searchExplain.checked;
+  const out = dom.searchResults;
   const body = {
-    query: $("search-q").value,
-    include_closed: $("search-history").checked,
+    query: dom.searchQ.value,
+    include_closed: dom.searchHistory.checked,
     ...view(),
   };
-  if ($("search-recipe").value) body.recipe = $("search-recipe").value;
+  if (dom.searchRecipe.value) body.recipe = dom.searchRecipe.value;
   let r;
   try {
     r = await post("/v1/search", body);
@@ -59,28 +58,33 @@ async function run() {
     out.replaceChildren(el("p", { class: "error", role: "alert", text: err.message }));
     return;
   }
-  const extra = explain ? ["fused", "rank per branch", "branch scores"] : [];
+  const extra = explain ? [["fused", "num"], "rank per branch", "branch scores"] : [];
   const parts = [];
-  if (r.facts.length) {
-    parts.push(el("h3", { text: `Facts (${r.facts.length})` }), table(["fact", "subject", "valid", "", "score", ...extra],
-      r.facts.map((h) => el("tr", { dataset: { fact: h.fact.edge.uuid } },
-        el("td", { text: h.fact.edge.fact }),
-        el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.fact.subject) }, h.fact.subject)),
-        el("td", { text: interval(h.fact.edge.valid_at, h.fact.edge.invalid_at) }),
-        el("td", { text: h.closed ? "closed" : "" }),
+  // Each hit with how it ranked (rankings[i] is hits[i]'s), grouped by kind, best first.
+  const of = (kind) => r.hits.map((h, i) => ({ ...h, ...r.rankings[i], score: h.score })).filter((h) => h.kind === kind);
+  const facts = of("fact");
+  const entities = of("entity");
+  const episodes = of("episode");
+  if (facts.length) {
+    parts.push(el("h3", { text: `Facts (${facts.length})` }), table(["fact", "subject", "valid", "status", ["score", "num"], ...extra],
+      facts.map((h) => el("tr", { dataset: { fact: h.id } },
+        el("td", { text: h.text }),
+        el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.subject) }, h.subject)),
+        el("td", { text: interval(h.valid_from, h.valid_to) }),
+        el("td", { text: h.status || "" }),
         ...ranks(h, explain))), { class: "results", "data-testid": "fact-hits" }));
   }
-  if (r.entities.length) {
-    parts.push(el("h3", { text: `Entities (${r.entities.length})` }), table(["entity", "score", ...extra],
-      r.entities.map((h) => el("tr", { dataset: { entity: h.entity.name } },
-        el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.entity.name) }, h.entity.name)),
+  if (entities.length) {
+    parts.push(el("h3", { text: `Entities (${entities.length})` }), table(["entity", ["score", "num"], ...extra],
+      entities.map((h) => el("tr", { dataset: { entity: h.name } },
+        el("td", {}, el("button", { type: "button", class: "link", onclick: () => state.navigate("subject", h.name) }, h.name)),
         ...ranks(h, explain))), { class: "results", "data-testid": "entity-hits" }));
   }
-  if (r.episodes.length) {
-    parts.push(el("h3", { text: `Episodes (${r.episodes.length})` }), table(["episode", "text", "score", ...extra],
-      r.episodes.map((h) => el("tr", { dataset: { episode: h.episode.uuid } },
-        el("td", { text: h.episode.name || h.episode.uuid.slice(0, 8) }),
-        el("td", { text: h.episode.content.slice(0, 200) }),
+  if (episodes.length) {
+    parts.push(el("h3", { text: `Episodes (${episodes.length})` }), table(["episode", "text", ["score", "num"], ...extra],
+      episodes.map((h) => el("tr", { dataset: { episode: h.id } },
+        el("td", { text: h.name || h.id.slice(0, 8) }),
+        el("td", { text: h.text.slice(0, 200) }),
         ...ranks(h, explain))), { class: "results", "data-testid": "episode-hits" }));
   }
   if (!parts.length) {
@@ -88,7 +92,7 @@ async function run() {
     parts.push(el("p", { class: "hint", "data-testid": "no-results", text: `No results${why}.` }));
   }
   if (explain) {
-    parts.push(el("h3", { text: "Branches" }), table(["scope", "method", "hits", "ms", "error"],
+    parts.push(el("h3", { text: "Branches" }), table(["scope", "method", ["hits", "num"], ["ms", "num"], "error"],
       r.branches.map((b) => el("tr", {},
         el("td", { text: b.scope }), el("td", { text: b.method }), el("td", { class: "num", text: String(b.hits) }),
         el("td", { class: "num", text: b.latency_ms.toFixed(1) }), el("td", { text: b.error || "" }))),

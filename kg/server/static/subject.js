@@ -1,67 +1,72 @@
 // The subject view: pick an entity, see each fact version as a bar, move the two cursors.
+import { dom } from "./dom.js";
 import { get, getAll, post } from "./api.js";
 import { openDialog } from "./dialog.js";
 import { can, state } from "./state.js";
 import { domain, drawTimeline, knownBy, statusAt } from "./timeline.js";
-import { DAY, day, el, instant, interval, say, short, table, us, when } from "./util.js";
+import { DAY, day, el, instant, interval, isoDay, say, short, table, us, versionOf, when } from "./util.js";
 import { openWhy } from "./why.js";
 
-const $ = (id) => document.getElementById(id);
-let versions = [];
-let steps = []; // known-at steps: {iso, us}; the last is null (now)
-let span = { lo: 0, hi: 1 };
-let holds = new Set();
-let asked = 0; // the latest at-cursor request; older answers are dropped
-const episodeNames = new Map();
+// This view's state lives in the one shared state object (state.subjectView, see state.js).
+const view = () => state.subjectView;
 
 export function initSubject() {
   let timer = 0;
-  $("entity-q").addEventListener("input", () => {
+  dom.entityQ.addEventListener("input", () => {
     clearTimeout(timer);
     timer = setTimeout(listEntities, 150);
   });
-  $("valid-at").addEventListener("input", () => {
-    state.valid = Number($("valid-at").value) * DAY;
-    $("valid-date").value = day(state.valid);
+  dom.validAt.addEventListener("input", () => {
+    state.valid = Number(dom.validAt.value) * DAY;
+    dom.validDate.value = day(state.valid);
     redraw();
   });
-  $("valid-date").addEventListener("change", () => {
-    const t = Date.parse(`${$("valid-date").value}T00:00:00Z`);
-    if (Number.isNaN(t)) return;
+  dom.validDate.addEventListener("change", () => {
+    const t = isoDay(dom.validDate.value);
+    dom.validDate.setAttribute("aria-invalid", t === null ? "true" : "false");
+    if (t === null) return;
     state.valid = t;
     widen(t);
-    $("valid-at").value = String(Math.round(t / DAY));
+    dom.validAt.value = String(Math.round(t / DAY));
     redraw();
   });
-  $("valid-now").addEventListener("click", () => {
+  dom.validNow.addEventListener("click", () => {
     state.valid = null;
-    $("valid-at").value = String(Math.floor(Date.now() / DAY));
-    $("valid-date").value = "";
+    dom.validAt.value = String(Math.floor(Date.now() / DAY));
+    dom.validDate.value = "";
     redraw();
   });
-  $("known-at").addEventListener("input", () => {
-    state.known = steps[Number($("known-at").value)];
+  dom.knownAt.addEventListener("input", () => {
+    state.known = view().steps[Number(dom.knownAt.value)];
     redraw();
   });
-  const erase = $("erase-open");
+  dom.showRetired.addEventListener("change", () => {
+    view().retired = dom.showRetired.checked;
+    draw();
+  });
+  // The bars are drawn at the box's pixel width: again when that width changes.
+  new ResizeObserver(() => requestAnimationFrame(() => {
+    if (dom.timeline.clientWidth !== view().width && view().drawn) draw();
+  })).observe(dom.timeline);
+  const erase = dom.eraseOpen;
   if (erase) erase.addEventListener("click", () => eraseDialog(state.subject));
   listEntities();
 }
 
 export async function listEntities() {
-  const list = $("entity-list");
+  const list = dom.entityList;
   try {
-    const found = (await get("/v1/entities", { q: $("entity-q").value.trim(), limit: 200 })).items;
+    const found = (await get("/v1/entities", { q: dom.entityQ.value.trim(), limit: 200 })).items;
     list.replaceChildren(
       ...found.map((s) =>
         el("li", {},
           el("button", {
             type: "button",
-            class: s.entity.name === state.subject ? "picked" : "",
-            "aria-pressed": s.entity.name === state.subject ? "true" : "false",
-            dataset: { entity: s.entity.name },
-            onclick: () => openSubject(s.entity.name),
-          }, el("span", { class: "name", text: s.entity.name }),
+            class: s.name === state.subject ? "picked" : "",
+            "aria-pressed": s.name === state.subject ? "true" : "false",
+            dataset: { entity: s.name },
+            onclick: () => openSubject(s.name),
+          }, el("span", { class: "name", text: s.name }),
           el("span", { class: "count", text: `${s.as_subject}`, title: "fact versions as subject" }))),
       ),
     );
@@ -71,47 +76,51 @@ export async function listEntities() {
   }
 }
 
-// Load a subject's every version; the cursors reset to now.
-export async function openSubject(name, { keepTime = false } = {}) {
+// Load a subject's every version; the cursors reset to now, or are kept (`keepTime`), or
+// set from a shared link (`at`: {valid: ms|null, known: ISO text|null}).
+export async function openSubject(name, { keepTime = false, at = null } = {}) {
   state.subject = name;
-  $("at-cursor").dataset.ready = "false";
-  $("subject-h").textContent = name;
-  $("why").hidden = true;
-  say($("subject-status"), "");
+  dom.atCursor.dataset.ready = "false";
+  dom.subjectH.textContent = name;
+  dom.why.hidden = true;
+  say(dom.subjectStatus, "");
   try {
-    versions = await getAll("/v1/history", { subject: name, limit: 1000 });
+    view().versions = await getAll("/v1/history", { subject: name, limit: 1000 });
   } catch (err) {
-    say($("subject-status"), err.message, "error");
-    versions = [];
+    say(dom.subjectStatus, err.message, "error");
+    view().versions = [];
   }
-  const times = new Map();
-  for (const v of versions) {
-    for (const iso of [v.edge.created_at, v.edge.expired_at]) if (iso) times.set(us(iso), iso);
+  view().steps = stepsOf(view().versions);
+  await describeSteps(view().steps);
+  view().steps.push(null);
+  view().span = domain(view().versions);
+  const known = dom.knownAt;
+  known.max = String(view().steps.length - 1);
+  if (at) {
+    keepTime = true;
+    state.valid = at.valid;
+    state.known = at.known ? view().steps.find((s) => s && s.us === us(at.known)) || null : null;
+    if (state.valid !== null) widen(state.valid);
   }
-  steps = [...times.entries()].sort((a, b) => a[0] - b[0]).map(([u, iso]) => ({ iso, us: u }));
-  steps.push(null);
-  span = domain(versions);
-  const known = $("known-at");
-  known.max = String(steps.length - 1);
-  if (!keepTime || !steps.some((s) => s && state.known && s.us === state.known.us)) {
+  if (!keepTime || !view().steps.some((s) => s && state.known && s.us === state.known.us)) {
     state.known = null;
     known.value = known.max;
   } else {
-    known.value = String(steps.findIndex((s) => s && s.us === state.known.us));
+    known.value = String(view().steps.findIndex((s) => s && s.us === state.known.us));
   }
   if (!keepTime) state.valid = null;
-  const valid = $("valid-at");
-  valid.min = String(Math.floor(span.lo / DAY));
-  valid.max = String(Math.floor(span.hi / DAY));
+  const valid = dom.validAt;
+  valid.min = String(Math.floor(view().span.lo / DAY));
+  valid.max = String(Math.floor(view().span.hi / DAY));
   valid.value = String(Math.floor((state.valid ?? Date.now()) / DAY));
-  $("valid-date").value = state.valid === null ? "" : day(state.valid);
-  $("time-controls").hidden = false;
-  $("legend").hidden = false;
-  $("versions-box").hidden = false;
-  const erase = $("erase-open");
-  if (erase) erase.hidden = !can("admin") || !versions.length;
-  if (!versions.length) say($("subject-status"), `No fact has ${name} as its subject.`);
-  for (const b of document.querySelectorAll("#entity-list button")) {
+  dom.validDate.value = state.valid === null ? "" : day(state.valid);
+  dom.timeControls.hidden = false;
+  dom.legend.hidden = false;
+  dom.versionsBox.hidden = false;
+  const erase = dom.eraseOpen;
+  if (erase) erase.hidden = !can("admin") || !view().versions.length;
+  if (!view().versions.length) say(dom.subjectStatus, `No fact has ${name} as its subject.`);
+  for (const b of dom.entityList.querySelectorAll("button")) {
     const picked = b.dataset.entity === name;
     b.classList.toggle("picked", picked);
     b.setAttribute("aria-pressed", picked ? "true" : "false");
@@ -120,10 +129,10 @@ export async function openSubject(name, { keepTime = false } = {}) {
 }
 
 function widen(t) {
-  if (t >= span.lo && t <= span.hi) return;
-  span = { lo: Math.min(span.lo, t - 30 * DAY), hi: Math.max(span.hi, t + 30 * DAY) };
-  $("valid-at").min = String(Math.floor(span.lo / DAY));
-  $("valid-at").max = String(Math.floor(span.hi / DAY));
+  if (t >= view().span.lo && t <= view().span.hi) return;
+  view().span = { lo: Math.min(view().span.lo, t - 30 * DAY), hi: Math.max(view().span.hi, t + 30 * DAY) };
+  dom.validAt.min = String(Math.floor(view().span.lo / DAY));
+  dom.validAt.max = String(Math.floor(view().span.hi / DAY));
 }
 
 // Re-draw for the cursors: the set "true at V as known at T" comes from the API (/v1/facts,
@@ -131,15 +140,15 @@ function widen(t) {
 export async function redraw() {
   const known = state.known;
   const validText = state.valid === null ? "now" : day(state.valid);
-  const knownText = known === null ? "now" : known.iso;
-  $("valid-text").textContent = `true at ${validText}`;
-  $("valid-at").setAttribute("aria-valuetext", validText);
-  $("known-text").textContent = `as known at ${knownText}` +
-    (known === null ? "" : ` (step ${steps.indexOf(known) + 1} of ${steps.length})`);
-  $("known-at").setAttribute("aria-valuetext", knownText);
-  const box = $("at-cursor");
+  const knownText = known === null ? "now" : stepLabel(known);
+  dom.validText.textContent = `true at ${validText}`;
+  dom.validAt.setAttribute("aria-valuetext", validText);
+  dom.knownText.textContent = known === null ? "as known now (every episode)" : `as known after ${knownText}`;
+  dom.knownText.dataset.iso = known === null ? "" : known.iso;
+  dom.knownAt.setAttribute("aria-valuetext", known === null ? "now" : `after ${knownText}`);
+  const box = dom.atCursor;
   box.dataset.ready = "false";
-  const mine = ++asked;
+  const mine = ++view().asked;
   let found = [];
   try {
     found = await getAll("/v1/facts", {
@@ -149,29 +158,113 @@ export async function redraw() {
       limit: 1000,
     });
   } catch (err) {
-    if (mine === asked) say($("subject-status"), err.message, "error");
+    if (mine === view().asked) say(dom.subjectStatus, err.message, "error");
   }
-  if (mine !== asked) return;
-  holds = new Set(found.map((f) => f.edge.uuid));
-  const chart = drawTimeline({
-    versions, known: known && known.us, valid: state.valid, holds, span,
-    onOpen: (v) => openWhy(v, { onChange: refresh }),
-  });
-  $("timeline").replaceChildren(chart);
+  if (mine !== view().asked) return;
+  view().holds = new Set(found.map((f) => versionOf(f)));
+  draw();
   box.replaceChildren(
-    el("h3", { text: `True at ${validText}, as known at ${knownText}` }),
+    el("h3", { text: `True at ${validText}, as known ${known === null ? "now" : `after ${knownText}`}` }),
     found.length
       ? el("ul", { class: "facts" }, found.map((f) =>
-        el("li", { dataset: { version: f.edge.uuid } },
+        el("li", { dataset: { version: versionOf(f) } },
           el("strong", { text: f.predicate }), ` ${f.object} `,
-          el("span", { class: "hint", text: interval(f.edge.valid_at, f.edge.invalid_at) }))))
+          el("span", { class: "hint", text: interval(f.valid_from, f.valid_to) }))))
       : el("p", { class: "hint", text: "Nothing about this subject was true then, as known then." }),
   );
   box.dataset.subject = state.subject;
   box.dataset.valid = validText;
   box.dataset.known = knownText;
   box.dataset.ready = "true";
+  share();
   versionTable(known && known.us);
+}
+
+// The view in the address (its fragment: never sent to the server), so a link shows the
+// same subject, valid-time cursor and known-at step to whoever opens it with their key.
+function share() {
+  const q = new URLSearchParams({ subject: state.subject });
+  if (state.valid !== null) q.set("valid", day(state.valid));
+  if (state.known !== null) q.set("known", state.known.iso);
+  history.replaceState(null, "", `#${q}`);
+}
+
+// The view a link names ({subject, at}), or null.
+export function linked(hash) {
+  const q = new URLSearchParams(hash.replace(/^#/, ""));
+  const subject = q.get("subject");
+  if (!subject) return null;
+  const valid = q.get("valid") ? isoDay(q.get("valid")) : null;
+  return { subject, at: { valid, known: q.get("known") || null } };
+}
+
+// The bars for the current cursors, at the box's width; focus stays on the bar it was on.
+function draw() {
+  const known = state.known;
+  const focused = document.activeElement && document.activeElement.dataset
+    ? document.activeElement.dataset.version : undefined;
+  view().width = dom.timeline.clientWidth;
+  view().drawn = true;
+  dom.timeline.replaceChildren(drawTimeline({
+    versions: view().versions, known: known && known.us, valid: state.valid, holds: view().holds, span: view().span,
+    onOpen: (v) => openWhy(v, { onChange: refresh }), width: view().width, retired: view().retired,
+  }));
+  if (focused) {
+    const again = dom.timeline.querySelector(`.bar-g[data-version="${CSS.escape(focused)}"]`);
+    if (again) again.focus();
+  }
+}
+
+// The known-at steps: each moment kg wrote or retired a version of this subject's facts,
+// with the episode that did it (the one whose new fact appears then, else the one that
+// closed a fact then, else the one behind a version written then).
+export function stepsOf(versions) {
+  const first = new Map(); // fact id -> its earliest known_from (us)
+  for (const v of versions) {
+    const u = us(v.known_from);
+    if (!first.has(v.id) || u < first.get(v.id)) first.set(v.id, u);
+  }
+  const steps = new Map();
+  const at = (iso) => {
+    const u = us(iso);
+    if (!steps.has(u)) steps.set(u, { iso, us: u, created: null, closed: null, other: null });
+    return steps.get(u);
+  };
+  for (const v of versions) {
+    const s = at(v.known_from);
+    if (first.get(v.id) === s.us) s.created = s.created || v.episode_id;
+    else if (v.closed_by_episode_id) s.closed = s.closed || v.closed_by_episode_id;
+    else s.other = s.other || v.episode_id;
+    if (v.known_to) at(v.known_to);
+  }
+  return [...steps.values()].sort((a, b) => a.us - b.us)
+    .map((s) => ({ iso: s.iso, us: s.us, episode: s.created || s.closed || s.other }));
+}
+
+// Each step's episode (name, source, channel, when it happened, first words), fetched once.
+async function describeSteps(steps) {
+  const wanted = [...new Set(steps.map((s) => s.episode).filter((id) => id && !view().episodes.has(id)))];
+  await Promise.all(wanted.map(async (id) => {
+    try {
+      view().episodes.set(id, await get(`/v1/episodes/${encodeURIComponent(id)}`));
+    } catch {
+      view().episodes.set(id, null);
+    }
+  }));
+}
+
+export function firstWords(text, n = 8) {
+  const words = (text || "").replace(/\s+/g, " ").trim().split(" ");
+  return words.length > n ? `${words.slice(0, n).join(" ")}…` : words.join(" ");
+}
+
+// A step as a person reads it: the episode that kg took in then, not a timestamp.
+function stepLabel(step) {
+  const ep = step.episode ? view().episodes.get(step.episode) : null;
+  if (!ep) return `a change stored ${when(step.iso)}`;
+  const said = ep.source === "facts" ? "" : `: “${firstWords(ep.content)}”`;
+  return `“${ep.name || `episode ${short(ep.id)}`}” (${ep.source}, ${ep.channel} channel, ` +
+    `happened ${when(ep.reference_time)})${said}`;
 }
 
 async function refresh() {
@@ -180,42 +273,43 @@ async function refresh() {
 }
 
 function versionTable(known) {
-  const shown = knownBy(versions, known);
+  const shown = knownBy(view().versions, known);
   const rows = shown.map((v) => {
-    const e = v.edge;
+    const e = v;
     const status = statusAt(v, known);
-    const closer = e.invalidated_by
-      ? el("span", { dataset: { episode: e.invalidated_by } },
-        `${episodeNames.get(e.invalidated_by) || `episode ${short(e.invalidated_by)}`}`,
-        e.invalidation_reason ? ` — ${e.invalidation_reason}` : "")
+    const closer = e.closed_by_episode_id
+      ? el("span", { dataset: { episode: e.closed_by_episode_id } },
+        `${view().episodeNames.get(e.closed_by_episode_id) || `episode ${short(e.closed_by_episode_id)}`}`)
       : "";
-    return el("tr", { dataset: { version: e.uuid } },
+    return el("tr", { dataset: { version: versionOf(e) } },
       el("td", {}, v.predicate), el("td", {}, v.object),
-      el("td", {}, interval(e.valid_at, e.invalid_at)),
-      el("td", {}, `${when(e.created_at)} → ${e.expired_at ? when(e.expired_at) : "still believed"}`),
-      el("td", {}, el("span", { class: `badge ${status}`, text: status }), holds.has(e.uuid) ? " ✓ at cursor" : ""),
+      el("td", {}, interval(e.valid_from, e.valid_to)),
+      el("td", {}, `${when(e.known_from)} → ${e.known_to ? when(e.known_to) : "still believed"}`),
+      el("td", {}, el("span", { class: `badge ${status}`, text: status }), view().holds.has(versionOf(e)) ? " ✓ at cursor" : ""),
       el("td", {}, closer));
   });
-  $("versions-table").replaceChildren(
+  dom.versionsTable.replaceChildren(
     table(["predicate", "value", "valid", "known (written → retired)", "status", "closed by"], rows,
       { "aria-label": `Versions of ${state.subject}'s facts`, class: "versions" }),
   );
-  nameEpisodes(shown.map((v) => v.edge.invalidated_by).filter(Boolean));
+  nameEpisodes(shown.map((v) => v.closed_by_episode_id).filter(Boolean));
 }
 
 // Which episode closed a version: its name, fetched once per episode.
 async function nameEpisodes(ids) {
   for (const id of new Set(ids)) {
-    if (!episodeNames.has(id)) {
+    const known = view().episodes.get(id);
+    if (known && !view().episodeNames.has(id)) view().episodeNames.set(id, `${known.name || `episode ${short(id)}`} (${known.channel})`);
+    if (!view().episodeNames.has(id)) {
       try {
         const ep = await get(`/v1/episodes/${encodeURIComponent(id)}`);
-        episodeNames.set(id, `${ep.name || `episode ${short(id)}`} (${ep.channel})`);
+        view().episodeNames.set(id, `${ep.name || `episode ${short(id)}`} (${ep.channel})`);
       } catch {
-        episodeNames.set(id, `episode ${short(id)}`);
+        view().episodeNames.set(id, `episode ${short(id)}`);
       }
     }
-    for (const node of document.querySelectorAll(`#versions-table [data-episode="${id}"]`)) {
-      node.firstChild.textContent = episodeNames.get(id);
+    for (const node of dom.versionsTable.querySelectorAll(`[data-episode="${id}"]`)) {
+      node.firstChild.textContent = view().episodeNames.get(id);
     }
   }
 }
@@ -241,13 +335,13 @@ function eraseDialog(name) {
       { class: "receipt", "data-testid": "receipt" }));
       input.disabled = true;
       state.subject = null;
-      versions = [];
-      $("subject-h").textContent = `${name} was erased`;
-      $("timeline").replaceChildren();
-      $("at-cursor").replaceChildren();
-      $("versions-table").replaceChildren();
-      $("time-controls").hidden = true;
-      $("erase-open").hidden = true;
+      view().versions = [];
+      dom.subjectH.textContent = `${name} was erased`;
+      dom.timeline.replaceChildren();
+      dom.atCursor.replaceChildren();
+      dom.versionsTable.replaceChildren();
+      dom.timeControls.hidden = true;
+      dom.eraseOpen.hidden = true;
       listEntities();
     } catch (err) {
       go.disabled = false;

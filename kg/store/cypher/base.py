@@ -23,8 +23,15 @@ from kg.schemas.plan import GroupVersion
 from kg.store.cypher.analyzer import grams
 from kg.store.cypher.dialect import Dialect, Guard, Statement
 
-TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at", "queued_at",
-               "next_attempt_at", "lease_expires_at")  # fmt: skip
+TIME_FIELDS = (
+    "valid_at",
+    "invalid_at",
+    "created_at",
+    "expired_at",
+    "queued_at",
+    "next_attempt_at",
+    "lease_expires_at",
+)
 TIME_LIST_FIELDS = ("episode_valid_at",)
 # Derived from the endpoints when read; never stored on the edge.
 ENDPOINT_FIELDS = ("source_node_uuid", "target_node_uuid")
@@ -154,9 +161,11 @@ class CypherBase(abc.ABC):
             return GroupVersion()
         tx = row.get("tx")
         return GroupVersion(
-            token=row["token"], writes=int(row.get("writes") or 0), hold=row.get("hold"),
+            token=row["token"],
+            writes=int(row.get("writes") or 0),
+            hold=row.get("hold"),
             last_tx=self.dialect.decode_time(tx) if tx is not None else None,
-        )  # fmt: skip
+        )
 
     async def version(self, group_id: str) -> GroupVersion:
         rows = await self._read(group_id, VERSION_QUERY, {"group_id": group_id})

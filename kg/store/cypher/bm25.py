@@ -42,11 +42,43 @@ PRUNE_FROM = 10_000
 # docs/retrieval.md.
 PRUNE_UPTO = 30_000
 # RediSearch drops these from queries and documents (its default English stop list).
-STOPWORDS = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
-    "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
-    "these", "they", "this", "to", "was", "will", "with",
-})  # fmt: skip
+STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    }
+)
 _WORD = re.compile(r"[^\W_]+")
 # Words shorter than this are kept as they are: RediSearch's MIN_STEMMING_LEN default (4),
 # so 'gps' is not 'gp'.

@@ -129,8 +129,9 @@ class CypherQueue(CypherBase):
             "AND e.status = 'queued' AND (e.next_attempt_at IS NULL OR "
             f"{unindexed('e.next_attempt_at')} < $until) "
             "SET e.next_attempt_at = $until RETURN count(e) AS n",
-            session=session_id, until=self._t(until),
-        )  # fmt: skip
+            session=session_id,
+            until=self._t(until),
+        )
         return int(rows[0]["n"]) if rows else 0
 
     async def ready(
@@ -166,8 +167,11 @@ class CypherQueue(CypherBase):
             f"WHERE e.group_id = $group_id AND ({_READY}) "
             "SET e.status = 'processing', e.lease_owner = $owner, e.lease_expires_at = $until, "
             "e.attempts = coalesce(e.attempts, 0) + 1 RETURN properties(e) AS ep",
-            owner=owner, uuids=uuids, now=self._t(now), until=self._t(until),
-        )  # fmt: skip
+            owner=owner,
+            uuids=uuids,
+            now=self._t(now),
+            until=self._t(until),
+        )
         nodes = [EpisodicNode.model_validate(self._decode(r["ep"])) for r in rows]
         return sorted(nodes, key=lambda e: (e.valid_at, e.queued_at or e.created_at, e.uuid))
 
@@ -179,8 +183,10 @@ class CypherQueue(CypherBase):
             group_id,
             f"UNWIND $uuids AS u MATCH (e:Episodic {{uuid: u}}) WHERE {_HELD} "
             "SET e.lease_expires_at = $until RETURN e.uuid AS uuid",
-            owner=owner, uuids=uuids, until=self._t(until),
-        )  # fmt: skip
+            owner=owner,
+            uuids=uuids,
+            until=self._t(until),
+        )
         return {r["uuid"] for r in rows}
 
     async def stage(self, group_id: str, uuid: str, owner: str, staged: str) -> bool:
@@ -190,8 +196,10 @@ class CypherQueue(CypherBase):
             group_id,
             f"MATCH (e:Episodic {{uuid: $uuid}}) WHERE {_HELD} SET e.staged = $staged "
             "RETURN e.uuid AS uuid",
-            uuid=uuid, owner=owner, staged=staged,
-        )  # fmt: skip
+            uuid=uuid,
+            owner=owner,
+            staged=staged,
+        )
         return bool(rows)
 
     async def release(
@@ -220,10 +228,16 @@ class CypherQueue(CypherBase):
             "e.llm_calls = coalesce(e.llm_calls, 0) + $calls, "
             "e.llm_tokens = coalesce(e.llm_tokens, 0) + $tokens, "
             "e.attempts = e.attempts - $undo RETURN e.uuid AS uuid",
-            uuid=uuid, owner=owner, status="failed" if failed else "queued",
-            next=self._t(next_attempt_at), error=error, reasons=[reason] if reason else [],
-            calls=llm_calls, tokens=llm_tokens, undo=int(undo_attempt),
-        )  # fmt: skip
+            uuid=uuid,
+            owner=owner,
+            status="failed" if failed else "queued",
+            next=self._t(next_attempt_at),
+            error=error,
+            reasons=[reason] if reason else [],
+            calls=llm_calls,
+            tokens=llm_tokens,
+            undo=int(undo_attempt),
+        )
         return bool(rows)
 
     async def abandon(
@@ -239,8 +253,11 @@ class CypherQueue(CypherBase):
             "e.lease_expires_at = null, e.error = $error, "
             "e.failure_reasons = coalesce(e.failure_reasons, []) + ['abandoned'] "
             "RETURN e.uuid AS uuid",
-            uuid=uuid, now=self._t(now), max=max_attempts, error=error,
-        )  # fmt: skip
+            uuid=uuid,
+            now=self._t(now),
+            max=max_attempts,
+            error=error,
+        )
         return bool(rows)
 
     async def session_activity(self, group_id: str, sessions: list[str]) -> dict[str, datetime]:
@@ -270,10 +287,14 @@ class CypherQueue(CypherBase):
             "RETURN properties(ep) AS ep "
             "ORDER BY ep.valid_at DESC, coalesce(ep.queued_at, ep.created_at) DESC "
             "LIMIT $max_rows",
-            {"group_id": group_id, "uuid": episode.uuid, "max_rows": limit,
-             "valid_at": self._t(episode.valid_at),
-             "queued_at": self._t(episode.queued_at or episode.created_at)},
-        )  # fmt: skip
+            {
+                "group_id": group_id,
+                "uuid": episode.uuid,
+                "max_rows": limit,
+                "valid_at": self._t(episode.valid_at),
+                "queued_at": self._t(episode.queued_at or episode.created_at),
+            },
+        )
         return list(reversed(self._episodes(rows)))
 
     async def queue_metrics(self, group_id: str, now: datetime) -> QueueMetrics:
@@ -329,13 +350,14 @@ class CypherQueue(CypherBase):
             done=int(done[0]["n"]) if done else 0,
             failed=counts.get("failed", 0),
             oldest_waiting_s=(now - self.dialect.decode_time(first)).total_seconds()
-            if first is not None else None,
+            if first is not None
+            else None,
             latency_p50_s=percentile(latencies, 0.5),
             latency_p95_s=percentile(latencies, 0.95),
             latency_samples=len(latencies),
             retries=int(retries[0]["n"] or 0) if retries else 0,
             failures_by_reason={r["r"]: int(r["n"]) for r in reasons},
-        )  # fmt: skip
+        )
 
     async def queued_groups(self, groups: Sequence[str]) -> list[str]:
         """Those of `groups` with episodes queued or processing."""

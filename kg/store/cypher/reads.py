@@ -116,12 +116,16 @@ class CypherReads(CypherBase):
             "pr_hashes": list(names.content_hashes),
             "pr_keys": list(names.name_keys),
             "pr_timelines": [
-                {"subject": t.subject_key, "predicate": t.predicate, "object": t.object_key,
-                 "since": self.dialect.encode_time(t.since)}
+                {
+                    "subject": t.subject_key,
+                    "predicate": t.predicate,
+                    "object": t.object_key,
+                    "since": self.dialect.encode_time(t.since),
+                }
                 for t in names.timelines
             ],
             "group_id": group_id,
-        }  # fmt: skip
+        }
         hint = self.dialect.index_hint("s", "Entity", ("group_id", "name_key"))
         query = _PLANNING_READS.replace(SUBJECT_HINT, hint)
         if names.idempotency_keys:
@@ -271,10 +275,14 @@ class CypherReads(CypherBase):
             f"{unindexed('coalesce(ep.queued_at, ep.created_at)')} < $arrived)) "
             "RETURN properties(ep) AS ep "
             "ORDER BY ep.valid_at DESC, coalesce(ep.queued_at, ep.created_at) DESC LIMIT 1",
-            {"group_id": group_id, "session": episode.session_id, "uuid": episode.uuid,
-             "valid_at": self.dialect.encode_time(episode.valid_at),
-             "arrived": self.dialect.encode_time(episode.queued_at or episode.created_at)},
-        )  # fmt: skip
+            {
+                "group_id": group_id,
+                "session": episode.session_id,
+                "uuid": episode.uuid,
+                "valid_at": self.dialect.encode_time(episode.valid_at),
+                "arrived": self.dialect.encode_time(episode.queued_at or episode.created_at),
+            },
+        )
         found = self._episodes(rows)
         return found[0] if found else None
 
@@ -429,11 +437,12 @@ class CypherReads(CypherBase):
 
     async def communities(self, group_id: str, having: list[str] | None = None) -> list[Community]:
         match = (
-            "MATCH (c:Community) WHERE c.group_id = $group_id " if having is None else
+            "MATCH (c:Community) WHERE c.group_id = $group_id "
+            if having is None
             # From the entities' index, not a scan of every community.
-            "UNWIND $having AS u MATCH (c:Community)-[:HAS_MEMBER]->(:Entity {uuid: u}) "
+            else "UNWIND $having AS u MATCH (c:Community)-[:HAS_MEMBER]->(:Entity {uuid: u}) "
             "WHERE c.group_id = $group_id WITH DISTINCT c "
-        )  # fmt: skip
+        )
         rows = await self._read(
             group_id,
             f"{match}OPTIONAL MATCH (c)-[:HAS_MEMBER]->(n:Entity) "
@@ -441,10 +450,12 @@ class CypherReads(CypherBase):
             {"group_id": group_id, "having": having or []},
         )
         return [
-            Community(node=CommunityNode.model_validate(self._decode(dict(r["c"]))),
-                      members=sorted(r["members"]))
+            Community(
+                node=CommunityNode.model_validate(self._decode(dict(r["c"]))),
+                members=sorted(r["members"]),
+            )
             for r in rows
-        ]  # fmt: skip
+        ]
 
     async def ingest_metrics(self, group_id: str) -> IngestMetrics:
         sums = ", ".join(f"sum(coalesce(ep.{f}, 0)) AS {f}" for f in _SUMMED)

@@ -162,8 +162,10 @@ class CypherSearch(CypherBase):
         if self.dialect.engine_scorer == "bm25":  # the engine ranks: one query, rows and all
             rows = await self._engine_text(group_id, scope, query, view, limit, rows=True)
             items = [self._item(scope, r) for r in rows]
-            return [Scored(uuid=_uuid(i), score=float(r["score"]), item=i)
-                    for i, r in zip(items, rows, strict=True)]  # fmt: skip
+            return [
+                Scored(uuid=_uuid(i), score=float(r["score"]), item=i)
+                for i, r in zip(items, rows, strict=True)
+            ]
         ranked = await self.rank_text(group_id, scope, query, view, limit)
         return await self._hydrated(group_id, scope, ranked)
 
@@ -194,8 +196,7 @@ class CypherSearch(CypherBase):
         # Past bm25.PRUNE_UPTO matches the next term is not asked for: the pool in hand answers.
         rare, common = split_rare(pairs, df)
         while common:
-            ranked, kth = await self._rescored(group_id, scope, pairs, rare, (n, df), view,
-                                               limit)  # fmt: skip
+            ranked, kth = await self._rescored(group_id, scope, pairs, rare, (n, df), view, limit)
             # The engine's score adds at most TIE_BREAK to a BM25 score (see _rescored).
             if kth - TIE_BREAK > sum(upper_bound(df[t], n) for t, _ in common):
                 return ranked
@@ -217,9 +218,15 @@ class CypherSearch(CypherBase):
         return sum(upper_bound(d, max(n, 1)) for d in {tok: df[t] for t, tok in pairs}.values())
 
     async def _engine_text(
-        self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int,
-        *, rows: bool,
-    ) -> list[dict[str, Any]]:  # fmt: skip
+        self,
+        group_id: str,
+        scope: Scope,
+        query: str,
+        view: SearchView,
+        limit: int,
+        *,
+        rows: bool,
+    ) -> list[dict[str, Any]]:
         """The engine's own ranking (Lucene's BM25) after the view filter: full rows, or
         uuid and score."""
         pairs = query_tokens(query_terms(query))
@@ -235,15 +242,23 @@ class CypherSearch(CypherBase):
             f"{self.dialect.fulltext_call(scope)} {returns} "
             f"WHERE {view_filter(scope, view)}{columns} ORDER BY score DESC LIMIT $max_rows"
         )
-        params = {**self._view_params(group_id, view), "max_rows": limit,
-                  "q": self.dialect.text_query([t for t, _ in pairs])}  # fmt: skip
+        params = {
+            **self._view_params(group_id, view),
+            "max_rows": limit,
+            "q": self.dialect.text_query([t for t, _ in pairs]),
+        }
         return await self._read(group_id, cypher, params)
 
     async def _rescored(
-        self, group_id: str, scope: Scope, pairs: list[tuple[str, str]],
-        asked: list[tuple[str, str]], stats: tuple[int, dict[str, int]], view: SearchView,
+        self,
+        group_id: str,
+        scope: Scope,
+        pairs: list[tuple[str, str]],
+        asked: list[tuple[str, str]],
+        stats: tuple[int, dict[str, int]],
+        view: SearchView,
         limit: int,
-    ) -> tuple[list[tuple[str, float]], float]:  # fmt: skip
+    ) -> tuple[list[tuple[str, float]], float]:
         """BM25 over a light pool (uuid, text, engine score) of the documents matching the
         `asked` terms, scored on every term of `pairs`: the best `limit`, and the score of the
         `limit`-th (0 when there are fewer)."""
@@ -263,9 +278,12 @@ class CypherSearch(CypherBase):
         )
         optional = [t for t, tok in pairs if (t, tok) not in asked]
         max_rows = max(limit * 10, BM25_POOL)
-        params = {**self._view_params(group_id, view), "max_rows": max_rows,
-                  "over": OVER_FETCH * max_rows,
-                  "q": self.dialect.text_query([t for t, _ in asked], optional)}  # fmt: skip
+        params = {
+            **self._view_params(group_id, view),
+            "max_rows": max_rows,
+            "over": OVER_FETCH * max_rows,
+            "q": self.dialect.text_query([t for t, _ in asked], optional),
+        }
         pool = await self._read(group_id, best_first, params)
         if len(pool) < max_rows and (not pool or pool[0]["seen"] >= params["over"]):
             # The view set aside too many of the best (a long history): every match, filtered.
@@ -276,18 +294,24 @@ class CypherSearch(CypherBase):
             pool = await self._read(group_id, every, params)
         if not pool:
             return [], 0.0
-        args = ([tok for _, tok in pairs], [r["text"] or "" for r in pool],
-                {tok: df[t] for t, tok in pairs}, n)  # fmt: skip
+        args = (
+            [tok for _, tok in pairs],
+            [r["text"] or "" for r in pool],
+            {tok: df[t] for t, tok in pairs},
+            n,
+        )
         big = len(pool) > THREAD_POOL_FROM
         scores = await asyncio.to_thread(bm25, *args) if big else bm25(*args)
         top = max(float(r["score"]) for r in pool) or 1.0
         # The engine's own score, scaled far below any BM25 term, only breaks ties and keeps
         # a document whose match the two stemmers disagree on.
         ranked = sorted(
-            ((r["uuid"], b + TIE_BREAK * float(r["score"]) / top)
-             for r, b in zip(pool, scores, strict=True)),
+            (
+                (r["uuid"], b + TIE_BREAK * float(r["score"]) / top)
+                for r, b in zip(pool, scores, strict=True)
+            ),
             key=lambda us: -us[1],
-        )[:limit]  # fmt: skip
+        )[:limit]
         kth = ranked[limit - 1][1] if len(ranked) >= limit else 0.0
         return [(u, round(sc, 6)) for u, sc in ranked], kth
 
@@ -367,9 +391,15 @@ class CypherSearch(CypherBase):
         return [(uuid, score) for score, uuid in rows]
 
     async def _vector_rows(
-        self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int,
-        *, full: bool,
-    ) -> list[tuple[float, Any]]:  # fmt: skip
+        self,
+        group_id: str,
+        scope: Scope,
+        vector: list[float],
+        view: SearchView,
+        limit: int,
+        *,
+        full: bool,
+    ) -> list[tuple[float, Any]]:
         """(similarity, row) of the `limit` nearest items in view, best first; the row is the
         item's whole row when `full`, else its uuid."""
         await self._search_ready(group_id, scope)
@@ -411,11 +441,16 @@ class CypherSearch(CypherBase):
         if not entity_uuids:
             return []
         where = view_filter(Scope.facts, view)
-        params = {**self._view_params(group_id, view), "seeds": sorted(set(entity_uuids)),
-                  "max_rows": limit}  # fmt: skip
+        params = {
+            **self._view_params(group_id, view),
+            "seeds": sorted(set(entity_uuids)),
+            "max_rows": limit,
+        }
         out: dict[str, Fact] = {}
-        for pattern in ("(s:Entity {uuid: u})-[e:RELATES_TO]->(o:Entity)",
-                        "(s:Entity)-[e:RELATES_TO]->(o:Entity {uuid: u})"):  # fmt: skip
+        for pattern in (
+            "(s:Entity {uuid: u})-[e:RELATES_TO]->(o:Entity)",
+            "(s:Entity)-[e:RELATES_TO]->(o:Entity {uuid: u})",
+        ):
             cypher = (
                 f"UNWIND $seeds AS u MATCH {pattern} WHERE {where}{FACT_COLUMNS} LIMIT $max_rows"
             )
@@ -436,8 +471,11 @@ class CypherSearch(CypherBase):
             f"(o:Entity {{uuid: p.o}}) WHERE {view_filter(Scope.facts, view)}{FACT_COLUMNS} "
             "LIMIT $max_rows"
         )
-        params = {**self._view_params(group_id, view), "max_rows": limit,
-                  "pairs": [{"s": a, "o": b} for a, b in ends]}  # fmt: skip
+        params = {
+            **self._view_params(group_id, view),
+            "max_rows": limit,
+            "pairs": [{"s": a, "o": b} for a, b in ends],
+        }
         rows = await self._read(group_id, cypher, params)
         facts = {f.edge.uuid: f for f in map(self._fact, rows)}
         return sorted(facts.values(), key=lambda f: f.edge.uuid)
@@ -454,8 +492,11 @@ class CypherSearch(CypherBase):
             f"WITH ep, count(*) AS score RETURN {_PROJ[Scope.episodes]} AS n, score "
             "ORDER BY score DESC, n.created_at DESC LIMIT $max_rows"
         )
-        params = {**self._view_params(group_id, view), "seeds": sorted(set(entity_uuids)),
-                  "max_rows": limit}  # fmt: skip
+        params = {
+            **self._view_params(group_id, view),
+            "seeds": sorted(set(entity_uuids)),
+            "max_rows": limit,
+        }
         out = []
         for r in await self._read(group_id, cypher, params):
             item = self._item(Scope.episodes, r)
@@ -493,9 +534,10 @@ class CypherSearch(CypherBase):
             return {}
         prop = _EMBEDDING[scope]
         pattern = (
-            "()-[x:RELATES_TO {uuid: u}]->()" if scope is Scope.facts
+            "()-[x:RELATES_TO {uuid: u}]->()"
+            if scope is Scope.facts
             else f"(x:{_LABEL[scope]} {{uuid: u}})"
-        )  # fmt: skip
+        )
         rows = await self._read(
             group_id,
             f"UNWIND $uuids AS u MATCH {pattern} WHERE x.group_id = $group_id "

@@ -99,8 +99,9 @@ class CypherTransfer(CypherWrites):
         g = group_id
         out: list[Statement] = []
         for model, (kind, pattern, prop) in _PATCH.items():
-            batch = [with_key(x) if isinstance(x, EpisodicNode) else x
-                     for x in items if type(x) is model]  # fmt: skip
+            batch = [
+                with_key(x) if isinstance(x, EpisodicNode) else x for x in items if type(x) is model
+            ]
             if not batch:
                 continue
             fields = {k for k in model.model_fields if k not in VECTOR_FIELDS}
@@ -112,13 +113,20 @@ class CypherTransfer(CypherWrites):
                 if isinstance(x, EpisodicNode):
                     props = with_grams(props, "search_key")
                 rows.append({"uuid": x.uuid, "props": props})
-            out.append(Statement(
-                f"UNWIND ${kind}_patch AS r MATCH {pattern} WHERE n.group_id = $group_id "
-                "SET n += r.props",
-                {f"{kind}_patch": rows, "group_id": g},
-            ))  # fmt: skip
-            out += self._vectors(f"{kind}_patch_vectors", pattern, f"n.{prop}", g,
-                                 [(x.uuid, getattr(x, prop)) for x in batch])  # fmt: skip
+            out.append(
+                Statement(
+                    f"UNWIND ${kind}_patch AS r MATCH {pattern} WHERE n.group_id = $group_id "
+                    "SET n += r.props",
+                    {f"{kind}_patch": rows, "group_id": g},
+                )
+            )
+            out += self._vectors(
+                f"{kind}_patch_vectors",
+                pattern,
+                f"n.{prop}",
+                g,
+                [(x.uuid, getattr(x, prop)) for x in batch],
+            )
             keys = [(x.uuid, x.key_embedding) for x in batch if isinstance(x, EpisodicNode)]
             out += self._vectors(f"{kind}_patch_keys", pattern, "n.key_embedding", g, keys)
         return out
@@ -138,29 +146,42 @@ class CypherTransfer(CypherWrites):
         if episodes := [with_key(x) for x in items if isinstance(x, EpisodicNode)]:
             rows = [with_grams(self._encode(ep), "search_key") for ep in episodes]
             out += [
-                Statement("UNWIND $load_episodes AS r CREATE (ep:Episodic) SET ep += r",
-                          {"load_episodes": rows}),
+                Statement(
+                    "UNWIND $load_episodes AS r CREATE (ep:Episodic) SET ep += r",
+                    {"load_episodes": rows},
+                ),
                 *self._episode_vectors(episodes, g),
-            ]  # fmt: skip
+            ]
         if edges := [x for x in items if isinstance(x, FactEdge)]:
             out += self._create_edges(edges, g)
         if mentions := [x for x in items if isinstance(x, Mention)]:
-            rows = [{**m.model_dump(), "created_at": self.dialect.encode_time(m.created_at)}
-                    for m in mentions]  # fmt: skip
-            out.append(Statement(
-                "UNWIND $load_mentions AS m MATCH (ep:Episodic {uuid: m.episode}), "
-                "(n:Entity {uuid: m.entity}) WHERE ep.group_id = $group_id "
-                "AND n.group_id = $group_id CREATE (ep)-[:MENTIONS {uuid: m.uuid, "
-                "group_id: $group_id, created_at: m.created_at}]->(n)",
-                {"load_mentions": rows, "group_id": g},
-            ))  # fmt: skip
-        out += self.compile_communities(CommunityPlan(
-            group_id=g, create=[x for x in items if isinstance(x, CommunityNode)],
-            members=[x for x in items if isinstance(x, CommunityMembership)],
-        ))  # fmt: skip
+            rows = [
+                {**m.model_dump(), "created_at": self.dialect.encode_time(m.created_at)}
+                for m in mentions
+            ]
+            out.append(
+                Statement(
+                    "UNWIND $load_mentions AS m MATCH (ep:Episodic {uuid: m.episode}), "
+                    "(n:Entity {uuid: m.entity}) WHERE ep.group_id = $group_id "
+                    "AND n.group_id = $group_id CREATE (ep)-[:MENTIONS {uuid: m.uuid, "
+                    "group_id: $group_id, created_at: m.created_at}]->(n)",
+                    {"load_mentions": rows, "group_id": g},
+                )
+            )
+        out += self.compile_communities(
+            CommunityPlan(
+                group_id=g,
+                create=[x for x in items if isinstance(x, CommunityNode)],
+                members=[x for x in items if isinstance(x, CommunityMembership)],
+            )
+        )
         if audit := [x for x in items if isinstance(x, AuditEvent)]:
-            out.append(Statement("UNWIND $load_audit AS r CREATE (a:AuditEvent) SET a += r",
-                                 {"load_audit": [self._encode(a) for a in audit]}))  # fmt: skip
+            out.append(
+                Statement(
+                    "UNWIND $load_audit AS r CREATE (a:AuditEvent) SET a += r",
+                    {"load_audit": [self._encode(a) for a in audit]},
+                )
+            )
         return out
 
     async def load(

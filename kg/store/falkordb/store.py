@@ -51,8 +51,12 @@ INDEX_WAIT_SECONDS = 120
 # GRAPH.LIST lists graphs only), so dropping a group's graph cannot take its record with it.
 PENDING_ERASURES_KEY = "kg:pending-erasures"
 # The label whose index a search of each scope reads.
-_INDEXED_LABEL = {Scope.facts: "RELATES_TO", Scope.entities: "Entity",
-                  Scope.episodes: "Episodic", Scope.communities: "Community"}  # fmt: skip
+_INDEXED_LABEL = {
+    Scope.facts: "RELATES_TO",
+    Scope.entities: "Entity",
+    Scope.episodes: "Episodic",
+    Scope.communities: "Community",
+}
 _STAGING_RE = re.compile(rf"^{re.escape(STAGING_PREFIX)}[A-Za-z0-9_-]{{1,64}}:[0-9a-f]{{8,32}}\Z")
 
 
@@ -194,8 +198,9 @@ def _pool(**kwargs: Any) -> Any:
     while kg reported it unwritten. A server that goes away still closes the socket."""
     from redis.asyncio import BlockingConnectionPool
 
-    return BlockingConnectionPool(max_connections=16, timeout=60, decode_responses=True,
-                                  socket_timeout=None, **kwargs)  # fmt: skip
+    return BlockingConnectionPool(
+        max_connections=16, timeout=60, decode_responses=True, socket_timeout=None, **kwargs
+    )
 
 
 class FalkorDBStore(CypherStore):
@@ -322,18 +327,26 @@ class FalkorDBStore(CypherStore):
             constraints = {
                 (r.get("label"), tuple(r.get("properties") or ()))
                 for r in await self._schema_rows(graph, "CALL db.constraints()")
-                if r.get("type") == "UNIQUE" and r.get("entitytype") == "NODE"
+                if r.get("type") == "UNIQUE"
+                and r.get("entitytype") == "NODE"
                 and r.get("status") != "FAILED"
-            }  # fmt: skip
+            }
             for label, prop in FALKORDB_UNIQUE:
                 if (label, (prop,)) in constraints:
                     continue
                 await self._ddl(
                     self._db.connection.execute_command(
-                        "GRAPH.CONSTRAINT", "CREATE", group_id, "UNIQUE", "NODE", label,
-                        "PROPERTIES", "1", prop,
+                        "GRAPH.CONSTRAINT",
+                        "CREATE",
+                        group_id,
+                        "UNIQUE",
+                        "NODE",
+                        label,
+                        "PROPERTIES",
+                        "1",
+                        prop,
                     )
-                )  # fmt: skip
+                )
             while keyless := await self._schema_rows(graph, KEYLESS_PAGE):
                 for stmt in key_backfill(self.dialect, keyless):
                     await graph.query(stmt.query, stmt.params)
@@ -432,8 +445,10 @@ class FalkorDBStore(CypherStore):
                 ),
             )
             if then is not None:  # the row with kind null stands for the write itself
-                query += (f" WITH kg_g CALL {{ {then.query} UNION ALL RETURN null AS kind, "
-                          "null AS p, null AS source, null AS target }")  # fmt: skip
+                query += (
+                    f" WITH kg_g CALL {{ {then.query} UNION ALL RETURN null AS kind, "
+                    "null AS p, null AS source, null AS target }"
+                )
                 ret += ", kind, p, source, target"
             if fence.base is not None and fence.base.token is None:
                 # Planned against a group with no writes yet: it may have been erased, by
@@ -479,9 +494,13 @@ class FalkorDBStore(CypherStore):
                 raise StoreError(f"FalkorDB refused a queue write: {_line(exc)}") from exc
 
     async def raw_query(
-        self, group_id: str, query: str, params: dict[str, Any] | None = None, *,
+        self,
+        group_id: str,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
         write: bool = False,
-    ) -> list[dict[str, Any]]:  # fmt: skip
+    ) -> list[dict[str, Any]]:
         graph = self._graph(group_id)
         await self._hush(group_id)
         with translated("a raw query"):
@@ -514,9 +533,11 @@ class FalkorDBStore(CypherStore):
         try:
             async with asyncio.timeout(INDEX_WAIT_SECONDS):
                 while True:
-                    building = [f"{lb} {st.split(':')[0].removeprefix('[Indexing] ')}"
-                                for lb, st in await self._index_states(group_id)
-                                if st != "OPERATIONAL" and label in (None, lb)]  # fmt: skip
+                    building = [
+                        f"{lb} {st.split(':')[0].removeprefix('[Indexing] ')}"
+                        for lb, st in await self._index_states(group_id)
+                        if st != "OPERATIONAL" and label in (None, lb)
+                    ]
                     if not building:
                         break
                     await asyncio.sleep(0.05)
@@ -556,8 +577,10 @@ class FalkorDBStore(CypherStore):
     async def pending_erasures(self) -> list[PendingErasure]:
         with translated("to read pending erasures"):
             raw = await self._db.connection.hgetall(PENDING_ERASURES_KEY)
-        return sorted((PendingErasure.model_validate_json(v) for v in raw.values()),
-                      key=lambda p: (p.created_at, p.uuid))  # fmt: skip
+        return sorted(
+            (PendingErasure.model_validate_json(v) for v in raw.values()),
+            key=lambda p: (p.created_at, p.uuid),
+        )
 
     async def record_erasure(self, erasure: PendingErasure) -> None:
         # In the AOF before the delete that follows it: a crash keeps a prefix of the log,
@@ -579,8 +602,9 @@ class FalkorDBStore(CypherStore):
         # history and export once the store reopened (an ingested group's node 0 is this
         # node too: the first write's fence creates it first).
         if statements := self.compile_load(check_group_id(group_id), items):
-            anchor = Statement(f"MERGE (:{GROUP_LABEL} {{group_id: $group_id}})",
-                               {"group_id": group_id})  # fmt: skip
+            anchor = Statement(
+                f"MERGE (:{GROUP_LABEL} {{group_id: $group_id}})", {"group_id": group_id}
+            )
             await self.execute(staging, [anchor, *statements])
 
     async def publish_staged(self, group_id: str, staging: str) -> None:
@@ -591,8 +615,9 @@ class FalkorDBStore(CypherStore):
                 "RENAMENX", staging, check_group_id(group_id)
             )
         if not renamed:
-            raise WriteConflictError(f"group {group_id!r} was created while the import ran; "
-                             "nothing was imported")  # fmt: skip
+            raise WriteConflictError(
+                f"group {group_id!r} was created while the import ran; nothing was imported"
+            )
         self._ready.discard(staging)
         # FalkorDB deletes the renamed graph's query-log key; the group's is blocked (again)
         # before this process's next query there.
@@ -649,8 +674,9 @@ def _fenced(fence: Fence) -> str:
     """The query's first clause: one row, carrying the group node, only if the version is
     the one the plan was made at; every CALL {} after it runs once per row of it."""
     if fence.base is not None and fence.base.token is not None:
-        head = (f"MATCH (kg_g:{GROUP_LABEL} {{group_id: $group_id}}) "
-                "WHERE kg_g.version = $kg_expected")  # fmt: skip
+        head = (
+            f"MATCH (kg_g:{GROUP_LABEL} {{group_id: $group_id}}) WHERE kg_g.version = $kg_expected"
+        )
     else:
         head = f"MERGE (kg_g:{GROUP_LABEL} {{group_id: $group_id}})"
         if fence.base is not None:  # planned against a group nobody has written yet

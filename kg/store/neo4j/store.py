@@ -152,8 +152,10 @@ class Neo4jStore(CypherStore):
                 log.warning(
                     "Neo4j vector index %s is quantized (made by an older kg): its scores are "
                     "off by up to about 2e-3 in cosine; DROP INDEX %s and reopen kg to rebuild "
-                    "it unquantized", row["name"], row["name"],
-                )  # fmt: skip
+                    "it unquantized",
+                    row["name"],
+                    row["name"],
+                )
             have = config["vector.dimensions"]
             if have != dim:
                 raise InputError(
@@ -253,9 +255,12 @@ class Neo4jStore(CypherStore):
 
         try:
             rows: list[dict[str, Any]] = await self._driver.execute_query(
-                write.query, write.params, database_=self._database,
-                routing_=neo4j.RoutingControl.WRITE, result_transformer_=rows_or_refuse,
-            )  # fmt: skip
+                write.query,
+                write.params,
+                database_=self._database,
+                routing_=neo4j.RoutingControl.WRITE,
+                result_transformer_=rows_or_refuse,
+            )
         except _Refused:
             if guard is not None and not await self._guard_holds(group_id, guard):
                 raise LeaseLostError(guard.failure) from None
@@ -280,9 +285,13 @@ class Neo4jStore(CypherStore):
         return rows
 
     async def raw_query(
-        self, group_id: str, query: str, params: dict[str, Any] | None = None, *,
+        self,
+        group_id: str,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
         write: bool = False,
-    ) -> list[dict[str, Any]]:  # fmt: skip
+    ) -> list[dict[str, Any]]:
         return await self._query(query, params or {}, write=write)
 
     async def _run_write(
@@ -333,9 +342,15 @@ class Neo4jStore(CypherStore):
         return exc
 
     async def _vector_rows(
-        self, group_id: str, scope: Scope, vector: list[float], view: SearchView, limit: int,
-        *, full: bool,
-    ) -> list[tuple[float, Any]]:  # fmt: skip
+        self,
+        group_id: str,
+        scope: Scope,
+        vector: list[float],
+        view: SearchView,
+        limit: int,
+        *,
+        full: bool,
+    ) -> list[tuple[float, Any]]:
         """A small group's items by exact cosine, a large one's through the shared vector
         index (see kg.store.neo4j.cosine)."""
         if not await self._small(group_id, scope):
@@ -370,12 +385,18 @@ class Neo4jStore(CypherStore):
     async def drop_group(self, group_id: str) -> None:
         # The version node is locked first, so a writer of the group waits for the drop to
         # commit, then finds its version gone and plans again.
-        await self._run_write([
-            Statement(f"OPTIONAL MATCH (g:{GROUP_LABEL} {{group_id: $group_id}}) "
-                      "SET g.kg_lock = true", {"group_id": group_id}),
-            Statement("MATCH (n) WHERE n.group_id = $group_id DETACH DELETE n",
-                      {"group_id": group_id}),
-        ])  # fmt: skip
+        await self._run_write(
+            [
+                Statement(
+                    f"OPTIONAL MATCH (g:{GROUP_LABEL} {{group_id: $group_id}}) "
+                    "SET g.kg_lock = true",
+                    {"group_id": group_id},
+                ),
+                Statement(
+                    "MATCH (n) WHERE n.group_id = $group_id DETACH DELETE n", {"group_id": group_id}
+                ),
+            ]
+        )
 
     async def compact(self) -> str:
         """Neo4j cannot scrub its files online (benchmarks/neo4j_erasure_residue.py, on 5.26
@@ -388,15 +409,21 @@ class Neo4jStore(CypherStore):
         rows = await self._read(
             "", "MATCH (p:PendingErasure) RETURN p.record AS record ORDER BY p.uuid", {}
         )
-        return sorted((PendingErasure.model_validate_json(r["record"]) for r in rows),
-                      key=lambda p: (p.created_at, p.uuid))  # fmt: skip
+        return sorted(
+            (PendingErasure.model_validate_json(r["record"]) for r in rows),
+            key=lambda p: (p.created_at, p.uuid),
+        )
 
     async def record_erasure(self, erasure: PendingErasure) -> None:
         # No group_id property: dropping the group (a delete by group_id) must not take it.
-        await self._run_write([Statement(
-            "MERGE (p:PendingErasure {uuid: $uuid}) SET p.record = $record",
-            {"uuid": erasure.uuid, "record": erasure.model_dump_json()},
-        )])  # fmt: skip
+        await self._run_write(
+            [
+                Statement(
+                    "MERGE (p:PendingErasure {uuid: $uuid}) SET p.record = $record",
+                    {"uuid": erasure.uuid, "record": erasure.model_dump_json()},
+                )
+            ]
+        )
 
     async def clear_erasure(self, uuid: str) -> None:
         await self._run_write(
@@ -405,31 +432,40 @@ class Neo4jStore(CypherStore):
 
     async def load_staged(self, group_id: str, staging: str, items: Sequence[Record]) -> None:
         # One database for all groups: the staging id is the records' group_id until publish.
-        moved = [x.model_copy(update={"group_id": staging}) if hasattr(x, "group_id") else x
-                 for x in items]  # fmt: skip
+        moved = [
+            x.model_copy(update={"group_id": staging}) if hasattr(x, "group_id") else x
+            for x in items
+        ]
         await self.load(staging, moved)
 
     async def publish_staged(self, group_id: str, staging: str) -> None:
         """Every node and relationship of the staging id takes the group's id, in one
         transaction."""
         if await self.has_group(group_id):
-            raise WriteConflictError(f"group {group_id!r} was created while the import ran; "
-                             "nothing was imported")  # fmt: skip
+            raise WriteConflictError(
+                f"group {group_id!r} was created while the import ran; nothing was imported"
+            )
         params = {"staging": staging, "group_id": group_id}
         try:
-            await self._run_write([
-                Statement("MATCH (n) WHERE n.group_id = $staging SET n.group_id = $group_id",
-                          params),
-                Statement("MATCH ()-[r]->() WHERE r.group_id = $staging "
-                          "SET r.group_id = $group_id", params),
-            ])  # fmt: skip
+            await self._run_write(
+                [
+                    Statement(
+                        "MATCH (n) WHERE n.group_id = $staging SET n.group_id = $group_id", params
+                    ),
+                    Statement(
+                        "MATCH ()-[r]->() WHERE r.group_id = $staging SET r.group_id = $group_id",
+                        params,
+                    ),
+                ]
+            )
         except StoreError as exc:
             # A first write that landed after the check above created the group's version
             # node; the staging's own one cannot take the same group_id (a unique
             # constraint), so the transaction is refused whole: the same refusal as the check.
             if "ConstraintValidationFailed" in str(exc) and GROUP_LABEL in str(exc):
-                raise WriteConflictError(f"group {group_id!r} was created while the import "
-                                         "ran; nothing was imported") from exc  # fmt: skip
+                raise WriteConflictError(
+                    f"group {group_id!r} was created while the import ran; nothing was imported"
+                ) from exc
             raise
 
     async def drop_staged(self, staging: str) -> None:
@@ -439,9 +475,10 @@ class Neo4jStore(CypherStore):
 
     async def staged(self, group_id: str) -> list[str]:
         rows = await self._read(
-            "", "MATCH (n) WHERE n.group_id STARTS WITH $prefix RETURN DISTINCT n.group_id AS g",
+            "",
+            "MATCH (n) WHERE n.group_id STARTS WITH $prefix RETURN DISTINCT n.group_id AS g",
             {"prefix": staging_name(group_id, "")},
-        )  # fmt: skip
+        )
         return sorted(r["g"] for r in rows)
 
     async def groups(self) -> list[str]:
@@ -525,7 +562,9 @@ def write_query(
     )
     ret = " RETURN kg_g.version AS token, kg_g.writes AS writes, kg_g.tx AS tx, kg_g.hold AS hold"
     if then is not None:
-        query += (f" WITH kg_g CALL {{ {then.query} UNION ALL RETURN null AS kind, "
-                  "null AS p, null AS source, null AS target }")  # fmt: skip
+        query += (
+            f" WITH kg_g CALL {{ {then.query} UNION ALL RETURN null AS kind, "
+            "null AS p, null AS source, null AS target }"
+        )
         ret += ", kind, p, source, target"
     return Statement(query + ret, params)

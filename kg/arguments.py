@@ -1,0 +1,114 @@
+"""How `KG`'s methods read their arguments: an episode's fields, ids (whole or a unique prefix),
+texts, times, limits, the deprecated `apply` beside `dry_run`, and a search's keywords as the one
+`SearchRequest`. Each refusal is an `InputError` naming the argument, before anything is read
+or written."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from kg.errors import InputError, validation_message
+from kg.retrieval.request import SearchRequest
+from kg.schemas.episode import Episode
+from kg.schemas.names import deprecated
+from kg.schemas.store import GraphStore
+from kg.schemas.validation import check_text
+from kg.times import parse_time
+
+ID_PREFIX = 6  # the shortest id prefix accepted for a whole id (tables show 8 characters)
+UUID_LENGTH = 36
+IdKind = Literal["episode", "fact"]
+# The keyword arguments of `KG.add_episode` that are an `Episode`'s fields.
+EPISODE_FIELDS = frozenset(
+    {
+        "source",
+        "reference_time",
+        "content",
+        "facts",
+        "group_id",
+        "channel",
+        "trust",
+        "source_description",
+        "name",
+        "session_id",
+        "turns",
+    }
+)
+SourceName = Literal["message", "text", "json", "facts"]
+ChannelName = Literal["user", "tool", "document", "agent"]
+
+
+def episode_of(fields: dict[str, Any], where: str) -> Episode:
+    try:
+        return Episode.model_validate(fields)
+    except ValidationError as exc:
+        raise InputError(f"{where}: {validation_message(exc)}") from None
+
+
+def checked_text(field: str, value: str) -> str:
+    """A string argument the store can carry (no NUL, no lone surrogate), or an InputError."""
+    try:
+        return check_text(value)
+    except ValueError as exc:
+        raise InputError(f"{field}: {exc}") from None
+
+
+def time_arg(field: str, value: datetime | str | None) -> datetime | None:
+    """A time argument in UTC, read by the one time parser: an aware datetime, or ISO-8601,
+    a date, year-month, year or time words ('last year'); else an InputError."""
+    return None if value is None else parse_time(value, field=field)
+
+
+def dry_run_of(dry_run: bool | None, apply: bool | None, default: bool = True) -> bool:
+    """`dry_run`, or the deprecated `apply` read as its negation; `default` when neither."""
+    if apply is not None:
+        deprecated("apply", "dry_run (apply=True is dry_run=False)", stacklevel=4)
+        if dry_run is not None and dry_run == apply:
+            raise InputError("apply is the deprecated opposite of dry_run: give dry_run only")
+        return not apply
+    return default if dry_run is None else dry_run
+
+
+def check_limit(limit: int, most: int) -> None:
+    # The store reads a limit as a 64-bit integer: 10**30 would come back as no rows at all.
+    if not 1 <= limit <= most:
+        raise InputError(f"limit must be in 1..{most}, got {limit}")
+
+
+def search_request(query: str | SearchRequest, arguments: dict[str, Any]) -> SearchRequest:
+    """The request given, or the one `KG.search`'s keyword arguments make (by name: its
+    `locals()`), validated once. Arguments left at their defaults are not given."""
+    fields = {
+        k: v
+        for k, v in arguments.items()
+        if k in SearchRequest.model_fields and k != "query" and v is not None and v is not False
+    }
+    if isinstance(query, SearchRequest):
+        if fields:
+            raise TypeError("pass either a SearchRequest or keyword fields, not both")
+        return query
+    try:
+        return SearchRequest.model_validate({"query": query, **fields})
+    except ValidationError as exc:
+        raise InputError(f"invalid search: {validation_message(exc)}") from None
+
+
+async def resolve_id(store: GraphStore, group_id: str, kind: IdKind, id: str) -> str:
+    """The whole id of the episode or fact that `id` names; a fact's prefix may be any
+    version's. An id shorter than 6 characters, or one nothing starts with, comes back as
+    given, for the caller's own not-found error; a prefix several ids start with is an
+    InputError listing them (10 at most)."""
+    id = checked_text(f"{kind} id", id)
+    if not ID_PREFIX <= len(id) < UUID_LENGTH:
+        return id
+    found = await store.ids_by_prefix(group_id, kind, id, 11)
+    if len(found) > 1:
+        shown = ", ".join(found[:10]) + (", ..." if len(found) > 10 else "")
+        raise InputError(
+            f"{kind} id {id!r} is ambiguous in group {group_id!r}: it starts {shown}; "
+            "give more characters"
+        )
+    return found[0] if found else id
