@@ -1,4 +1,6 @@
-"""Latency of the default search (facts_hybrid) by corpus size, code against code in one run.
+"""Latency of the default search with an LLM (facts_hybrid) by corpus size, code against code
+in one run. Its groups hold facts only: without an LLM the default (facts_episodes_hybrid)
+also searches episodes, which cost more on groups that have them (docs/benchmarks.md).
 
     python benchmarks/search_latency.py [DATA_DIR] [--sizes 10000 100000 1000000]
         [--queries 200] [--rounds 2] [--corpus real|templates] [--before CHECKOUT]

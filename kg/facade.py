@@ -839,8 +839,9 @@ class KG:
         true now and still believed. `valid_at` / `known_at` give any as-of view (a datetime, or
         a string: ISO-8601, "2021-01-01", "2021", "last year"); `include_closed` also returns
         closed facts, marked `closed` (`include_history` is its deprecated name). Pick a
-        named `recipe` (see `retrieval.RECIPES`; the default, facts_hybrid, is BM25 + cosine
-        over facts, score-fused; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
+        named `recipe` (see `retrieval.RECIPES`; the default is facts_hybrid, BM25 + cosine
+        over facts, score-fused, or without an LLM facts_episodes_hybrid, which adds the
+        episodes' text; facts_hybrid_bfs_rrf adds BFS) or pass a `config`. `center` and
         `seeds` are entity names (node distance, BFS). `abstain_below` leaves a scope empty
         when its best cosine similarity is below it (see `SearchConfig.abstain_below`);
         `abstain_joint_below` when no hit is found by both meaning and words
