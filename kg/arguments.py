@@ -5,19 +5,21 @@ or written."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kg.errors import InputError, validation_message
-from kg.retrieval.request import SearchRequest
+from kg.retrieval.request import ContextRequest, SearchRequest
 from kg.schemas.episode import Episode
 from kg.schemas.names import deprecated
 from kg.schemas.store import GraphStore
 from kg.schemas.validation import check_text
 from kg.times import parse_time
 
+R = TypeVar("R", bound=BaseModel)
 ID_PREFIX = 6  # the shortest id prefix accepted for a whole id (tables show 8 characters)
 UUID_LENGTH = 36
 IdKind = Literal["episode", "fact"]
@@ -78,22 +80,48 @@ def check_limit(limit: int, most: int) -> None:
         raise InputError(f"limit must be in 1..{most}, got {limit}")
 
 
-def search_request(query: str | SearchRequest, arguments: dict[str, Any]) -> SearchRequest:
-    """The request given, or the one `KG.search`'s keyword arguments make (by name: its
-    `locals()`), validated once. Arguments left at their defaults are not given."""
+def request_of(model: type[R], given: R | None, arguments: Mapping[str, Any], what: str) -> R:
+    """The request a `KG` method was given, or the one its keyword arguments make (by name:
+    its `locals()`), validated once: a refusal is one `InputError` naming the field. A
+    keyword left at None or at the model's default is not given; a model and given keywords
+    together are a TypeError (which would win?)."""
     fields = {
         k: v
         for k, v in arguments.items()
-        if k in SearchRequest.model_fields and k != "query" and v is not None and v is not False
+        if k in model.model_fields and v is not None and v != model.model_fields[k].default
     }
-    if isinstance(query, SearchRequest):
+    if given is not None:
         if fields:
-            raise TypeError("pass either a SearchRequest or keyword fields, not both")
-        return query
+            raise TypeError(f"pass either a {model.__name__} or keyword fields, not both")
+        return given
     try:
-        return SearchRequest.model_validate({"query": query, **fields})
+        return model.model_validate(fields)
     except ValidationError as exc:
-        raise InputError(f"invalid search: {validation_message(exc)}") from None
+        raise InputError(f"invalid {what}: {validation_message(exc)}") from None
+
+
+def search_request(query: str | SearchRequest, arguments: Mapping[str, Any]) -> SearchRequest:
+    """The request given, or the one `KG.search`'s keyword arguments make: `request_of`,
+    with the query a keyword like the others."""
+    keywords = {k: v for k, v in arguments.items() if k != "query"}
+    if isinstance(query, SearchRequest):
+        return request_of(SearchRequest, query, keywords, "search")
+    return request_of(SearchRequest, None, {**keywords, "query": query}, "search")
+
+
+def context_request(query: str | SearchRequest, arguments: Mapping[str, Any]) -> ContextRequest:
+    """`search_request` for `KG.context`: a search and its token budget. A plain
+    `SearchRequest` is taken too, with the budget as a keyword."""
+    keywords = {k: v for k, v in arguments.items() if k != "query"}
+    if isinstance(query, ContextRequest):
+        return request_of(ContextRequest, query, keywords, "context")
+    if isinstance(query, SearchRequest):
+        search_request(query, {k: v for k, v in keywords.items() if k != "max_tokens"})
+        fields = {**query.model_dump(exclude_defaults=True), "query": query.query}
+        keywords = {"max_tokens": keywords.get("max_tokens"), **fields}
+    else:
+        keywords["query"] = query
+    return request_of(ContextRequest, None, keywords, "context")
 
 
 async def resolve_id(store: GraphStore, group_id: str, kind: IdKind, id: str) -> str:

@@ -17,24 +17,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from pydantic import ValidationError
-
 from kg.arguments import (
     EPISODE_FIELDS,
     ChannelName,
     IdKind,
     SourceName,
-    check_limit,
-    checked_text,
+    context_request,
     dry_run_of,
     episode_of,
+    request_of,
     resolve_id,
     search_request,
-    time_arg,
 )
 from kg.communities import CommunityReport, rebuild_communities
 from kg.erasure import ErasureReceipt, erase_entity, erase_group, finish_erasure
-from kg.errors import InputError, KGError, NotFoundError, check_group, validation_message
+from kg.errors import InputError, KGError, NotFoundError, check_group
 from kg.graphiti import AdoptReport, plan_adoption
 from kg.ingest import name_key
 from kg.ingest.communities import MAX_ITERATIONS
@@ -45,7 +42,7 @@ from kg.retrieval import CrossEncoder, SearchConfig, SearchResults
 from kg.retrieval import render_context as _render_context
 from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
 from kg.retrieval.context import approx_tokens
-from kg.retrieval.request import SearchRequest
+from kg.retrieval.request import ContextRequest, SearchRequest
 from kg.rollback import UNWRITTEN, ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.schemas.answers import Explanation, QuarantineEntry
 from kg.schemas.embedder import Embedder
@@ -62,6 +59,16 @@ from kg.schemas.metrics import (
 from kg.schemas.names import deprecated
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.plan import GroupVersion
+from kg.schemas.requests import (
+    AddEpisodeRequest,
+    EntitiesRequest,
+    EraseEntityRequest,
+    EraseGroupRequest,
+    FactsRequest,
+    HistoryRequest,
+    LogRequest,
+    RollbackRequest,
+)
 from kg.schemas.store import Community, EntitySummary, FactQuery, GraphStore, StoreStats
 from kg.searcher import Searcher
 from kg.store import open_store
@@ -293,7 +300,7 @@ class KG:
 
     async def add_episode(
         self,
-        episode: Episode | None = None,
+        episode: Episode | AddEpisodeRequest | None = None,
         /,
         *,
         source: EpisodeSource | SourceName | None = None,
@@ -313,7 +320,8 @@ class KG:
     ) -> EpisodeResult:
         """Ingest one episode; re-adding the same content to the same group is a no-op.
 
-        Pass an `Episode`, or its fields as keywords (not both):
+        Pass an `Episode` or an `AddEpisodeRequest` (what the server takes: its `extract`
+        and `wait` too), or their fields as keywords (not both):
 
         Args:
             source: "facts" (structured, no LLM), or "message", "text", "json" (extracted by
@@ -347,6 +355,10 @@ class KG:
                 re-adding it retries.
         """
         fields = {k: v for k, v in locals().items() if k in EPISODE_FIELDS and v is not None}
+        if isinstance(episode, AddEpisodeRequest):
+            if fields or not (extract and wait):
+                raise TypeError("pass either an AddEpisodeRequest or keyword fields, not both")
+            episode, extract, wait = self._episode_of(episode)
         if episode is None:
             episode = episode_of({"group_id": self.group_id, **fields}, "invalid episode")
         elif fields:
@@ -360,6 +372,14 @@ class KG:
         if queue:
             return await self.pipeline.enqueue(episode, after_seconds=after_seconds)
         return await self.pipeline.add(episode, extract=extract)
+
+    def _episode_of(self, request: AddEpisodeRequest) -> tuple[Episode, bool, bool]:
+        """The episode an `AddEpisodeRequest` asks for, in the group kg was opened with, and
+        whether to extract it (its `extract`, else: when kg has an LLM) and wait."""
+        given = request.model_dump(exclude={"extract", "wait"}, exclude_none=True)
+        episode = episode_of({"group_id": self.group_id, **given}, "invalid episode")
+        extract = request.extract if request.extract is not None else self.llm is not None
+        return episode, extract, request.wait
 
     def _in_group(self, episode: Episode) -> Episode:
         """An Episode built without a group goes to the group kg was opened with."""
@@ -425,7 +445,7 @@ class KG:
 
     async def rollback(
         self,
-        episode_ids: str | list[str],
+        episode_ids: str | list[str] | RollbackRequest,
         *,
         group_id: str | None = None,
         dry_run: bool | None = None,
@@ -433,14 +453,53 @@ class KG:
     ) -> RollbackReport:
         """Plan undoing episodes (ids or unique prefixes of 6+ characters) and, with
         `dry_run=False`, carry it out atomically; see kg.rollback. By default only the plan
-        (`dry_run=True`). `apply` is the deprecated opposite of `dry_run`."""
-        apply = not dry_run_of(dry_run, apply)
+        (`dry_run=True`). `apply` is the deprecated opposite of `dry_run`. A
+        `RollbackRequest` (instead of ids and `dry_run`) may name a source instead."""
+        if isinstance(episode_ids, RollbackRequest):
+            if dry_run is not None or apply is not None:
+                raise TypeError("pass either a RollbackRequest or keyword fields, not both")
+            return await self._rollback(episode_ids, self._group(group_id))
         ids = [episode_ids] if isinstance(episode_ids, str) else list(episode_ids)
-        if not ids:
-            raise InputError("rollback needs at least one episode id")
-        group_id = self._group(group_id)
-        ids = [await self.resolve_id("episode", i, group_id=group_id) for i in ids]
+        fields = {"episode_ids": ids, "dry_run": dry_run_of(dry_run, apply)}
+        req = request_of(RollbackRequest, None, fields, "rollback")
+        return await self._rollback(req, self._group(group_id))
 
+    async def rollback_source(
+        self,
+        source_description: str | RollbackRequest,
+        *,
+        since: datetime | str | None = None,
+        group_id: str | None = None,
+        dry_run: bool | None = None,
+        apply: bool | None = None,
+    ) -> RollbackReport:
+        """Undo every episode from one source (e.g. a web page), optionally since T: the
+        ingested ones, and those still queued, leased or failed (cancelled). By default only
+        the plan; `dry_run=False` carries it out."""
+        if isinstance(source_description, RollbackRequest):
+            return await self.rollback(source_description, group_id=group_id, dry_run=dry_run)
+        fields = {
+            "source_description": source_description,
+            "since": since,
+            "dry_run": dry_run_of(dry_run, apply),
+        }
+        req = request_of(RollbackRequest, None, fields, "rollback")
+        return await self._rollback(req, self._group(group_id))
+
+    async def _rollback(self, req: RollbackRequest, group_id: str) -> RollbackReport:
+        """A rollback request carried out: its source's episodes, or its ids."""
+        if req.source_description is None:
+            ids = [await self.resolve_id("episode", i, group_id=group_id) for i in req.episode_ids]
+            return await self._rollback_ids(ids, group_id, apply=not req.dry_run)
+        found = await self.store.find_episodes(
+            group_id, req.source_description, req.since, include_rolled_back=True
+        )
+        episodes = [e for e in found if e.status is EpisodeStatus.ingested or e.status in UNWRITTEN]
+        if not episodes:
+            return RollbackReport(group_id=group_id, episodes=[])
+        return await self._rollback_ids([e.uuid for e in episodes], group_id, apply=not req.dry_run)
+
+    async def _rollback_ids(self, ids: list[str], group_id: str, *, apply: bool) -> RollbackReport:
         async def attempt(base: GroupVersion) -> RollbackReport:
             plan, report = await plan_rollback(
                 self.store, self.ontology, group_id, ids, self.clock.now()
@@ -459,30 +518,6 @@ class KG:
             if report.applied:
                 await self._refresh_communities(group_id, removed=report.episodes)
         return report
-
-    async def rollback_source(
-        self,
-        source_description: str,
-        *,
-        since: datetime | str | None = None,
-        group_id: str | None = None,
-        dry_run: bool | None = None,
-        apply: bool | None = None,
-    ) -> RollbackReport:
-        """Undo every episode from one source (e.g. a web page), optionally since T: the
-        ingested ones, and those still queued, leased or failed (cancelled). By default only
-        the plan; `dry_run=False` carries it out."""
-        dry_run = dry_run_of(dry_run, apply)
-        group_id = self._group(group_id)
-        source_description = checked_text("source_description", source_description)
-        since = time_arg("since", since)
-        found = await self.store.find_episodes(
-            group_id, source_description, since, include_rolled_back=True
-        )
-        episodes = [e for e in found if e.status is EpisodeStatus.ingested or e.status in UNWRITTEN]
-        if not episodes:
-            return RollbackReport(group_id=group_id, episodes=[])
-        return await self.rollback([e.uuid for e in episodes], group_id=group_id, dry_run=dry_run)
 
     async def replay(
         self,
@@ -524,13 +559,21 @@ class KG:
         return Explanation(versions=versions, episodes=episodes)
 
     async def log(
-        self, *, group_id: str | None = None, limit: int = 100, closures: bool = True
+        self,
+        request: LogRequest | None = None,
+        /,
+        *,
+        group_id: str | None = None,
+        limit: int = 100,
+        closures: bool = True,
     ) -> list[AuditEvent]:
-        """Rollbacks, erasures and (derived from the versions themselves) closures, newest first."""
+        """Rollbacks, erasures and (derived from the versions themselves) closures, newest
+        first. Pass a `LogRequest`, or its fields as keywords (not both)."""
         group_id = self._group(group_id)
-        check_limit(limit, 10_000)
+        req = request_of(LogRequest, request, locals(), "log query")
+        limit = req.limit
         events = await self.store.audit_log(group_id, limit)
-        if closures:
+        if req.closures:
             for f in await self.store.closures(group_id, limit):
                 e = f.edge
                 until = e.invalid_at.isoformat() if e.invalid_at else "?"
@@ -549,7 +592,7 @@ class KG:
 
     async def erase_entity(
         self,
-        subject: str | None = None,
+        subject: str | EraseEntityRequest | None = None,
         *,
         group_id: str | None = None,
         dry_run: bool = False,
@@ -558,6 +601,7 @@ class KG:
     ) -> ErasureReceipt:
         """Physically delete a subject: its episodes (queued ones too), facts, entity, and
         their traces on disk. Run again after a crash, it finishes what the crash interrupted.
+        Pass an `EraseEntityRequest`, or its fields as keywords (not both).
 
         Args:
             dry_run: Erase nothing; the receipt says what would go, including the facts about
@@ -567,14 +611,12 @@ class KG:
             name: The deprecated name of `subject`.
         """
         group_id = self._group(group_id)
-        if name is not None:
-            deprecated("name", "subject")
-            if subject is not None and subject != name:
-                raise InputError("name is the deprecated name of subject: give subject only")
-            subject = name
-        if subject is None:
-            raise InputError("erase_entity needs the subject to erase")
-        name = checked_text("subject", subject)
+        given = subject if isinstance(subject, EraseEntityRequest) else None
+        fields: dict[str, Any] = {"dry_run": dry_run, "keep_others": keep_others, "name": name}
+        if given is None:
+            fields["subject"] = subject
+        req = request_of(EraseEntityRequest, given, fields, "erasure")
+        name, dry_run, keep_others = req.subject, req.dry_run, req.keep_others
         async with self.pipeline.writer(group_id):
             receipt, _ = await retrying(
                 self.store,
@@ -617,8 +659,11 @@ class KG:
             receipts.append(receipt)
         return receipts
 
-    async def erase_group(self, group_id: str) -> ErasureReceipt:
-        """Physically delete a whole group, and compact the store's files."""
+    async def erase_group(self, group_id: str | EraseGroupRequest) -> ErasureReceipt:
+        """Physically delete a whole group, and compact the store's files. An
+        `EraseGroupRequest` names it as `confirm`."""
+        if isinstance(group_id, EraseGroupRequest):
+            group_id = group_id.confirm
         group_id = self._group(group_id)
         async with self.pipeline.writer(group_id):
             self.pipeline.vectors.forget(group_id)  # its embedding model goes with it
@@ -721,6 +766,8 @@ class KG:
 
     async def facts(
         self,
+        request: FactsRequest | None = None,
+        /,
         *,
         group_id: str | None = None,
         subject: str | None = None,
@@ -733,30 +780,28 @@ class KG:
     ) -> list[Fact]:
         """What was true at `valid_at` (default now), as kg knew it at `known_at` (default now).
 
-        Times are aware datetimes or strings: ISO-8601, "2021-01-01", "2021-03", "2021", or
-        time words ("last year" is its first instant)."""
+        Pass a `FactsRequest`, or its fields as keywords (not both). Times are aware
+        datetimes or strings: ISO-8601, "2021-01-01", "2021-03", "2021", or time words
+        ("last year" is its first instant)."""
         group_id = self._group(group_id)
-        valid_at, known_at = time_arg("valid_at", valid_at), time_arg("known_at", known_at)
+        req = request_of(FactsRequest, request, locals(), "facts query")
         now = self.clock.now()
-        subject_key = None if subject is None else name_key(checked_text("subject", subject))
-        object_key = None if object is None else name_key(checked_text("object", object))
-        try:
-            query = FactQuery(
-                group_id=group_id,
-                valid_at=valid_at or now,
-                known_at=known_at or now,
-                subject_key=subject_key,
-                predicate=self._predicate(predicate),
-                object_key=object_key,
-                include_contested=include_contested,
-                limit=limit,
-            )
-        except ValidationError as exc:
-            raise InputError(f"invalid query: {validation_message(exc)}") from None
+        query = FactQuery(
+            group_id=group_id,
+            valid_at=req.valid_at or now,
+            known_at=req.known_at or now,
+            subject_key=None if req.subject is None else name_key(req.subject),
+            predicate=self._predicate(req.predicate),
+            object_key=None if req.object is None else name_key(req.object),
+            include_contested=req.include_contested,
+            limit=req.limit,
+        )
         return await self.store.facts(query)
 
     async def history(
         self,
+        request: HistoryRequest | None = None,
+        /,
         *,
         group_id: str | None = None,
         subject: str | None = None,
@@ -764,26 +809,34 @@ class KG:
         object: str | None = None,
         limit: int = 1000,
     ) -> list[Fact]:
-        """Every version of the matching facts, retired ones included, with provenance."""
+        """Every version of the matching facts, retired ones included, with provenance. Pass
+        a `HistoryRequest`, or its fields as keywords (not both)."""
         group_id = self._group(group_id)
-        check_limit(limit, 100_000)
+        req = request_of(HistoryRequest, request, locals(), "history query")
         return await self.store.history(
             group_id,
-            name_key(checked_text("subject", subject)) if subject is not None else None,
-            self._predicate(predicate),
-            name_key(checked_text("object", object)) if object is not None else None,
-            limit,
+            name_key(req.subject) if req.subject is not None else None,
+            self._predicate(req.predicate),
+            name_key(req.object) if req.object is not None else None,
+            req.limit,
         )
 
     async def entities(
-        self, *, group_id: str | None = None, contains: str = "", limit: int = 100
+        self,
+        request: EntitiesRequest | None = None,
+        /,
+        *,
+        group_id: str | None = None,
+        contains: str = "",
+        limit: int = 100,
     ) -> list[EntitySummary]:
         """Entities whose normalised name contains `contains` (all for ''), the most-described
-        subjects first: what a person picks a subject from."""
+        subjects first: what a person picks a subject from. Pass an `EntitiesRequest`, or
+        its fields as keywords (not both)."""
         group_id = self._group(group_id)
-        check_limit(limit, 10_000)
-        key = name_key(checked_text("contains", contains)) if contains else ""
-        return await self.store.entities(group_id, key, limit)
+        req = request_of(EntitiesRequest, request, locals(), "entities query")
+        key = name_key(req.contains) if req.contains else ""
+        return await self.store.entities(group_id, key, req.limit)
 
     async def stats(self, group_id: str | None = None) -> StoreStats:
         group_id = self._group(group_id)
@@ -867,7 +920,7 @@ class KG:
 
     async def context(
         self,
-        query: str | SearchRequest,
+        query: str | SearchRequest | ContextRequest,
         *,
         max_tokens: int = 1000,
         group_id: str | None = None,
@@ -887,12 +940,14 @@ class KG:
         include_history: bool | None = None,
     ) -> str:
         """`search` with the same arguments, then the hits rendered as a quoted-data block for
-        a prompt, within `max_tokens` (a hit that would overflow it is left out whole)."""
+        a prompt, within `max_tokens` (a hit that would overflow it is left out whole). Pass
+        a `ContextRequest` (or a `SearchRequest` and `max_tokens`), or its fields as keywords."""
         if include_history is not None:
             deprecated("include_history", "include_closed")
             include_closed = include_history
-        results = await self.search(search_request(query, locals()), group_id=group_id)
-        block = _render_context(results, max_tokens=max_tokens)
+        request = context_request(query, locals())
+        results = await self.search(request, group_id=group_id)
+        block = _render_context(results, max_tokens=request.max_tokens)
         group = results.group_id
         self._queries[group] = self._queries[group].merged(
             QueryMetrics(contexts=1, context_tokens=approx_tokens(block))

@@ -140,3 +140,12 @@ class SearchRequest(BaseModel):
                 if sc is not None:
                     update[scope] = sc.model_copy(update={"limit": self.limit})
         return config.model_copy(update=update) if update else config
+
+
+class ContextRequest(SearchRequest):
+    """A search rendered as a quoted-data block for a prompt, within `max_tokens` (a hit
+    that would overflow it is left out whole)."""
+
+    max_tokens: int = Field(
+        default=1000, ge=50, le=20_000, description="Budget for the block, in tokens."
+    )

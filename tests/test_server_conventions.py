@@ -289,6 +289,11 @@ def test_old_names_still_work_and_say_they_are_old(served: Served) -> None:
         assert erase.json()["subject"] == "Fay"
         both = c.post("/v1/erase/entity", json={"name": "Fay", "subject": "Fay", "dry_run": True})
         assert both.status_code == 422 and "give subject only" in both.json()["detail"]
+        named = c.get("/v1/entities", params={"contains": "fay"})
+        assert named.status_code == 200 and "deprecation" not in named.headers
+        q = c.get("/v1/entities", params={"q": "fay"})
+        assert q.status_code == 200 and q.headers["deprecation-note"] == "q is now contains"
+        assert q.json() == named.json() and [e["name"] for e in q.json()["items"]] == ["Fay"]
 
 
 # One name per concept (docs/server.md): a second name for one of these is an old one.

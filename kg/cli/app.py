@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from kg.arguments import request_of
 from kg.cli import config_file, render
 from kg.cli.config_cmd import ConfigOpt, config_app
 from kg.cli.demo import run_demo
@@ -62,18 +63,27 @@ from kg.facade import KG, BulkResult
 from kg.ingest.llm import StructuredLLM
 from kg.retrieval import RECIPES, CrossEncoder, SearchResults
 from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
-from kg.retrieval.request import SearchRequest
+from kg.retrieval.request import ContextRequest, SearchRequest
 from kg.rollback import RollbackReport
 from kg.schemas.embedder import Embedder
 from kg.schemas.episode import Episode
 from kg.schemas.graph import Fact
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
+from kg.schemas.requests import (
+    EraseEntityRequest,
+    EraseGroupRequest,
+    FactsRequest,
+    HistoryRequest,
+    LogRequest,
+    RollbackRequest,
+)
 from kg.schemas.validation import check_group_id
 from kg.store.falkordb import FalkorDBStore
 from kg.store.falkordb.embedded import Durability, default_home, running_socket
 from kg.times import parse_time
 
 T = TypeVar("T")
+R = TypeVar("R", bound=BaseModel)
 ONTOLOGY_MAX_BYTES = 10_000_000
 
 if TYPE_CHECKING:  # the serve extra: imported by `kg serve` itself
@@ -193,6 +203,15 @@ def _times(**values: str | None) -> list[datetime | None]:
     """Parse time options (named as their flags), or fail naming the bad one."""
     try:
         return [_time(value, name.replace("_", "-")) for name, value in values.items()]
+    except KGError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _request(model: type[R], what: str, **fields: Any) -> R:
+    """A command's request: the model its `KG` method validates (kg.schemas.requests),
+    checked before the store opens; a refusal is the method's own one-line error."""
+    try:
+        return request_of(model, None, fields, what)
     except KGError as exc:
         raise _fail(str(exc)) from None
 
@@ -581,17 +600,19 @@ def _facts_command(
     valid_name: str = "valid_at",
 ) -> None:
     v, k = _times(**{valid_name: valid_at, "known_at": known_at})
+    request = _request(
+        FactsRequest,
+        "facts query",
+        subject=subject,
+        predicate=predicate,
+        object=obj,
+        valid_at=v,
+        known_at=k,
+        include_contested=contested,
+    )
 
     async def work(kg: KG) -> list[Fact]:
-        return await kg.facts(
-            group_id=settings.group,
-            subject=subject,
-            predicate=predicate,
-            object=obj,
-            valid_at=v,
-            known_at=k,
-            include_contested=contested,
-        )
+        return await kg.facts(request, group_id=settings.group)
 
     found = _run(_with_kg(settings, work))
     title = f"true at {valid_at or 'now'}, as known at {known_at or 'now'}"
@@ -650,15 +671,17 @@ def history(
 ) -> None:
     """Every version of the matching facts: valid interval, belief interval, provenance."""
     settings: Settings = ctx.obj
+    request = _request(
+        HistoryRequest,
+        "history query",
+        subject=subject,
+        predicate=predicate,
+        object=object_,
+        limit=limit,
+    )
 
     async def work(kg: KG) -> list[Fact]:
-        return await kg.history(
-            group_id=settings.group,
-            subject=subject,
-            predicate=predicate,
-            object=object_,
-            limit=limit,
-        )
+        return await kg.history(request, group_id=settings.group)
 
     found = _run(_with_kg(settings, work))
     render.facts(out, found, as_json=as_json, title="history", transaction=True)
@@ -873,13 +896,17 @@ def rollback(
     if since is not None and source_description is None:
         raise _fail("--since goes with --source-description")
     [since_at] = _times(since=since)
+    request = _request(
+        RollbackRequest,
+        "rollback",
+        episode_ids=episode_ids or None,
+        source_description=source_description,
+        since=since_at,
+        dry_run=not apply,
+    )
 
     async def work(kg: KG) -> RollbackReport:
-        if source_description is not None:
-            return await kg.rollback_source(
-                source_description, since=since_at, group_id=settings.group, dry_run=not apply
-            )
-        return await kg.rollback(episode_ids or [], group_id=settings.group, dry_run=not apply)
+        return await kg.rollback(request, group_id=settings.group)
 
     report = _run(_with_kg(settings, work))
     if as_json:
@@ -936,8 +963,10 @@ def log_(
     """The audit trail, newest first: rollbacks, erasures, and every closure of a fact."""
     settings: Settings = ctx.obj
 
+    request = _request(LogRequest, "log query", limit=limit, closures=closures)
+
     async def work(kg: KG) -> Any:
-        return await kg.log(group_id=settings.group, limit=limit, closures=closures)
+        return await kg.log(request, group_id=settings.group)
 
     render.log(out, _run(_with_kg(settings, work)), as_json=as_json)
 
@@ -987,12 +1016,22 @@ def erase(
     if not confirmed:
         raise _fail("not confirmed; nothing erased")
 
+    request: EraseEntityRequest | EraseGroupRequest = (
+        _request(
+            EraseEntityRequest,
+            "erasure",
+            subject=entity,
+            dry_run=dry_run,
+            keep_others=keep_others,
+        )
+        if entity is not None
+        else _request(EraseGroupRequest, "erasure", confirm=settings.group)
+    )
+
     async def work(kg: KG) -> ErasureReceipt:
-        if entity is not None:
-            return await kg.erase_entity(
-                entity, group_id=settings.group, dry_run=dry_run, keep_others=keep_others
-            )
-        return await kg.erase_group(settings.group)
+        if isinstance(request, EraseEntityRequest):
+            return await kg.erase_entity(request, group_id=settings.group)
+        return await kg.erase_group(request)
 
     receipt = _run(_with_kg(settings, work))
     if as_json:
@@ -1099,17 +1138,17 @@ def search(
         "abstain_joint_below": abstain_joint_below,
         "asked_at": asked,
     }
-    try:  # the one request model KG.search, HTTP and MCP validate
-        request = SearchRequest.model_validate(fields)
-    except ValidationError as exc:
-        raise _fail(f"invalid search: {validation_message(exc)}") from None
+    # The one request model KG.search, HTTP and MCP validate; with --context, its budget too.
+    request = (
+        _request(ContextRequest, "context", **fields, max_tokens=max_tokens)
+        if context and not as_json
+        else _request(SearchRequest, "search", **fields)
+    )
     _search(
         settings,
         request,
         _cross_encoder(cross_encoder),
         explain=explain,
-        context=context and not as_json,
-        max_tokens=max_tokens,
         as_json=as_json,
     )
 
@@ -1131,13 +1170,13 @@ def _search(
     ce: CrossEncoder | None,
     *,
     explain: bool,
-    context: bool,
-    max_tokens: int,
     as_json: bool,
 ) -> None:
+    """Run a search, or with a `ContextRequest` (--context) its prompt block; print it."""
+
     async def work(kg: KG) -> SearchResults | str:
-        if context:
-            return await kg.context(request, max_tokens=max_tokens, group_id=settings.group)
+        if isinstance(request, ContextRequest):
+            return await kg.context(request, group_id=settings.group)
         return await kg.search(request, group_id=settings.group)
 
     results = _run(_with_kg(settings, work, cross_encoder=ce))

@@ -26,20 +26,31 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
+from kg.arguments import dry_run_of, request_of
 from kg.client import bodies
 from kg.client.answers import Entity, EpisodeInfo, SearchAnswer, WhyAnswer
-from kg.client.bodies import episode_body, not_offered, search_body
+from kg.client.bodies import body, context_body, episode_body, not_offered, query, search_body
 from kg.client.transport import Session, iso
 from kg.erasure import ErasureReceipt
 from kg.errors import ExtractionError, InputError
 from kg.pipeline import BulkResult, EpisodeResult
-from kg.retrieval.request import SearchRequest
+from kg.retrieval.request import ContextRequest, SearchRequest
 from kg.rollback import RollbackReport
 from kg.schemas.answers import QuarantineEntry
 from kg.schemas.episode import Channel, Episode, StructuredFact, TrustTier
 from kg.schemas.graph import AuditEvent
 from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
+from kg.schemas.names import deprecated
+from kg.schemas.requests import (
+    EntitiesRequest,
+    EraseEntityRequest,
+    EraseGroupRequest,
+    FactsRequest,
+    HistoryRequest,
+    LogRequest,
+    RollbackRequest,
+)
 from kg.schemas.store import StoreStats
 from kg.schemas.timeparse import parse_time
 from kg.schemas.views import FactView
@@ -268,67 +279,77 @@ class AsyncClient:
 
     async def rollback(
         self,
-        episode_ids: str | list[str],
+        episode_ids: str | list[str] | RollbackRequest,
         *,
         group_id: str | None = None,
-        apply: bool | None = None,
         dry_run: bool | None = None,
+        apply: bool | None = None,
     ) -> RollbackReport:
-        """`KG.rollback`: a plan unless `apply=True` (or `dry_run=False`); applying needs
-        an admin key."""
+        """`KG.rollback` over `POST /v1/rollback` (its `RollbackRequest` is the body): a plan
+        unless `dry_run=False`; applying needs an admin key."""
         await self._group(group_id)
-        ids = [episode_ids] if isinstance(episode_ids, str) else list(episode_ids)
-        if not ids:
-            raise InputError("rollback needs at least one episode id")
-        body = {"episode_ids": ids, "dry_run": _dry_run(apply, dry_run)}
-        return await self.session.post("/v1/rollback", RollbackReport, body)
+        if isinstance(episode_ids, RollbackRequest):
+            if dry_run is not None or apply is not None:
+                raise TypeError("pass either a RollbackRequest or keyword fields, not both")
+            req = episode_ids
+        else:
+            ids = [episode_ids] if isinstance(episode_ids, str) else list(episode_ids)
+            fields = {"episode_ids": ids, "dry_run": dry_run_of(dry_run, apply)}
+            req = request_of(RollbackRequest, None, fields, "rollback")
+        return await self.session.post("/v1/rollback", RollbackReport, body(req))
 
     async def rollback_source(
         self,
-        source_description: str,
+        source_description: str | RollbackRequest,
         *,
         since: datetime | str | None = None,
         group_id: str | None = None,
-        apply: bool | None = None,
         dry_run: bool | None = None,
+        apply: bool | None = None,
     ) -> RollbackReport:
         """`KG.rollback_source`: every episode from one source, optionally since a time."""
-        await self._group(group_id)
-        body = {
+        if isinstance(source_description, RollbackRequest):
+            return await self.rollback(source_description, group_id=group_id, dry_run=dry_run)
+        fields = {
             "source_description": source_description,
-            "since": iso("since", since),
-            "dry_run": _dry_run(apply, dry_run),
+            "since": since,
+            "dry_run": dry_run_of(dry_run, apply),
         }
-        body = {k: v for k, v in body.items() if v is not None}
-        return await self.session.post("/v1/rollback", RollbackReport, body)
+        req = request_of(RollbackRequest, None, fields, "rollback")
+        return await self.rollback(req, group_id=group_id)
 
     async def erase_entity(
         self,
-        subject: str | None = None,
+        subject: str | EraseEntityRequest | None = None,
         *,
-        name: str | None = None,
         group_id: str | None = None,
         dry_run: bool = False,
         keep_others: bool = False,
+        name: str | None = None,
     ) -> ErasureReceipt:
-        """`KG.erase_entity` (admin key): physically delete a subject; not undoable.
-        `name=` is the subject's older keyword."""
-        if (subject is None) == (name is None):
-            raise TypeError("erase_entity takes the subject once (subject=, or name=)")
-        name = subject if subject is not None else name
-        assert name is not None
+        """`KG.erase_entity` (admin key): physically delete a subject; not undoable. The
+        body is its `EraseEntityRequest`, confirmed (`confirm` repeats the subject)."""
+        given = subject if isinstance(subject, EraseEntityRequest) else None
+        fields: dict[str, Any] = {"dry_run": dry_run, "keep_others": keep_others, "name": name}
+        if given is None:
+            fields["subject"] = subject
+        req = request_of(EraseEntityRequest, given, fields, "erasure")
         await self._group(group_id)
-        body = {"subject": name, "confirm": name, "dry_run": dry_run, "keep_others": keep_others}
-        return await self.session.post("/v1/erase/entity", ErasureReceipt, body)
+        sent = {**body(req), "confirm": req.subject}
+        return await self.session.post("/v1/erase/entity", ErasureReceipt, sent)
 
-    async def erase_group(self, group_id: str) -> ErasureReceipt:
+    async def erase_group(self, group_id: str | EraseGroupRequest) -> ErasureReceipt:
         """`KG.erase_group` (admin key): the key's whole group, which `group_id` must name."""
-        return await self.session.post("/v1/erase/group", ErasureReceipt, {"confirm": group_id})
+        if not isinstance(group_id, EraseGroupRequest):
+            group_id = request_of(EraseGroupRequest, None, {"confirm": group_id}, "erasure")
+        return await self.session.post("/v1/erase/group", ErasureReceipt, body(group_id))
 
     # -- reads ----------------------------------------------------------------------------
 
     async def facts(
         self,
+        request: FactsRequest | None = None,
+        /,
         *,
         group_id: str | None = None,
         subject: str | None = None,
@@ -340,7 +361,8 @@ class AsyncClient:
         limit: int = 1000,
     ) -> list[FactView]:
         """`KG.facts`: true at `valid_at` (default now), as known at `known_at` (default now)."""
-        return [f async for f in self.iter_facts(**_args(locals()))]
+        req = request_of(FactsRequest, request, locals(), "facts query")
+        return [f async for f in self._facts(req, group_id, req.limit)]
 
     async def iter_facts(
         self,
@@ -354,21 +376,24 @@ class AsyncClient:
         include_contested: bool = False,
         limit: int | None = None,
     ) -> AsyncIterator[FactView]:
-        """`facts`, page by page as they arrive (every page reads the same moment)."""
+        """`facts`, page by page as they arrive (every page reads the same moment); no
+        `limit`: all of them."""
+        req = request_of(FactsRequest, None, locals(), "facts query")
+        async for fact in self._facts(req, group_id, limit):
+            yield fact
+
+    async def _facts(
+        self, req: FactsRequest, group_id: str | None, limit: int | None
+    ) -> AsyncIterator[FactView]:
         await self._group(group_id)
-        query = {
-            "subject": subject,
-            "predicate": predicate,
-            "object": object,
-            "valid_at": iso("valid_at", valid_at),
-            "known_at": iso("known_at", known_at),
-            "include_contested": include_contested or None,
-        }
-        async for fact in self.session.items("/v1/facts", FactView, _limit(limit), **query):
+        found = self.session.items("/v1/facts", FactView, limit, **query(req, "limit"))
+        async for fact in found:
             yield fact
 
     async def history(
         self,
+        request: HistoryRequest | None = None,
+        /,
         *,
         group_id: str | None = None,
         subject: str | None = None,
@@ -377,7 +402,8 @@ class AsyncClient:
         limit: int = 1000,
     ) -> list[FactView]:
         """`KG.history`: every version of the matching facts, closed ones included."""
-        return [f async for f in self.iter_history(**_args(locals()))]
+        req = request_of(HistoryRequest, request, locals(), "history query")
+        return [f async for f in self._history(req, group_id, req.limit)]
 
     async def iter_history(
         self,
@@ -388,9 +414,16 @@ class AsyncClient:
         object: str | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[FactView]:
+        req = request_of(HistoryRequest, None, locals(), "history query")
+        async for fact in self._history(req, group_id, limit):
+            yield fact
+
+    async def _history(
+        self, req: HistoryRequest, group_id: str | None, limit: int | None
+    ) -> AsyncIterator[FactView]:
         await self._group(group_id)
-        query = {"subject": subject, "predicate": predicate, "object": object}
-        async for fact in self.session.items("/v1/history", FactView, _limit(limit), **query):
+        found = self.session.items("/v1/history", FactView, limit, **query(req, "limit"))
+        async for fact in found:
             yield fact
 
     async def why(self, fact_id: str, *, group_id: str | None = None) -> WhyAnswer:
@@ -399,11 +432,18 @@ class AsyncClient:
         return await self.session.get(f"/v1/facts/{_seg(fact_id)}/why", WhyAnswer)
 
     async def entities(
-        self, *, group_id: str | None = None, contains: str = "", limit: int = 100
+        self,
+        request: EntitiesRequest | None = None,
+        /,
+        *,
+        group_id: str | None = None,
+        contains: str = "",
+        limit: int = 100,
     ) -> list[Entity]:
         """`KG.entities`: names containing `contains`, the most-described first."""
+        req = request_of(EntitiesRequest, request, locals(), "entities query")
         await self._group(group_id)
-        found = self.session.items("/v1/entities", Entity, _limit(limit), q=contains)
+        found = self.session.items("/v1/entities", Entity, req.limit, contains=req.contains)
         return [e async for e in found]
 
     async def episodes(self, *, limit: int | None = None) -> AsyncIterator[EpisodeInfo]:
@@ -416,11 +456,18 @@ class AsyncClient:
         return await self.session.get(f"/v1/episodes/{_seg(episode_id)}", EpisodeInfo)
 
     async def log(
-        self, *, group_id: str | None = None, limit: int = 100, closures: bool = True
+        self,
+        request: LogRequest | None = None,
+        /,
+        *,
+        group_id: str | None = None,
+        limit: int = 100,
+        closures: bool = True,
     ) -> list[AuditEvent]:
         """`KG.log`: rollbacks, erasures and closures, newest first."""
+        req = request_of(LogRequest, request, locals(), "log query")
         group = await self._group(group_id)
-        found = self.session.items("/v1/log", _LogEvent, _limit(limit), closures=closures)
+        found = self.session.items("/v1/log", _LogEvent, req.limit, closures=req.closures)
         return [e.event(group) async for e in found]
 
     async def stats(self, group_id: str | None = None) -> StoreStats:
@@ -473,12 +520,15 @@ class AsyncClient:
         """`KG.search` over `POST /v1/search`: the hits as `HitView`s, best first; a
         `config` or `seeds` is refused (the server takes named recipes)."""
         await self._group(group_id)
-        body = search_body(query, locals())
-        return await self.session.post("/v1/search", SearchAnswer, body)
+        if include_history is not None:
+            deprecated("include_history", "include_closed")
+            include_closed = include_history
+        sent = search_body(query, locals())
+        return await self.session.post("/v1/search", SearchAnswer, sent)
 
     async def context(
         self,
-        query: str | SearchRequest,
+        query: str | SearchRequest | ContextRequest,
         *,
         max_tokens: int = 1000,
         group_id: str | None = None,
@@ -499,8 +549,11 @@ class AsyncClient:
     ) -> str:
         """`KG.context`: `search`, rendered as a quoted-data block within `max_tokens`."""
         await self._group(group_id)
-        body = {**search_body(query, locals()), "max_tokens": max_tokens}
-        found: dict[str, str] = await self.session.post("/v1/context", dict, body)
+        if include_history is not None:
+            deprecated("include_history", "include_closed")
+            include_closed = include_history
+        sent = context_body(query, locals())
+        found: dict[str, str] = await self.session.post("/v1/context", dict, sent)
         return found["context"]
 
 
@@ -515,16 +568,3 @@ def _limit(limit: int | None) -> int | None:
     if limit is not None and limit < 1:
         raise InputError(f"limit must be at least 1, got {limit}")
     return limit
-
-
-def _args(local: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in local.items() if k != "self"}
-
-
-def _dry_run(apply: bool | None, dry_run: bool | None) -> bool:
-    """`dry_run` is the shared name; `apply` the old one (`KG.rollback(apply=True)`)."""
-    if apply is not None and dry_run is not None and apply == dry_run:
-        raise InputError("apply and dry_run disagree; give dry_run only")
-    if dry_run is not None:
-        return dry_run
-    return not apply

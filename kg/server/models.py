@@ -16,7 +16,8 @@ from kg.retrieval import SearchConfig, SearchResults
 from kg.retrieval import request as search
 from kg.retrieval.results import BranchReport, Ranked
 from kg.retrieval.when import QueryTime
-from kg.schemas.episode import Channel, EpisodeSource, StructuredFact, TrustTier
+from kg.schemas import requests
+from kg.schemas.episode import Channel, StructuredFact
 from kg.schemas.graph import AuditEvent, EpisodicNode
 from kg.schemas.keys import Role
 from kg.schemas.metrics import EpisodeMetrics, Metrics
@@ -39,10 +40,7 @@ from kg.schemas.views import (
 from kg.server.deprecation import Renamed, Renames, deprecated_names, renamed
 from kg.server.pages import MAX_CURSOR, MAX_PAGE
 
-MAX_CONTENT = 100_000  # characters of an episode's text
-MAX_FACTS = 500  # statements of one structured episode
 MAX_QUERY = 2_000  # characters of a search query
-MAX_IDS = 100  # episodes one rollback names
 MAX_CONTEXT_HITS = 100  # hits a context is rendered from (per scope)
 MAX_CONTEXT_TOKENS = 20_000  # tokens of a context block
 
@@ -56,66 +54,23 @@ class Strict(Renamed):
     model_config = ConfigDict(extra="forbid")
 
 
-class AddEpisode(Strict):
-    """One episode. Structured facts (`source: facts`) need no LLM; text, message and JSON
-    are extracted by the server's LLM, or stored unextracted (searchable) with
-    `extract: false`."""
-
-    source: EpisodeSource = Field(
-        default=EpisodeSource.text,
-        description="'facts' (structured, no LLM), or 'text', 'message', 'json'.",
-    )
-    content: Text = Field(default="", max_length=MAX_CONTENT, description="Text of the episode.")
-    facts: list[StructuredFact] = Field(
-        default_factory=list, max_length=MAX_FACTS, description="Statements of a facts episode."
-    )
-    reference_time: Time | None = Field(
-        default=None, description="When it happened (ISO 8601 with a timezone); default now."
-    )
-    name: Text = Field(default="", max_length=500)
-    source_description: Text = Field(
-        default="", max_length=2000, description="Where it came from, e.g. a URL."
-    )
-    channel: Channel | None = Field(
-        default=None,
-        description="Where it came from. Default: the key's channel, which is also the "
-        "ceiling: a request never claims a higher trust tier than its key's (403).",
-    )
-    trust: TrustTier | None = Field(
-        default=None, description="Default: the channel's tier; at most the key's."
-    )
-    extract: bool | None = Field(
-        default=None,
-        description="Extract facts with the server's LLM. Default: when the server has one; "
-        "false stores the text unextracted (searchable, no facts).",
-    )
-    wait: bool = Field(
-        default=True,
-        description="Answer once the episode is in the graph. false: store it as queued "
-        "(searchable at once) and answer; the server's background worker writes it in order.",
-    )
+class AddEpisode(Strict, requests.AddEpisodeRequest):
+    """`kg.schemas.requests.AddEpisodeRequest` as the server takes it: on the key's group,
+    and on the key's channel unless the body names a lower one (a request never claims a
+    higher trust tier than its key's: 403)."""
 
 
-class FactsFilter(Strict):
-    """Which facts: the view (`valid_at`, `known_at`) and the pattern; a page's size and
-    position are the list's `limit` and `cursor`."""
+class FactsQuery(Strict, requests.FactsRequest):
+    """`FactsRequest` as a server call takes it (MCP's facts_as_of)."""
 
-    subject: Name | None = None
-    predicate: Name | None = None
-    object: Name | None = None
-    valid_at: Time | None = Field(default=None, description="Valid time; default now.")
-    known_at: Time | None = Field(
-        default=None, description="Transaction time: as kg knew it then; default now."
-    )
-    include_contested: bool = False
+    limit: int = Field(default=1000, ge=1, le=10_000, description="Facts at most.")
 
 
-class FactsQuery(FactsFilter):
-    limit: int = Field(default=1000, ge=1, le=10_000)
+FactsFilter = FactsQuery  # a page's filter: every field but its size and position
 
 
-class FactsPage(FactsFilter):
-    """`GET /v1/facts`'s parameters: the filter, and a page's size and position."""
+class FactsPage(Strict, requests.FactsRequest):
+    """`GET /v1/facts`'s parameters: `FactsRequest`, a page at a time."""
 
     limit: int = Field(default=100, ge=1, le=MAX_PAGE, description="Items in a page.")
     cursor: str | None = Field(
@@ -123,18 +78,27 @@ class FactsPage(FactsFilter):
     )
 
 
-class HistoryFilter(Strict):
-    subject: Name | None = None
-    predicate: Name | None = None
-    object: Name | None = None
+class HistoryQuery(Strict, requests.HistoryRequest):
+    limit: int = Field(default=1000, ge=1, le=10_000, description="Fact versions at most.")
 
 
-class HistoryQuery(HistoryFilter):
-    limit: int = Field(default=1000, ge=1, le=10_000)
+HistoryFilter = HistoryQuery
 
 
-class HistoryPage(HistoryFilter):
-    """`GET /v1/history`'s parameters."""
+class HistoryPage(Strict, requests.HistoryRequest):
+    """`GET /v1/history`'s parameters: `HistoryRequest`, a page at a time."""
+
+    limit: int = Field(default=100, ge=1, le=MAX_PAGE, description="Items in a page.")
+    cursor: str | None = Field(
+        default=None, max_length=MAX_CURSOR, description="A previous page's `next_cursor`."
+    )
+
+
+class EntitiesPage(Strict, requests.EntitiesRequest):
+    """`GET /v1/entities`'s parameters: `EntitiesRequest`, a page at a time (`q` is the old
+    name of `contains`)."""
+
+    RENAMED: ClassVar[Renames] = {"q": renamed("contains")}
 
     limit: int = Field(default=100, ge=1, le=MAX_PAGE, description="Items in a page.")
     cursor: str | None = Field(
@@ -173,54 +137,37 @@ class SearchRequest(Renamed, search.SearchRequest):
         return data
 
 
-class ContextRequest(SearchRequest):
-    """A search rendered for a prompt. Its cost is capped (hits and tokens), so one
-    tenant's contexts stay cheap for the server: a bigger answer is a search."""
+class ContextRequest(SearchRequest, search.ContextRequest):
+    """`kg.retrieval.request.ContextRequest` as the server takes it. Its cost is capped
+    (hits and tokens), so one tenant's contexts stay cheap for the server: a bigger answer
+    is a search."""
 
     limit: int | None = Field(default=None, ge=1, le=MAX_CONTEXT_HITS)
-    max_tokens: int = Field(default=1000, ge=50, le=MAX_CONTEXT_TOKENS)
 
 
 class ContextResponse(BaseModel):
     context: str = Field(description="Quoted data for a prompt, within the token budget.")
 
 
-class RollbackRequest(Strict):
-    """Episodes by id, or every episode from one source (optionally since a time). A dry
-    run (the plan) unless `dry_run: false` (`apply: true` is its old spelling)."""
+class RollbackRequest(Strict, requests.RollbackRequest):
+    """`kg.schemas.requests.RollbackRequest`; `apply: true` is the old `dry_run: false`."""
 
     RENAMED: ClassVar[Renames] = {"apply": renamed("dry_run", negate=True)}
 
-    episode_ids: list[Name] = Field(default_factory=list, max_length=MAX_IDS)
-    source_description: Text | None = Field(default=None, max_length=2000)
-    since: Time | None = None
-    dry_run: bool = Field(default=True, description="true: the plan only; false: carry it out.")
 
-
-class EraseEntityRequest(Strict):
-    """Erase a subject (`name` is its old name)."""
+class EraseEntityRequest(Strict, requests.EraseEntityRequest):
+    """`kg.schemas.requests.EraseEntityRequest`, confirmed (`name` is the subject's old name)."""
 
     RENAMED: ClassVar[Renames] = {"name": renamed("subject")}
 
-    subject: Name
     confirm: Name | None = Field(
         default=None,
         description="The subject again: erasure cannot be undone. Not needed for a dry run.",
     )
-    dry_run: bool = Field(
-        default=False,
-        description="Erase nothing: say what would go, including the facts "
-        "about other subjects that go with the subject's episodes.",
-    )
-    keep_others: bool = Field(
-        default=False,
-        description="Keep those facts, re-asserted from a redacted copy of "
-        "each episode (the subject's name cut out).",
-    )
 
 
-class EraseGroupRequest(Strict):
-    confirm: Name = Field(description="The group id (see /v1/whoami): cannot be undone.")
+class EraseGroupRequest(Strict, requests.EraseGroupRequest):
+    """`kg.schemas.requests.EraseGroupRequest`: the key's group, which `confirm` names."""
 
 
 class Correction(Strict):
@@ -446,6 +393,7 @@ __all__ = [
     "ContextRequest",
     "ContextResponse",
     "Correction",
+    "EntitiesPage",
     "EntityRow",
     "EpisodeDetail",
     "EpisodeRow",

@@ -19,6 +19,7 @@ from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, 
 from kg.schemas.graph import AuditEvent, EpisodeStatus, EpisodicNode, Fact
 from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
+from kg.schemas.requests import FactsRequest, HistoryRequest
 from kg.schemas.store import EntitySummary, PageAfter
 from kg.schemas.validation import name_key
 from kg.schemas.views import fact_view
@@ -30,9 +31,7 @@ from kg.server.models import (
     EpisodeDetail,
     EraseEntityRequest,
     EraseGroupRequest,
-    FactsFilter,
     FactsQuery,
-    HistoryFilter,
     HistoryQuery,
     RollbackRequest,
     SearchRequest,
@@ -260,11 +259,11 @@ class Scoped:
     async def history(self, q: HistoryQuery) -> list[Fact]:
         return await self.kg.history(group_id=self.group, **q.model_dump())
 
-    async def fact_page(self, q: FactsFilter, *, limit: int, cursor: str | None) -> Page[Fact]:
+    async def fact_page(self, q: FactsRequest, *, limit: int, cursor: str | None) -> Page[Fact]:
         """A page of `facts`; the view's defaults ("now") are the first page's, for every page."""
 
         async def read(n: int, at: datetime | None) -> list[Fact]:
-            fields = q.model_dump(include=set(FactsFilter.model_fields))
+            fields = q.model_dump(exclude={"limit", "cursor"})
             fields["valid_at"] = fields["valid_at"] or at
             fields["known_at"] = fields["known_at"] or at
             return await self.kg.facts(group_id=self.group, limit=n, **fields)
@@ -272,9 +271,11 @@ class Scoped:
         now = self.kg.clock.now()
         return await read_offset_page("facts", limit, cursor, read, most=10_000, now=now)
 
-    async def history_page(self, q: HistoryFilter, *, limit: int, cursor: str | None) -> Page[Fact]:
+    async def history_page(
+        self, q: HistoryRequest, *, limit: int, cursor: str | None
+    ) -> Page[Fact]:
         async def read(n: int, _: datetime | None) -> list[Fact]:
-            fields = q.model_dump(include=set(HistoryFilter.model_fields))
+            fields = q.model_dump(exclude={"limit", "cursor"})
             return await self.kg.history(group_id=self.group, limit=n, **fields)
 
         return await read_offset_page("history", limit, cursor, read, most=100_000)
@@ -297,7 +298,7 @@ class Scoped:
         return await self.kg.search(req, group_id=self.group)
 
     async def context(self, req: ContextRequest) -> str:
-        return await self.kg.context(req, max_tokens=req.max_tokens, group_id=self.group)
+        return await self.kg.context(req, group_id=self.group)
 
     async def why(self, fact_id: str) -> Explanation:
         return await self.kg.why(fact_id, group_id=self.group)

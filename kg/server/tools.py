@@ -21,6 +21,7 @@ from pydantic.json_schema import SkipJsonSchema
 from kg.errors import InputError
 from kg.retrieval import SearchResults
 from kg.retrieval.context import approx_tokens
+from kg.schemas.requests import EpisodesRequest
 from kg.schemas.timeparse import parse_time
 from kg.schemas.views import FactView, HitView, episode_view, fact_view, hit_views
 from kg.server.mcp_calls import Ctx, checked, run_tool
@@ -404,8 +405,10 @@ async def list_episodes(
     source, channel, when it happened and its status (failed and rolled back ones too). An id
     goes to rollback_episode."""
 
+    req = checked(EpisodesRequest, {"limit": limit, "cursor": cursor})
+
     async def work(s: Scoped) -> EpisodePage:
-        page = await s.episodes(limit=limit, cursor=cursor)
+        page = await s.episodes(limit=req.limit, cursor=req.cursor)
         items = [episode_view(ep) for ep in page.items]
         return EpisodePage(items=items, next_cursor=page.next_cursor)
 

@@ -9,13 +9,14 @@ from fastapi import APIRouter, Query
 from kg.server.models import (
     ContextRequest,
     ContextResponse,
+    EntitiesPage,
     EntityRow,
     SearchRequest,
     SearchResponse,
 )
 from kg.server.openapi import problems
 from kg.server.pages import Page, mapped
-from kg.server.routes.deps import Caller, Cursor, PageLimit
+from kg.server.routes.deps import Caller
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
@@ -35,13 +36,8 @@ async def get_context(c: Caller, body: ContextRequest) -> ContextResponse:
 
 
 @router.get("/entities", responses=problems())
-async def list_entities(
-    c: Caller,
-    q: Annotated[str, Query(max_length=200, description="Part of the name; '' for all.")] = "",
-    limit: PageLimit = 100,
-    cursor: Cursor = None,
-) -> Page[EntityRow]:
-    """Entities whose name contains `q`, those with the most fact versions first: what
-    to pick a subject from."""
-    page = await c.entity_page(contains=q, limit=limit, cursor=cursor)
+async def list_entities(c: Caller, q: Annotated[EntitiesPage, Query()]) -> Page[EntityRow]:
+    """Entities whose name contains `contains`, those with the most fact versions first:
+    what to pick a subject from."""
+    page = await c.entity_page(contains=q.contains, limit=q.limit, cursor=q.cursor)
     return mapped(page, EntityRow.of)

@@ -56,7 +56,7 @@ export function initSubject() {
 export async function listEntities() {
   const list = dom.entityList;
   try {
-    const found = (await get("/v1/entities", { q: dom.entityQ.value.trim(), limit: 200 })).items;
+    const found = (await get("/v1/entities", { contains: dom.entityQ.value.trim(), limit: 200 })).items;
     list.replaceChildren(
       ...found.map((s) =>
         el("li", {},
