@@ -1,12 +1,11 @@
-"""How `KG`'s methods read their arguments: an episode's fields, ids (whole or a unique prefix),
-texts, times, limits, the deprecated `apply` beside `dry_run`, and a search's keywords as the one
-`SearchRequest`. Each refusal is an `InputError` naming the argument, before anything is read
-or written."""
+"""How `KG`'s methods read their arguments: an operation's request (kg.schemas.requests, a
+search's `SearchRequest`) or its keywords, validated once; an episode's fields, ids (whole or a
+unique prefix), texts, and the deprecated `apply` beside `dry_run`. Each refusal is an
+`InputError` naming the argument, before anything is read or written."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -17,7 +16,6 @@ from kg.schemas.episode import Episode
 from kg.schemas.names import deprecated
 from kg.schemas.store import GraphStore
 from kg.schemas.validation import check_text
-from kg.times import parse_time
 
 R = TypeVar("R", bound=BaseModel)
 ID_PREFIX = 6  # the shortest id prefix accepted for a whole id (tables show 8 characters)
@@ -58,12 +56,6 @@ def checked_text(field: str, value: str) -> str:
         raise InputError(f"{field}: {exc}") from None
 
 
-def time_arg(field: str, value: datetime | str | None) -> datetime | None:
-    """A time argument in UTC, read by the one time parser: an aware datetime, or ISO-8601,
-    a date, year-month, year or time words ('last year'); else an InputError."""
-    return None if value is None else parse_time(value, field=field)
-
-
 def dry_run_of(dry_run: bool | None, apply: bool | None, default: bool = True) -> bool:
     """`dry_run`, or the deprecated `apply` read as its negation; `default` when neither."""
     if apply is not None:
@@ -72,12 +64,6 @@ def dry_run_of(dry_run: bool | None, apply: bool | None, default: bool = True) -
             raise InputError("apply is the deprecated opposite of dry_run: give dry_run only")
         return not apply
     return default if dry_run is None else dry_run
-
-
-def check_limit(limit: int, most: int) -> None:
-    # The store reads a limit as a 64-bit integer: 10**30 would come back as no rows at all.
-    if not 1 <= limit <= most:
-        raise InputError(f"limit must be in 1..{most}, got {limit}")
 
 
 def request_of(model: type[R], given: R | None, arguments: Mapping[str, Any], what: str) -> R:
@@ -97,7 +83,18 @@ def request_of(model: type[R], given: R | None, arguments: Mapping[str, Any], wh
     try:
         return model.model_validate(fields)
     except ValidationError as exc:
-        raise InputError(f"invalid {what}: {validation_message(exc)}") from None
+        raise InputError(f"invalid {what}: {_refusals(exc)}") from None
+
+
+def _refusals(exc: ValidationError) -> str:
+    """pydantic's errors on one line, each once: 'limit: Input should be ...', a time's
+    own message ('valid_at: ... is not a time'), a whole request's ('give ... or ...')."""
+    parts = []
+    for e in exc.errors():
+        where = ".".join(str(p) for p in e["loc"])
+        said = e["msg"].removeprefix("Value error, ")
+        parts.append(said if not where or said.startswith(f"{where}: ") else f"{where}: {said}")
+    return "; ".join(parts)
 
 
 def search_request(query: str | SearchRequest, arguments: Mapping[str, Any]) -> SearchRequest:

@@ -12,12 +12,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 from kg.schemas.episode import Channel, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.names import renamed_fields
 from kg.schemas.timeparse import TimeInput
-from kg.schemas.validation import Name, Text
+from kg.schemas.validation import Name, Text, check_text
 
 __all__ = [
     "MAX_CONTENT",
@@ -41,7 +48,7 @@ MAX_IDS = 100  # episodes one rollback names
 
 # A name to look up, as stored: data imported or written under older rules may hold what a
 # new name may not (a control character), and must stay readable and erasable by it.
-Lookup = Annotated[Text, Field(min_length=1, max_length=512)]
+Lookup = Annotated[str, StringConstraints(min_length=1, max_length=512), AfterValidator(check_text)]
 Subject = Annotated[
     Lookup | None,
     Field(description="The entity the facts are about (their subject), e.g. 'Alice'."),
