@@ -5,7 +5,9 @@ others fails here; what a surface adds or leaves out on purpose is listed, with 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,3 +213,73 @@ async def test_a_model_or_its_keywords_never_both(mem: KG) -> None:
     with pytest.raises(InputError, match=r"^invalid facts query: limit: .*less than or equal"):
         await mem.facts(limit=10**30)
     assert await mem.facts(FactsRequest(subject="Ann")) == await mem.facts(subject="Ann")
+
+
+async def test_the_client_sends_what_the_server_model_reads() -> None:
+    """AsyncClient's body or query of each call is its request model's JSON, which the
+    server's model of the operation reads back as the same request."""
+    import httpx
+
+    from kg.server import models
+
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/whoami":
+            who = {"group_id": "g", "role": "admin", "key_id": "k", "channel": "user"}
+            return httpx.Response(200, json=who)
+        sent.append(request)
+        if request.method == "GET":
+            return httpx.Response(200, json={"items": [], "next_cursor": None})
+        problem = {"title": "stop", "status": 400, "detail": "recorded"}
+        return httpx.Response(400, json=problem)
+
+    calls: list[tuple[str, type[BaseModel], dict[str, Any]]] = []
+    async with AsyncClient("http://kg.test", "key", transport=httpx.MockTransport(answer)) as c:
+
+        async def call(model: type[BaseModel], expected: dict[str, Any], work: Any) -> None:
+            with contextlib.suppress(InputError):  # the answer to a write: recorded, stop
+                await work
+            calls.append((sent[-1].url.path, model, expected))
+
+        await call(
+            models.AddEpisode,
+            {
+                "source": "text",
+                "content": "hi",
+                "reference_time": "2024-03-01T00:00:00Z",
+                "extract": True,  # KG's default: extract, or refuse without an LLM
+            },
+            c.add_episode(source="text", content="hi", reference_time="2024-03-01"),
+        )
+        await call(
+            models.FactsPage,
+            {"subject": "Ann", "valid_at": "2021-01-01T00:00:00Z", "include_contested": True},
+            c.facts(subject="Ann", valid_at="2021", include_contested=True),
+        )
+        await call(models.HistoryPage, {"predicate": "LIVES_IN"}, c.history(predicate="LIVES_IN"))
+        await call(models.EntitiesPage, {"contains": "an"}, c.entities(contains="an"))
+        await call(
+            models.RollbackRequest,
+            {"source_description": "web", "since": "2024-01-01T00:00:00Z", "dry_run": False},
+            c.rollback_source("web", since="2024", dry_run=False),
+        )
+        await call(
+            models.EraseEntityRequest,
+            {"subject": "Ann", "dry_run": True, "confirm": "Ann"},
+            c.erase_entity("Ann", dry_run=True),
+        )
+        await call(models.EraseGroupRequest, {"confirm": "g"}, c.erase_group("g"))
+        await call(
+            models.ContextRequest,
+            {"query": "where", "max_tokens": 200, "include_closed": True},
+            c.context("where", max_tokens=200, include_closed=True),
+        )
+    for request, (path, model, expected) in zip(sent, calls, strict=True):
+        assert request.url.path == path
+        if request.method == "GET":
+            given = {k: v for k, v in request.url.params.items() if k not in ("limit", "cursor")}
+        else:
+            given = json.loads(request.content)
+        read = model.model_validate(given)
+        assert read == model.model_validate(expected), (path, given)

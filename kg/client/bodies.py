@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from kg.arguments import context_request, search_request
-from kg.errors import InputError, validation_message
+from kg.errors import InputError
 from kg.retrieval.request import SearchRequest
 from kg.schemas.episode import Episode
 from kg.schemas.requests import AddEpisodeRequest
@@ -23,16 +23,6 @@ _LIBRARY_ONLY = ("config", "seeds")
 
 def not_offered(what: str, name: str) -> InputError:
     return InputError(f"{name}: {what} is not offered over HTTP; use the embedded KG for it")
-
-
-def episode(fields: Mapping[str, Any], where: str) -> Episode:
-    """An episode from `add_episode`'s keywords or an `add_episodes` item, checked as `KG`
-    checks it (naive times, a facts episode with no facts...) before anything is sent."""
-    data = dict(fields)
-    try:
-        return Episode.model_validate(data)
-    except ValidationError as exc:
-        raise InputError(f"{where}: {validation_message(exc)}") from None
 
 
 def episode_body(ep: Episode, *, extract: bool, wait: bool) -> dict[str, Any]:

@@ -26,8 +26,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from kg.arguments import dry_run_of, request_of
-from kg.client import bodies
+from kg.arguments import EPISODE_FIELDS, dry_run_of, episode_of, request_of
 from kg.client.answers import Entity, EpisodeInfo, SearchAnswer, WhyAnswer
 from kg.client.bodies import body, context_body, episode_body, not_offered, query, search_body
 from kg.client.transport import Session, iso
@@ -43,6 +42,7 @@ from kg.schemas.keys import Role
 from kg.schemas.metrics import Metrics
 from kg.schemas.names import deprecated
 from kg.schemas.requests import (
+    AddEpisodeRequest,
     EntitiesRequest,
     EraseEntityRequest,
     EraseGroupRequest,
@@ -52,7 +52,6 @@ from kg.schemas.requests import (
     RollbackRequest,
 )
 from kg.schemas.store import StoreStats
-from kg.schemas.timeparse import parse_time
 from kg.schemas.views import FactView
 
 __all__ = ["AsyncClient", "Whoami"]
@@ -174,7 +173,7 @@ class AsyncClient:
 
     async def add_episode(
         self,
-        episode: Episode | None = None,
+        episode: Episode | AddEpisodeRequest | None = None,
         /,
         *,
         source: str | None = None,
@@ -197,30 +196,22 @@ class AsyncClient:
         `after_seconds` are refused: the HTTP API does not take them."""
         if after_seconds is not None:
             raise not_offered("a session debounce", "after_seconds")
-        if isinstance(reference_time, str):
-            reference_time = parse_time(reference_time, field="reference_time")
-        given = {
-            "source": source,
-            "reference_time": reference_time,
-            "content": content,
-            "facts": facts,
-            "channel": channel,
-            "trust": trust,
-            "name": name,
-            "source_description": source_description,
-            "session_id": session_id,
-            "turns": turns,
-        }
-        fields = {k: v for k, v in given.items() if v is not None}
+        given = {k: v for k, v in locals().items() if k in EPISODE_FIELDS and v is not None}
+        fields = {k: v for k, v in given.items() if k != "group_id"}  # the key decides it
+        if isinstance(episode, AddEpisodeRequest):
+            if fields or not (extract and wait):
+                raise TypeError("pass either an AddEpisodeRequest or keyword fields, not both")
+            await self._group(group_id)
+            return await self.session.post("/v1/episodes", EpisodeResult, body(episode))
         if episode is None:
             fields.setdefault("reference_time", datetime.now(UTC))
-            episode = bodies.episode(fields, "invalid episode")
+            episode = episode_of(fields, "invalid episode")
         elif fields:
             raise TypeError("pass either an Episode or keyword fields, not both")
         group = episode.group_id if "group_id" in episode.model_fields_set else group_id
         await self._group(group)
-        body = episode_body(episode, extract=extract, wait=wait)
-        return await self.session.post("/v1/episodes", EpisodeResult, body)
+        sent = episode_body(episode, extract=extract, wait=wait)
+        return await self.session.post("/v1/episodes", EpisodeResult, sent)
 
     async def add_episodes(
         self,
@@ -239,7 +230,7 @@ class AsyncClient:
         checked: list[Episode] = []
         for i, item in enumerate(episodes):
             where = f"episodes[{i}]"
-            ep = item if isinstance(item, Episode) else bodies.episode(dict(item), where)
+            ep = item if isinstance(item, Episode) else episode_of(dict(item), where)
             episode_body(ep, extract=extract, wait=wait)  # refuses what HTTP does not take
             checked.append(ep)
         for ep in checked:
