@@ -283,3 +283,22 @@ async def test_the_client_sends_what_the_server_model_reads() -> None:
             given = json.loads(request.content)
         read = model.model_validate(given)
         assert read == model.model_validate(expected), (path, given)
+
+
+async def test_kg_takes_each_request_as_its_keywords(mem: KG) -> None:
+    """The model and its keywords are one call: the same episode, the same answers."""
+    said = [{"subject": "Ann", "predicate": "LIVES_IN", "object": "Oslo"}]
+    when = "2024-03-01"
+    by_model = await mem.add_episode(
+        AddEpisodeRequest(source="facts", facts=said, reference_time=when)  # type: ignore[arg-type]
+    )
+    again = await mem.add_episode(source="facts", facts=said, reference_time=when)
+    assert again.status == "duplicate" and again.episode_uuid == by_model.episode_uuid
+    with pytest.raises(TypeError, match="not both"):
+        await mem.add_episode(AddEpisodeRequest(source="facts", facts=said), name="x")  # type: ignore[arg-type]
+    assert await mem.history(HistoryRequest(subject="Ann")) == await mem.history(subject="Ann")
+    plan = await mem.rollback(RollbackRequest(episode_ids=[by_model.episode_uuid]))
+    assert plan == await mem.rollback(by_model.episode_uuid)
+    assert not plan.applied and plan.episodes == [by_model.episode_uuid]
+    with pytest.raises(TypeError, match="not both"):
+        await mem.erase_entity(EraseEntityRequest(subject="Ann"), dry_run=True)
