@@ -5,7 +5,7 @@ calls them through kg's HTTP API or its own MCP session."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, get_args
 
 from kg.errors import InputError, KGError
 from kg.server.mcp import build_mcp
@@ -46,4 +46,4 @@ async def exported(fmt: str) -> list[dict[str, Any]]:
     """The tools in `fmt`, checked here once for every caller (the CLI passes its flag as is)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown tool format {fmt!r}: use one of {', '.join(FORMATS)}")
-    return [convert(t, cast(ToolFormat, fmt)) for t in await mcp_tools()]
+    return [convert(t, fmt) for t in await mcp_tools()]
