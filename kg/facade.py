@@ -477,7 +477,9 @@ class KG:
         ingested ones, and those still queued, leased or failed (cancelled). By default only
         the plan; `dry_run=False` carries it out."""
         if isinstance(source_description, RollbackRequest):
-            return await self.rollback(source_description, group_id=group_id, dry_run=dry_run)
+            return await self.rollback(
+                source_description, group_id=group_id, dry_run=dry_run, apply=apply
+            )
         fields = {
             "source_description": source_description,
             "since": since,

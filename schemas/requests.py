@@ -27,9 +27,6 @@ from kg.schemas.timeparse import TimeInput
 from kg.schemas.validation import Name, Text, check_text
 
 __all__ = [
-    "MAX_CONTENT",
-    "MAX_FACTS",
-    "MAX_IDS",
     "AddEpisodeRequest",
     "EntitiesRequest",
     "EpisodesRequest",
@@ -41,10 +38,6 @@ __all__ = [
     "Request",
     "RollbackRequest",
 ]
-
-MAX_CONTENT = 100_000  # characters of an episode's text
-MAX_FACTS = 500  # statements of one structured episode
-MAX_IDS = 100  # episodes one rollback names
 
 # A name to look up, as stored: data imported or written under older rules may hold what a
 # new name may not (a control character), and must stay readable and erasable by it.
@@ -82,9 +75,9 @@ class AddEpisodeRequest(Request):
         description="'facts' (the statements in `facts`, stored exactly, no LLM), or 'text', "
         "'message' (a conversation turn), 'json' (`content`, extracted by the LLM).",
     )
-    content: Text = Field(default="", max_length=MAX_CONTENT, description="Text of the episode.")
+    content: Text = Field(default="", description="Text of the episode.")
     facts: list[StructuredFact] = Field(
-        default_factory=list, max_length=MAX_FACTS, description="Statements of a facts episode."
+        default_factory=list, description="Statements of a facts episode."
     )
     reference_time: TimeInput | None = Field(
         default=None,
@@ -174,7 +167,6 @@ class RollbackRequest(Request):
 
     episode_ids: list[Name] = Field(
         default_factory=list,
-        max_length=MAX_IDS,
         description="The episodes to undo (ids, or unique prefixes of 6+ characters).",
     )
     source_description: Text | None = Field(

@@ -300,7 +300,9 @@ class AsyncClient:
     ) -> RollbackReport:
         """`KG.rollback_source`: every episode from one source, optionally since a time."""
         if isinstance(source_description, RollbackRequest):
-            return await self.rollback(source_description, group_id=group_id, dry_run=dry_run)
+            return await self.rollback(
+                source_description, group_id=group_id, dry_run=dry_run, apply=apply
+            )
         fields = {
             "source_description": source_description,
             "since": since,

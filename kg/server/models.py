@@ -40,6 +40,9 @@ from kg.schemas.views import (
 from kg.server.deprecation import Renamed, Renames, deprecated_names, renamed
 from kg.server.pages import MAX_CURSOR, MAX_PAGE
 
+MAX_CONTENT = 100_000  # characters of an episode's text
+MAX_FACTS = 500  # statements of one structured episode
+MAX_IDS = 100  # episodes one rollback names
 MAX_QUERY = 2_000  # characters of a search query
 MAX_CONTEXT_HITS = 100  # hits a context is rendered from (per scope)
 MAX_CONTEXT_TOKENS = 20_000  # tokens of a context block
@@ -57,7 +60,12 @@ class Strict(Renamed):
 class AddEpisode(Strict, requests.AddEpisodeRequest):
     """`kg.schemas.requests.AddEpisodeRequest` as the server takes it: on the key's group,
     and on the key's channel unless the body names a lower one (a request never claims a
-    higher trust tier than its key's: 403)."""
+    higher trust tier than its key's: 403); one request's text and facts are capped."""
+
+    content: Text = Field(default="", max_length=MAX_CONTENT, description="Text of the episode.")
+    facts: list[StructuredFact] = Field(
+        default_factory=list, max_length=MAX_FACTS, description="Statements of a facts episode."
+    )
 
 
 class FactsQuery(Strict, requests.FactsRequest):
@@ -153,6 +161,12 @@ class RollbackRequest(Strict, requests.RollbackRequest):
     """`kg.schemas.requests.RollbackRequest`; `apply: true` is the old `dry_run: false`."""
 
     RENAMED: ClassVar[Renames] = {"apply": renamed("dry_run", negate=True)}
+
+    episode_ids: list[Name] = Field(
+        default_factory=list,
+        max_length=MAX_IDS,
+        description=requests.RollbackRequest.model_fields["episode_ids"].description,
+    )
 
 
 class EraseEntityRequest(Strict, requests.EraseEntityRequest):
