@@ -114,6 +114,21 @@ class EntitiesPage(Strict, requests.EntitiesRequest):
     )
 
 
+class EpisodesPage(Strict, requests.EpisodesRequest):
+    """`GET /v1/episodes`'s parameters."""
+
+    limit: int = Field(default=50, ge=1, le=MAX_PAGE, description="Items in a page.")
+
+
+class LogPage(Strict, requests.LogRequest):
+    """`GET /v1/log`'s parameters: `LogRequest`, a page at a time."""
+
+    limit: int = Field(default=100, ge=1, le=MAX_PAGE, description="Items in a page.")
+    cursor: str | None = Field(
+        default=None, max_length=MAX_CURSOR, description="A previous page's `next_cursor`."
+    )
+
+
 class SearchRequest(Renamed, search.SearchRequest):
     """`kg.retrieval.request.SearchRequest` as the server takes it: the key decides the
     group, a query is at most MAX_QUERY characters, and a search is a named recipe (a
@@ -411,6 +426,7 @@ __all__ = [
     "EntityRow",
     "EpisodeDetail",
     "EpisodeRow",
+    "EpisodesPage",
     "EraseEntityRequest",
     "EraseGroupRequest",
     "FactsFilter",
@@ -422,6 +438,7 @@ __all__ = [
     "HistoryPage",
     "HistoryQuery",
     "LogEvent",
+    "LogPage",
     "Problem",
     "Ranking",
     "RollbackRequest",

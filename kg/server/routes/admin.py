@@ -7,14 +7,14 @@ import hmac
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
 
 from kg.facade import QuarantineEntry
 from kg.schemas.metrics import Metrics
 from kg.server.metrics import ServerMetrics
-from kg.server.models import Health, LogEvent, StatsResponse, Whoami
+from kg.server.models import Health, LogEvent, LogPage, StatsResponse, Whoami
 from kg.server.openapi import problems, unkeyed
 from kg.server.pages import Page, mapped
 from kg.server.routes.deps import Caller, Cursor, PageLimit, bearer, memory_of
@@ -44,12 +44,10 @@ async def get_metrics(c: Caller) -> Metrics:
 
 
 @router.get("/log", tags=["admin"], responses=problems())
-async def list_log(
-    c: Caller, limit: PageLimit = 100, cursor: Cursor = None, closures: bool = True
-) -> Page[LogEvent]:
+async def list_log(c: Caller, q: Annotated[LogPage, Query()]) -> Page[LogEvent]:
     """The audit trail, newest first: rollbacks and erasures (with their counts) and
     closures of facts (with their sentence)."""
-    page = await c.log_page(closures=closures, limit=limit, cursor=cursor)
+    page = await c.log_page(closures=q.closures, limit=q.limit, cursor=q.cursor)
     return mapped(page, LogEvent.of)
 
 

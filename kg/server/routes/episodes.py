@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from kg.facade import EpisodeResult
-from kg.server.models import AddEpisode, EpisodeDetail, EpisodeRow
+from kg.server.models import AddEpisode, EpisodeDetail, EpisodeRow, EpisodesPage
 from kg.server.openapi import problems
 from kg.server.pages import Page, mapped
-from kg.server.routes.deps import Caller, Cursor, PageLimit
+from kg.server.routes.deps import Caller
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"])
 EpisodeId = Annotated[str, Path(max_length=200)]
@@ -67,12 +67,10 @@ async def add_episode(c: Caller, body: AddEpisode, response: Response) -> Episod
 
 
 @router.get("", responses=problems())
-async def list_episodes(
-    c: Caller, limit: PageLimit = 50, cursor: Cursor = None
-) -> Page[EpisodeRow]:
+async def list_episodes(c: Caller, q: Annotated[EpisodesPage, Query()]) -> Page[EpisodeRow]:
     """The latest episodes, newest first, whatever their status (ingested, queued, failed
     with its error, rolled back), a page at a time: `next_cursor` fetches the next page."""
-    page = await c.episodes(limit=limit, cursor=cursor)
+    page = await c.episodes(limit=q.limit, cursor=q.cursor)
     return mapped(page, EpisodeRow.of)
 
 
