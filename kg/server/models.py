@@ -1,6 +1,10 @@
 """Request and response models at the server's edge, shared by the HTTP API and the MCP
-tools: one validation, one set of messages. None takes a group id: the key decides the group
-(a request that names one is refused as an unknown field)."""
+tools: one validation, one set of messages. Each request is its operation's one model
+(kg.schemas.requests, search's kg.retrieval.request) as the server takes it: unknown fields
+refused, a page's size and cursor, caps one tenant's request must keep, old names read for
+one release, and what only the server asks (an erasure's `confirm`); never a second field
+list. None takes a group id: the key decides the group (a request that names one is refused
+as an unknown field)."""
 
 from __future__ import annotations
 
