@@ -17,7 +17,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StringConstraints,
     model_validator,
 )
 
@@ -39,9 +38,19 @@ __all__ = [
     "RollbackRequest",
 ]
 
+
 # A name to look up, as stored: data imported or written under older rules may hold what a
 # new name may not (a control character), and must stay readable and erasable by it.
-Lookup = Annotated[str, StringConstraints(min_length=1, max_length=512), AfterValidator(check_text)]
+def _lookup(value: str) -> str:
+    value = check_text(value)  # before any length: a lone surrogate is named as such
+    if not value:
+        raise ValueError("must not be empty")
+    if len(value) > 512:
+        raise ValueError(f"is {len(value)} characters long; the limit is 512")
+    return value
+
+
+Lookup = Annotated[str, AfterValidator(_lookup)]
 Subject = Annotated[
     Lookup | None,
     Field(description="The entity the facts are about (their subject), e.g. 'Alice'."),
