@@ -165,6 +165,7 @@ class KG:
         group_id: str = "default",
         cross_encoder: CrossEncoder | None = None,
         progress: ProgressCallback | None = None,
+        attach: bool = False,
     ) -> KG:
         """Open a store by URI (embedded FalkorDB by default).
 
@@ -175,11 +176,16 @@ class KG:
         MiniLM, or a sentence-transformers model at a local path), else runs without (logged).
         A `cross_encoder` enables the cross-encoder reranker. `progress` is called while the
         embedded store loads its data (a large store takes a while). `group_id` is the group
-        every method reads and writes unless a call names another.
+        every method reads and writes unless a call names another. With `attach`, an
+        embedded data directory a live kg process holds (`kg serve`) is shared through that
+        process's server instead of refused (`DataDirLockedError`); `store.owner_pid` then
+        names the owner, and closing leaves its server running.
         """
         check_group(group_id)
         if embedder == "auto":
-            store = await open_store(uri, home=home, durability=durability, progress=progress)
+            store = await open_store(
+                uri, home=home, durability=durability, progress=progress, attach=attach
+            )
             try:
                 embedder = await recorded_embedder_for(store, group_id)
             except BaseException:
@@ -197,7 +203,12 @@ class KG:
             await store.close()  # reopened below, with vector indexes of the model's dimension
         dim = embedder.dim if embedder is not None else None
         store = await open_store(
-            uri, home=home, durability=durability, embedding_dim=dim, progress=progress
+            uri,
+            home=home,
+            durability=durability,
+            embedding_dim=dim,
+            progress=progress,
+            attach=attach,
         )
         return await cls(
             store,
@@ -210,7 +221,10 @@ class KG:
         )._opened()
 
     async def _opened(self) -> Self:
-        """What `open` does once the store is up: finish erasures a crash interrupted."""
+        """What `open` does once the store is up: finish erasures a crash interrupted. An
+        attached store's owner did that when it opened, and may be running one now."""
+        if getattr(self.store, "owner_pid", None) is not None:
+            return self
         try:
             await self.finish_erasures()
         except KGError as exc:  # the store opens anyway; a re-run of the erasure finishes it

@@ -51,10 +51,10 @@ from kg.cli.serve_options import (
 )
 from kg.erasure import ErasureReceipt
 from kg.errors import (
-    DataDirLockedError,
     InputError,
     KGError,
     LLMRequiredError,
+    StoreUnavailableError,
     json_object,
     validation_message,
 )
@@ -69,8 +69,7 @@ from kg.schemas.episode import Episode
 from kg.schemas.graph import Fact
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.validation import check_group_id
-from kg.store.falkordb import FalkorDBStore
-from kg.store.falkordb.embedded import Durability, default_home, running_socket
+from kg.store.falkordb.embedded import Durability
 from kg.times import parse_time
 
 T = TypeVar("T")
@@ -142,9 +141,15 @@ class Settings:
             raise InputError(f"embedder {self.embedder!r}: {exc}") from None
 
     async def open(
-        self, cross_encoder: CrossEncoder | None = None, llm: StructuredLLM | None = None
+        self,
+        cross_encoder: CrossEncoder | None = None,
+        llm: StructuredLLM | None = None,
+        *,
+        attach: bool = True,
     ) -> KG:
-        return await KG.open(
+        """The KG the command works on. An embedded store a live kg process holds (`kg
+        serve`) is shared through that process's server, with a note on stderr."""
+        kg = await KG.open(
             self.uri,
             home=self.home,
             ontology=self.ontology(),
@@ -154,7 +159,33 @@ class Settings:
             llm=llm,
             durability=self.durability,
             progress=render.loading(err),
+            attach=attach,
         )
+        return _noted(kg)
+
+
+def _noted(kg: KG) -> KG:
+    """A store shared with the kg process that holds it says so, once, on stderr."""
+    if (owner := getattr(kg.store, "owner", None)) is not None:
+        render.note(err, f"using the store {owner} holds")
+    return kg
+
+
+async def _working(kg: KG, work: Callable[[KG], Awaitable[T]]) -> T:
+    """`work`, then the store closed. A shared store's owner that exits takes its server
+    along: that is said as such (each write is one atomic query, so nothing is half
+    written, and re-running resumes)."""
+    try:
+        return await work(kg)
+    except StoreUnavailableError as exc:
+        if (owner := getattr(kg.store, "owner", None)) is None:
+            raise
+        raise StoreUnavailableError(
+            f"{owner}, whose store this command shared, has gone: {exc}; nothing is half "
+            "written: run the command again"
+        ) from None
+    finally:
+        await kg.close()
 
 
 def _fail(message: str) -> typer.Exit:
@@ -178,11 +209,7 @@ async def _with_kg(
     llm: StructuredLLM | None = None,
     cross_encoder: CrossEncoder | None = None,
 ) -> T:
-    kg = await settings.open(cross_encoder=cross_encoder, llm=llm)
-    try:
-        return await work(kg)
-    finally:
-        await kg.close()
+    return await _working(await settings.open(cross_encoder=cross_encoder, llm=llm), work)
 
 
 def _time(value: str | None, name: str) -> datetime | None:
@@ -1283,7 +1310,9 @@ async def _serve(
     from kg.server.app import begin_shutdown, create_app
     from kg.server.connections import guarded_protocol
 
-    kg = await settings.open(llm=llm)
+    # The owner of its store: a server attached to another process's store would lose it
+    # when that process exits.
+    kg = await settings.open(llm=llm, attach=False)
 
     async def opened() -> KG:
         return kg
@@ -1340,6 +1369,7 @@ def mcp_stdio(
     forget subjects and apply rollbacks. What the model adds is stored on --channel (default
     agent: it never closes what the user stated). Episodes added with wait=false are written
     by a worker in this process; at exit it gets 30 s, then what is unwritten stays queued.
+    On a data directory `kg serve` holds, the tools share that server's store.
     """
     settings: Settings = ctx.obj
     try:
@@ -1362,8 +1392,9 @@ def mcp_stdio(
 
     async def work(kg: KG) -> None:
         memory = Memory(kg)
-        # add_memory with wait=false queues; this worker writes the group's queue (the
-        # embedded store is this process's alone while it runs).
+        # add_memory with wait=false queues; this worker writes the group's queue. On a
+        # store shared with `kg serve`, that server's worker polls the queue too: a group's
+        # lease lets one worker at a time claim it (kg.queue), so they never both write.
         worker = Worker(kg, groups=[gid])
         running = asyncio.create_task(worker.run())
         try:
@@ -1377,7 +1408,7 @@ def mcp_stdio(
 
 keys_app = typer.Typer(
     help="API keys for `kg serve`: each binds one group, a role and a channel; stored hashed. "
-    "Usable while a server runs on the same store.",
+    "Usable while a server runs on the same store, as every command is.",
     no_args_is_help=True,
 )
 app.add_typer(keys_app, name="keys")
@@ -1386,20 +1417,10 @@ app.add_typer(keys_app, name="keys")
 async def _with_store(settings: Settings, work: Callable[[KG], Awaitable[T]]) -> T:
     """The store, for key commands (no embedder or ontology needed). An embedded data
     directory held by a running process (`kg serve`) is reached through that process's own
-    store socket (private to this user): a key is one statement in its own namespace, and
-    servers read keys at every request, so a key made or revoked here counts at once."""
-    try:
-        kg = await KG.open(settings.uri, home=settings.home)
-    except DataDirLockedError:
-        running = running_socket(settings.home or default_home())
-        if settings.uri not in (None, "", "embedded") or running is None:
-            raise
-        err.print(f"kg keys: through the store of the running kg process (pid {running[0]})")
-        kg = KG(await FalkorDBStore.attach(running[1]))
-    try:
-        return await work(kg)
-    finally:
-        await kg.close()
+    store socket (private to this user): servers read keys at every request, so a key made
+    or revoked here counts at once."""
+    kg = await KG.open(settings.uri, home=settings.home, attach=True)
+    return await _working(_noted(kg), work)
 
 
 @keys_app.command("create")

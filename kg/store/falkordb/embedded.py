@@ -513,6 +513,16 @@ class EmbeddedServer:
         self._release_lock()
 
 
+def owner_name(pid: int) -> str:
+    """How a note names the kg process that holds a store: `kg serve (pid N)` when its
+    command line says serve, else `the kg process (pid N)`."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        args = []
+    return f"kg serve (pid {pid})" if b"serve" in args else f"the kg process (pid {pid})"
+
+
 def running_socket(home: Path) -> tuple[int, str] | None:
     """(pid, socket) of the embedded server a live kg process runs for `home` (read from its
     lock file), or None. The socket must be this user's own (the server creates it with mode
