@@ -102,9 +102,18 @@ def test_every_surface_uses_one_name_per_concept() -> None:
     for where, names in surfaces.items():
         second = {n: OTHER_NAMES[n] for n in names if n in OTHER_NAMES}
         assert not second, f"{where} offers second names (name: the one name): {second}"
-    everywhere = {"valid_at", "known_at", "include_closed", "include_contested", "subject"}
+    everywhere = {
+        "valid_at",
+        "known_at",
+        "include_closed",
+        "include_contested",
+        "subject",
+        "dry_run",
+        "wait",
+        "extract",
+    }
     for where, names in surfaces.items():
-        assert everywhere | {"dry_run"} <= names, (where, sorted(everywhere - names))
+        assert everywhere <= names, (where, sorted(everywhere - names))
     assert "reference_time" in surfaces["HTTP"] & surfaces["MCP"]
 
 

@@ -165,7 +165,7 @@ async def test_an_mcp_stdio_session_shares_the_store_of_a_running_server(
 def test_episodes_queued_from_the_cli_are_written_by_the_servers_worker(
     served: Served, tmp_path: Path
 ) -> None:
-    queued = kg(served.home, "ingest", str(episodes_file(tmp_path / "q.jsonl", 3)), "--background")
+    queued = kg(served.home, "ingest", str(episodes_file(tmp_path / "q.jsonl", 3)), "--no-wait")
     assert queued.returncode == 0, queued.stderr
     noted(served, queued)
     with served.client("default") as c:

@@ -366,21 +366,25 @@ def ingest(
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmBaseUrlOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
-    no_extract: Annotated[
+    extract: Annotated[
         bool,
-        typer.Option("--no-extract", help="Store text episodes unextracted (searchable only)."),
-    ] = False,
+        typer.Option(
+            "--extract/--no-extract",
+            help="Extract facts from text episodes, or store them unextracted (searchable only).",
+        ),
+    ] = True,
     concurrency: Annotated[
         int, typer.Option(min=1, max=64, help="Groups ingested in parallel.")
     ] = 4,
-    background: Annotated[
+    wait: Annotated[
         bool,
         typer.Option(
-            "--background",
-            help="Enqueue and return: episodes are stored at once (searchable), and "
-            "`kg worker` extracts and writes them.",
+            "--wait/--no-wait",
+            help="Write the episodes before returning, or enqueue and return: stored at "
+            "once (searchable), extracted and written by a worker (`kg worker`, `kg serve`).",
         ),
-    ] = False,
+    ] = True,
+    background: Annotated[bool, typer.Option("--background", hidden=True)] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest episodes from a JSON Lines file (validated in full before any write).
@@ -388,14 +392,17 @@ def ingest(
     Each group is ingested by one writer in reference-time order; up to --concurrency groups
     run at once. Re-running skips what is already in (by content hash), so an interrupted
     ingest resumes. A text episode whose extraction fails is recorded as failed and retried
-    by the next run. With --background, the episodes are queued in the store and this
-    returns; no LLM is needed here (the worker has it).
+    by the next run. With --no-wait, the episodes are queued in the store and this returns;
+    no LLM is needed here (the worker has it).
     """
     settings: Settings = ctx.obj
-    if llm_model and no_extract:
+    if background:  # the flag's name until issue 24: HTTP and MCP call it wait
+        render.note(err, "--background is deprecated; use --no-wait")
+        wait = False
+    if llm_model and not extract:
         raise _fail("give --llm-model or --no-extract, not both")
-    if background and llm_model:
-        raise _fail("--background queues the episodes: give --llm-model to `kg worker`")
+    if not wait and llm_model:
+        raise _fail("--no-wait queues the episodes: give --llm-model to `kg worker`")
     try:
         if file == "-":
             path, text = None, sys.stdin.read().removeprefix("\ufeff")
@@ -409,16 +416,15 @@ def ingest(
         raise _fail(f"{file}: not UTF-8 text") from None
     except KGError as exc:
         raise _fail(str(exc)) from None
-    extract = not no_extract
 
     async def work(kg: KG) -> BulkResult:
-        check_episodes(kg, episodes, extract=extract, queued=background)
+        check_episodes(kg, episodes, extract=extract, queued=not wait)
         with render.progress(err, len(episodes)) as advance:
             return await kg.add_episodes(
                 [ep for _, ep in episodes],
                 concurrency=concurrency,
                 extract=extract,
-                wait=not background,
+                wait=wait,
                 on_progress=advance,
             )
 
@@ -458,7 +464,7 @@ def worker(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Extract and write queued episodes (`kg ingest --background`, `add_episode(wait=False)`).
+    """Extract and write queued episodes (`kg ingest --no-wait`, `add_episode(wait=False)`).
 
     Many workers may run against one server: each group is worked on by one worker at a
     time, in reference-time order, and a dead worker's episodes are taken over after
