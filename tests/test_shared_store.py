@@ -254,3 +254,40 @@ def test_the_owner_exiting_mid_command_is_one_line_and_loses_nothing(
 async def current_people(home: Path) -> list[str]:
     async with await KG.open(home=home) as k:
         return sorted(f.subject for f in await k.facts(predicate="LIVES_IN", limit=5000))
+
+
+def test_long_running_commands_end_in_one_line_when_the_owner_exits(served: Served) -> None:
+    """`kg worker` and `kg mcp` run until stopped: on a shared store they end when its owner
+    does (its server goes with it), instead of failing every call from then on."""
+    env = kg_env(served.home)
+    running = [
+        subprocess.Popen(
+            kg_command(*args),
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,  # kg mcp waits for a client on it
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for args in (("worker",), ("mcp", "--group", "agent"))
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        for p in running:  # both attached (the note) before the owner goes
+            assert p.stderr is not None
+            line = p.stderr.readline()
+            assert "using the store kg serve" in line, line
+            assert time.monotonic() < deadline
+        assert served.stop() == 0
+        for p in running:
+            _, stderr = p.communicate(timeout=60)
+            assert p.returncode == 1, stderr
+            errors = [ln for ln in stderr.splitlines() if ln.startswith("kg: error:")]
+            assert len(errors) == 1 and "Traceback" not in stderr, stderr
+            assert "has gone: it exited, and its server with it" in errors[0]
+    finally:
+        for p in running:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

@@ -188,6 +188,25 @@ async def _working(kg: KG, work: Callable[[KG], Awaitable[T]]) -> T:
         await kg.close()
 
 
+OWNER_POLL_SECONDS = 1.0  # how often a long-running command on a shared store checks its owner
+
+
+async def _while_owner_lives(kg: KG, main: Awaitable[T]) -> T:
+    """`main`, a command that runs until stopped (`kg worker`, `kg mcp`). On a shared store
+    it ends when the store's owner exits, its server with it: one line (see `_working`),
+    instead of failing every call from then on; started again, it owns the store itself."""
+    task = asyncio.ensure_future(main)
+    alive = getattr(kg.store, "owner_alive", None)
+    while alive is not None and not task.done():
+        await asyncio.wait({task}, timeout=OWNER_POLL_SECONDS)
+        if not task.done() and not alive():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            raise StoreUnavailableError("it exited, and its server with it")
+    return await task
+
+
 def _fail(message: str) -> typer.Exit:
     render.error(err, message)
     return typer.Exit(code=1)
@@ -487,12 +506,12 @@ def worker(
             session_timeout=session_timeout,
         )
         if drain:
-            return await w.drain()
+            return await _while_owner_lives(kg, w.drain())
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError):
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, lambda: asyncio.ensure_future(w.stop()))
-        return await w.run()
+        return await _while_owner_lives(kg, w.run())
 
     stats = _run(_with_kg(settings, work, llm=llm))
     if as_json:
@@ -1404,7 +1423,8 @@ def mcp_stdio(
         worker = Worker(kg, groups=[gid])
         running = asyncio.create_task(worker.run())
         try:
-            await build_mcp(lambda: memory, fixed=principal).run_stdio_async()
+            stdio = build_mcp(lambda: memory, fixed=principal).run_stdio_async()
+            await _while_owner_lives(kg, stdio)
             await memory.writes.drain()
         finally:
             await worker.stop_within(running, MCP_STOP_SECONDS)

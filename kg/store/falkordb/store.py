@@ -50,7 +50,13 @@ from kg.store.cypher.store import CypherStore
 from kg.store.falkordb import persistence, query_log
 from kg.store.falkordb.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
 from kg.store.falkordb.dialect import FalkorDialect
-from kg.store.falkordb.embedded import Durability, EmbeddedServer, ProgressCallback, owner_name
+from kg.store.falkordb.embedded import (
+    Durability,
+    EmbeddedServer,
+    ProgressCallback,
+    owner_name,
+    pid_alive,
+)
 
 log = logging.getLogger("kg")
 INDEX_WAIT_SECONDS = 120
@@ -296,6 +302,11 @@ class FalkorDBStore(CypherStore):
                 f"server fsyncs {fsync}; stop it, or start it with --durability always"
             )
         return cls(db, None, embedding_dim, owner_pid=owner_pid)
+
+    def owner_alive(self) -> bool:
+        """Whether the kg process whose server this store shares still runs (its server
+        stops with it); True for a store that shares none."""
+        return self.owner_pid is None or pid_alive(self.owner_pid)
 
     @property
     def is_embedded(self) -> bool:
