@@ -7,6 +7,7 @@ walk to its end; the old field names still read, with `Deprecation: true`."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,8 @@ OPERATIONS = {
     "get_metrics",
     "list_log",
     "list_quarantine",
+    "list_review",
+    "decide_review",
     "export_group",
     "add_episode",
     "list_episodes",
@@ -82,7 +85,7 @@ def test_the_document_is_valid_openapi_with_stable_operation_ids(spec: dict[str,
 
 def _requests(served: Served, ids: dict[str, str]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     """For each operation, requests that provoke each status it can answer: (role, request)."""
-    ep, fact = ids["episode"], ids["fact"]
+    ep, fact, claim = ids["episode"], ids["fact"], ids["claim"]
     new = facts(("Cy", "LIKES", "Tea"), when="2021-01-01T00:00:00Z")
     return {
         "add_episode": [
@@ -94,6 +97,10 @@ def _requests(served: Served, ids: dict[str, str]) -> dict[str, list[tuple[str, 
         "retry_episode": [("admin", {"path": f"/v1/episodes/{ep}/retry"})],  # 422: not failed
         "explain_fact": [("read", {"path": f"/v1/facts/{fact}/why"})],
         "correct_fact": [("admin", {"path": f"/v1/facts/{fact}/correct", "json": CORRECTION})],
+        "decide_review": [
+            ("admin", {"path": f"/v1/review/{claim}/decision", "json": {"action": "reject"}}),
+            ("read", {"path": f"/v1/review/{claim}/decision", "json": {"action": "reject"}}),
+        ],  # 201, then 403 (role)
         "search": [("read", {"json": {"query": "Ann"}})],
         "get_context": [("read", {"json": {"query": "Ann"}})],
         "rollback": [
@@ -128,7 +135,7 @@ def _probe(c: httpx.Client, key: str, method: str, path: str, op: dict[str, Any]
         seen.add(_send(c, method, path, headers=bad, content=b"{nope"))  # 400
         seen.add(_send(c, method, path, headers=bad, content=b"[" + b" " * (1 << 20) + b"]"))
     if "{" in path:
-        unknown = path.replace("{episode_id}", "no-such-id").replace("{fact_id}", "no-such-id")
+        unknown = re.sub(r"\{(episode_id|fact_id|item_id)\}", "no-such-id", path)
         seen.add(_send(c, method, unknown, headers=auth, json=CORRECTION))  # 404
     return seen
 
@@ -139,7 +146,9 @@ def test_each_operation_documents_exactly_the_statuses_it_answers(
     with served.client("ann") as a:
         ep = a.post("/v1/episodes", json=facts(("Ann", "LIVES_IN", "Oslo"))).json()
         fact = a.get("/v1/facts", params={"subject": "Ann"}).json()["items"][0]["id"]
-    table = _requests(served, {"episode": ep["episode_uuid"], "fact": fact})
+        a.post("/v1/episodes", json=facts(("Ann", "LIVES_IN", "Bergen"), channel="tool"))
+        claim = a.get("/v1/review").json()["items"][0]["id"]
+    table = _requests(served, {"episode": ep["episode_uuid"], "fact": fact, "claim": claim})
     with httpx.Client(base_url=served.url, timeout=60) as c:
         for path, ops in spec["paths"].items():
             for method, op in ops.items():
@@ -247,6 +256,7 @@ def test_every_list_is_a_page_and_its_cursors_walk_to_the_end(served: Served) ->
             ("/v1/entities", {}),
             ("/v1/log", {}),
             ("/v1/quarantine", {}),
+            ("/v1/review", {}),
         ):
             whole = c.get(path, params={**params, "limit": 1000}).json()
             assert whole["next_cursor"] is None

@@ -15,6 +15,8 @@ const IDS = {
   loginForm: "login-form",
   logout: "logout",
   overview: "overview",
+  review: "review",
+  reviewStatus: "review-status",
   searchExplain: "search-explain",
   searchForm: "search-form",
   searchHistory: "search-history",
@@ -47,6 +49,7 @@ const IDS = {
   viewSubject: "view-subject",
   viewSearch: "view-search",
   viewOverview: "view-overview",
+  viewReview: "view-review",
 };
 
 export const dom = Object.freeze(Object.defineProperties({}, Object.fromEntries(

@@ -1,7 +1,7 @@
 // The subject view: pick an entity, see each fact version as a bar, move the two cursors.
 import { dom } from "./dom.js";
-import { get, getAll, post } from "./api.js";
-import { openDialog } from "./dialog.js";
+import { get, getAll } from "./api.js";
+import { eraseDialog } from "./erase.js";
 import { can, state } from "./state.js";
 import { domain, drawTimeline, knownBy, statusAt } from "./timeline.js";
 import { DAY, day, el, instant, interval, isoDay, say, short, table, us, versionOf, when } from "./util.js";
@@ -49,7 +49,7 @@ export function initSubject() {
     if (dom.timeline.clientWidth !== view().width && view().drawn) draw();
   })).observe(dom.timeline);
   const erase = dom.eraseOpen;
-  if (erase) erase.addEventListener("click", () => eraseDialog(state.subject));
+  if (erase) erase.addEventListener("click", () => eraseDialog(state.subject, erased));
   listEntities();
 }
 
@@ -314,44 +314,15 @@ async function nameEpisodes(ids) {
   }
 }
 
-
-function eraseDialog(name) {
-  const input = el("input", { id: "erase-confirm", autocomplete: "off", spellcheck: "false" });
-  const go = el("button", { type: "button", class: "danger", disabled: true, text: "Erase for good" });
-  const out = el("div", { "aria-live": "polite" });
-  input.addEventListener("input", () => { go.disabled = input.value !== name; });
-  go.addEventListener("click", async () => {
-    go.disabled = true;
-    try {
-      const r = await post("/v1/erase/entity", { subject: name, confirm: input.value });
-      out.replaceChildren(el("h3", { text: "Receipt" }), table(["what", "count"], [
-        ["episodes deleted", r.episodes_deleted], ["entities deleted", r.entities_deleted],
-        ["fact versions deleted", r.fact_versions_deleted],
-        ["other facts recomputed", r.other_facts_recomputed],
-        ["communities deleted", r.communities_deleted],
-        ["data files compacted", r.files_compacted ? "yes" : "no"],
-        ...(r.residue ? [["what remains on disk", r.residue]] : []),  // Neo4j: see the receipt
-      ].map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, String(v)))),
-      { class: "receipt", "data-testid": "receipt" }));
-      input.disabled = true;
-      state.subject = null;
-      view().versions = [];
-      dom.subjectH.textContent = `${name} was erased`;
-      dom.timeline.replaceChildren();
-      dom.atCursor.replaceChildren();
-      dom.versionsTable.replaceChildren();
-      dom.timeControls.hidden = true;
-      dom.eraseOpen.hidden = true;
-      listEntities();
-    } catch (err) {
-      go.disabled = false;
-      out.replaceChildren(el("p", { class: "error", role: "alert", text: err.message }));
-    }
-  });
-  openDialog(`Forget ${name}`, [
-    el("p", {}, "Erasure deletes the subject's episodes, facts and entity physically, and " +
-      "recomputes the facts they supported. It cannot be undone."),
-    el("label", { for: "erase-confirm" }, `Type ${name} to confirm`),
-    input, go, out,
-  ]);
+// After an erasure: the view no longer shows the subject.
+function erased(name) {
+  state.subject = null;
+  view().versions = [];
+  dom.subjectH.textContent = `${name} was erased`;
+  dom.timeline.replaceChildren();
+  dom.atCursor.replaceChildren();
+  dom.versionsTable.replaceChildren();
+  dom.timeControls.hidden = true;
+  dom.eraseOpen.hidden = true;
+  listEntities();
 }
