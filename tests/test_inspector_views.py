@@ -543,6 +543,44 @@ def test_the_forget_dialog_says_what_else_goes_before_anything_does(
     done(page)
 
 
+def neighbours(served: Served, name: str, valid_at: str | None = None) -> set[str]:
+    """What the API says is linked to `name` then: facts of it and about it."""
+    when = {"valid_at": valid_at} if valid_at else {}
+    with served.client("minji") as c:
+        out = ok(c.get("/v1/facts", params={"subject": name, **when}))
+        into = ok(c.get("/v1/facts", params={"object": name, **when}))
+    return {f["object"] for f in out} | {f["subject"] for f in into}
+
+
+def test_the_neighbourhood_follows_the_cursors_and_opens_a_neighbour(
+    served: Served, browser: Browser, shots: Path
+) -> None:
+    page = signed_in(browser, served)
+    pick(page, "Minji")
+    box = page.locator("#neighbourhood")
+    drawn = lambda: set(str(box.get_attribute("data-neighbours")).split("|"))  # noqa: E731
+    assert drawn() == neighbours(served, "Minji") >= {"Pyongyang", "Sora", "Mochi"}
+    nodes = box.locator(".nb-node")
+    expect(nodes).to_have_count(len(drawn()))
+    page.screenshot(path=str(shots / "neighbourhood.png"), full_page=True)
+    page.fill("#valid-date", "2021-03-01")
+    page.dispatch_event("#valid-date", "change")
+    ready(page)
+    then = neighbours(served, "Minji", "2021-03-01T00:00:00Z")
+    assert drawn() == then and {"Busan", "Dubu"} <= then and "Pyongyang" not in then
+    assert page.evaluate(OVERFLOWS) == []
+    box.locator('.nb-node[data-entity="Dubu"]').focus()  # by keyboard: Enter opens it
+    page.keyboard.press("Enter")
+    expect(page.locator("#at-cursor")).to_have_attribute("data-subject", "Dubu")
+    ready(page)
+    expect(page.get_by_test_id("valid-at")).to_have_text("true at 2021-03-01")  # kept
+    assert "Minji" in drawn()  # Dubu was Minji's then
+    box.locator('.nb-node[data-entity="Minji"]').click()
+    expect(page.locator("#at-cursor")).to_have_attribute("data-subject", "Minji")
+    assert axe(page) == []
+    done(page)
+
+
 def undo(served: Served, episode: str) -> None:
     """Roll a decision back through the API: its item is under review again."""
     with served.client("minji") as c:

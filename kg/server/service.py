@@ -218,8 +218,8 @@ class Scoped:
         """A person's answer to a review item: a user-channel episode (the key must write at
         user trust) naming the item, which the timeline rules apply like any statement."""
         self.need(Role.write, "deciding a review item")
-        channel, trust = self.claim(Channel.user, None)
         item = await find_item(self.kg.store, self.group, item_id)
+        channel, trust = self.claim(Channel.user, None)
         said = decision(item, req.action, req.object)
         shown = f"{item.said.subject} {item.said.predicate} {item.said.object}" if item.said else ""
         verb = {"accept": "accepted", "reject": "rejected", "edit": "edited"}[req.action]

@@ -13,6 +13,7 @@ const IDS = {
   login: "login",
   loginError: "login-error",
   loginForm: "login-form",
+  neighbourhood: "neighbourhood",
   logout: "logout",
   overview: "overview",
   review: "review",

@@ -2,6 +2,7 @@
 import { dom } from "./dom.js";
 import { get, getAll } from "./api.js";
 import { eraseDialog } from "./erase.js";
+import { drawNeighbourhood } from "./neighbourhood.js";
 import { can, state } from "./state.js";
 import { domain, drawTimeline, knownBy, statusAt } from "./timeline.js";
 import { DAY, day, el, instant, interval, isoDay, say, short, table, us, versionOf, when } from "./util.js";
@@ -139,6 +140,7 @@ function widen(t) {
 // the same filter as `kg as-of`); the bars are the versions kg had written by T.
 export async function redraw() {
   const known = state.known;
+  const subject = state.subject; // a later pick may change state.subject while this reads
   const validText = state.valid === null ? "now" : day(state.valid);
   const knownText = known === null ? "now" : stepLabel(known);
   dom.validText.textContent = `true at ${validText}`;
@@ -150,17 +152,13 @@ export async function redraw() {
   box.dataset.ready = "false";
   const mine = ++view().asked;
   let found = [];
+  const at = { valid_at: state.valid === null ? null : instant(state.valid), known_at: known === null ? null : known.iso };
   try {
-    found = await getAll("/v1/facts", {
-      subject: state.subject,
-      valid_at: state.valid === null ? null : instant(state.valid),
-      known_at: known === null ? null : known.iso,
-      limit: 1000,
-    });
+    found = await getAll("/v1/facts", { subject, ...at, limit: 1000 });
   } catch (err) {
     if (mine === view().asked) say(dom.subjectStatus, err.message, "error");
   }
-  if (mine !== view().asked) return;
+  if (mine !== view().asked || subject !== state.subject) return;
   view().holds = new Set(found.map((f) => versionOf(f)));
   draw();
   box.replaceChildren(
@@ -172,7 +170,10 @@ export async function redraw() {
           el("span", { class: "hint", text: interval(f.valid_from, f.valid_to) }))))
       : el("p", { class: "hint", text: "Nothing about this subject was true then, as known then." }),
   );
-  box.dataset.subject = state.subject;
+  await drawNeighbourhood(subject, found, at, (name) => openSubject(name, { keepTime: true }),
+    () => mine === view().asked && subject === state.subject);
+  if (mine !== view().asked || subject !== state.subject) return;
+  box.dataset.subject = subject;
   box.dataset.valid = validText;
   box.dataset.known = knownText;
   box.dataset.ready = "true";
@@ -321,6 +322,7 @@ function erased(name) {
   dom.subjectH.textContent = `${name} was erased`;
   dom.timeline.replaceChildren();
   dom.atCursor.replaceChildren();
+  dom.neighbourhood.replaceChildren();
   dom.versionsTable.replaceChildren();
   dom.timeControls.hidden = true;
   dom.eraseOpen.hidden = true;
