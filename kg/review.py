@@ -118,8 +118,9 @@ def contested_item(claim: Fact, opposing: list[Fact], episode: EpisodicNode) -> 
     c = claim.edge
     others = ", ".join(sorted({f"{o.edge.channel.value} channel" for o in opposing}))
     top = max((o.edge.trust for o in opposing), default=None)
+    article = "An" if c.channel.value[0] in "aeiou" else "A"
     why = (
-        f"A {c.channel.value}-channel claim (trust {c.trust.name}) may not close what the "
+        f"{article} {c.channel.value}-channel claim (trust {c.trust.name}) may not close what the "
         f"{others or 'graph'} said (trust {top.name if top is not None else '?'}): kept as "
         "contested, not believed, until someone who outranks it decides."
     )

@@ -477,12 +477,8 @@ def test_axe_finds_no_serious_violation_in_any_view(served: Served, browser: Bro
     done(page)
 
 
-def test_every_control_is_reachable_by_keyboard(served: Served, browser: Browser) -> None:
-    page = signed_in(browser, served)
-    pick(page, "Minji")
-    page.locator('.bar-g[data-object="Pyongyang"]').first.focus()
-    page.keyboard.press("Enter")
-    expect(page.get_by_test_id("why-versions")).to_be_visible()
+def unreached_by_tab(page: Page) -> set[str]:
+    """The page's visible controls that Tab, pressed from the top, never reaches."""
     page.locator("body").focus()
     page.evaluate("() => document.activeElement.blur()")
     reached: set[str] = set()
@@ -498,7 +494,20 @@ def test_every_control_is_reachable_by_keyboard(served: Served, browser: Browser
       .filter(n => n.getClientRects().length && !n.disabled && !n.closest("[hidden]"))
       .map(n => n.id || n.dataset.version || n.dataset.entity
                 || n.textContent.trim().slice(0, 30))""")
-    assert set(controls) - reached == set()
+    return set(controls) - reached
+
+
+def test_every_control_is_reachable_by_keyboard(served: Served, browser: Browser) -> None:
+    page = signed_in(browser, served)
+    pick(page, "Minji")
+    page.locator('.bar-g[data-object="Pyongyang"]').first.focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("why-versions")).to_be_visible()
+    assert page.locator("#neighbourhood .nb-node").count() >= 4  # the neighbours, too
+    assert unreached_by_tab(page) == set()
+    page.click('#tabs button[data-view="review"]')
+    expect(page.get_by_test_id("review").get_by_role("button", name="Accept")).to_have_count(2)
+    assert unreached_by_tab(page) == set()
     done(page)
 
 
@@ -562,13 +571,14 @@ def test_the_neighbourhood_follows_the_cursors_and_opens_a_neighbour(
     assert drawn() == neighbours(served, "Minji") >= {"Pyongyang", "Sora", "Mochi"}
     nodes = box.locator(".nb-node")
     expect(nodes).to_have_count(len(drawn()))
-    page.screenshot(path=str(shots / "neighbourhood.png"), full_page=True)
     page.fill("#valid-date", "2021-03-01")
     page.dispatch_event("#valid-date", "change")
     ready(page)
     then = neighbours(served, "Minji", "2021-03-01T00:00:00Z")
     assert drawn() == then and {"Busan", "Dubu"} <= then and "Pyongyang" not in then
     assert page.evaluate(OVERFLOWS) == []
+    expect(box).not_to_contain_text("null")
+    page.screenshot(path=str(shots / "neighbourhood.png"), full_page=True)
     box.locator('.nb-node[data-entity="Dubu"]').focus()  # by keyboard: Enter opens it
     page.keyboard.press("Enter")
     expect(page.locator("#at-cursor")).to_have_attribute("data-subject", "Dubu")
@@ -607,7 +617,7 @@ def test_the_review_queue_decides_through_user_episodes_that_roll_back(
     held = queue.locator('li[data-kind="quarantined"]')
     expect(claim).to_contain_text("Minji LIVES_IN Osaka")
     expect(claim.get_by_test_id("why-held")).to_contain_text(
-        "agent-channel claim (trust agent) may not close what the user channel said"
+        "An agent-channel claim (trust agent) may not close what the user channel said"
     )
     expect(claim).to_contain_text("kg believes instead: Minji LIVES_IN Pyongyang")
     expect(claim.get_by_test_id("quote")).to_have_text("Minji LIVES_IN Osaka")

@@ -26,12 +26,12 @@ export async function drawNeighbourhood(name, outgoing, at, open, current) {
   for (const f of incoming) if (f.subject !== name) link(near, f.subject, f.predicate, false);
   const names = [...near.keys()].sort().slice(0, MOST);
   box.dataset.neighbours = names.join("|");
-  box.replaceChildren(
+  box.replaceChildren(...[
     el("h3", { text: `${name}'s neighbourhood at the cursors` }),
     names.length ? graph(name, names, near, open, box.clientWidth) :
       el("p", { class: "hint", text: "Nothing links it to another entity then, as known then." }),
     near.size > MOST ? el("p", { class: "hint", text: `and ${near.size - MOST} more` }) : null,
-  );
+  ].filter(Boolean));
 }
 
 function link(near, other, predicate, out) {
@@ -42,7 +42,7 @@ function link(near, other, predicate, out) {
 function graph(name, names, near, open, width) {
   const W = Math.max(320, width || 600);
   const H = names.length > 8 ? 340 : 260;
-  const cx = W / 2, cy = H / 2, rx = W / 2 - 80, ry = H / 2 - 28;
+  const cx = W / 2, cy = H / 2, rx = W / 2 - 80, ry = H / 2 - 42;
   const out = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "neighbourhood-svg",
     role: "group", "aria-label": `${name} and ${names.length} neighbours` },
   svg("defs", {}, svg("marker", { id: "nb-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 8,
@@ -65,7 +65,7 @@ function graph(name, names, near, open, width) {
       "aria-label": `${other} (${name} ${said.replaceAll("→", "").replaceAll("←", "")}): open as the subject`,
       onclick: () => open(other),
       onkeydown: (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); open(other); } } },
-    svg("circle", { cx: x, cy: y, r: 20 }), svg("text", { x, y: y + 36, class: "nb-name mid", text: clip(other) }));
+    svg("circle", { cx: x, cy: y, r: 20 }), svg("text", { x, y: y < cy - 1 ? y - 26 : y + 36, class: "nb-name mid", text: clip(other) }));
     out.append(node);
   });
   out.append(svg("g", { class: "nb-center" }, svg("circle", { cx, cy, r: 28 }),
