@@ -21,6 +21,8 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from kg import KG
+from kg.errors import ExtractionError
+from kg.ingest.llm import ScriptedLLM
 from tests.axe import axe_source
 from tests.served import Served, serve
 from tests.test_inspector import MISSING, browser, close, ok, open_page, pick, ready, shots
@@ -133,7 +135,17 @@ def history() -> list[dict[str, Any]]:
 
 async def enqueue(home: Path) -> None:
     """Two text episodes left to the server's queue, due in an hour or two: still queued
-    when the page looks."""
+    when the page looks; and one whose extraction failed (the model's reply was not JSON,
+    twice), which the overview offers to retry."""
+    async with await KG.open(home=home, llm=ScriptedLLM(["not json", "still not json"])) as kg:
+        with pytest.raises(ExtractionError):
+            await kg.add_episode(
+                content="Joon: I start at Toss next month.",
+                source="message",
+                name="chat with Joon, March",
+                group_id="minji",
+                reference_time=datetime(2026, 2, 10, tzinfo=UTC),
+            )
     async with await KG.open(home=home) as kg:
         for name, text, later in [
             ("chat with Joon", "Joon adopted a second cat, Nabi, last week.", 3600.0),
@@ -335,10 +347,22 @@ def test_the_overview_lists_episodes_by_when_they_happened_with_what_they_said(
     assert happened == sorted(happened, reverse=True)
     assert happened[0].startswith("2027-01-01")
     expect(table).not_to_contain_text("+1 / \N{MINUS SIGN}")
-    queued = table.locator("tr", has_text="chat with Joon")
+    failed = table.locator("tr", has_text="chat with Joon, March")
+    expect(failed.locator(".badge")).to_have_text("failed")
+    expect(failed).to_contain_text("I start at Toss")
+    expect(page.locator("h3", has_text="Recent episodes")).to_contain_text("1 failed")
+    queued = table.locator("tr", has_text="chat with Joon").filter(has_text="adopted")
     expect(queued).to_contain_text("waiting for extraction")
     expect(queued).to_contain_text("adopted a second cat")
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
+    # Retry extracts it again from what was stored; this server has no LLM, and says so.
+    failed.get_by_role("button", name="Retry").click()
+    expect(failed.get_by_role("alert")).to_contain_text("LLM")
+    errors: list[str] = page.errors  # type: ignore[attr-defined]
+    refused = [e for e in errors if "status of 422" in e]  # the refused retry, as expected
+    assert len(refused) <= 1
+    for e in refused:
+        errors.remove(e)
     done(page)
 
 
