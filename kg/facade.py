@@ -46,6 +46,7 @@ from kg.retrieval import render_context as _render_context
 from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
 from kg.retrieval.context import approx_tokens
 from kg.retrieval.request import SearchRequest
+from kg.review import ReviewItem, review_queue
 from kg.rollback import UNWRITTEN, ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.schemas.answers import Explanation, QuarantineEntry
 from kg.schemas.embedder import Embedder
@@ -821,6 +822,17 @@ class KG:
             for ep in await self.store.find_episodes(group_id, None, None)
             for q in ep.quarantined()
         ]
+
+    async def review(self, *, group_id: str | None = None, limit: int = 200) -> list[ReviewItem]:
+        """What kg holds back rather than believes, each with why: contested claims (a
+        lower-trust channel contradicting a higher one) and quarantined items not yet
+        decided, up to `limit` of each. A decision is a user-channel episode (see kg.review:
+        `decision`), so it is provenance and rollback undoes it."""
+        group_id = self._group(group_id)
+        check_limit(limit, 10_000)
+        if group_id not in await self.store.groups():
+            return []
+        return await review_queue(self.store, group_id, limit)
 
     async def groups(self) -> list[str]:
         return await self.store.groups()
