@@ -66,12 +66,6 @@ def dry_run_of(dry_run: bool | None, apply: bool | None, default: bool = True) -
     return default if dry_run is None else dry_run
 
 
-def check_limit(limit: int, most: int) -> None:
-    # The store reads a limit as a 64-bit integer: 10**30 would come back as no rows at all.
-    if not 1 <= limit <= most:
-        raise InputError(f"limit must be in 1..{most}, got {limit}")
-
-
 def request_of(model: type[R], given: R | None, arguments: Mapping[str, Any], what: str) -> R:
     """The request a `KG` method was given, or the one its keyword arguments make (by name:
     its `locals()`), validated once: a refusal is one `InputError` naming the field. A

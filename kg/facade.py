@@ -22,7 +22,6 @@ from kg.arguments import (
     ChannelName,
     IdKind,
     SourceName,
-    check_limit,
     context_request,
     dry_run_of,
     episode_of,
@@ -69,6 +68,7 @@ from kg.schemas.requests import (
     FactsRequest,
     HistoryRequest,
     LogRequest,
+    ReviewRequest,
     RollbackRequest,
 )
 from kg.schemas.store import Community, EntitySummary, FactQuery, GraphStore, StoreStats
@@ -879,16 +879,23 @@ class KG:
             for q in ep.quarantined()
         ]
 
-    async def review(self, *, group_id: str | None = None, limit: int = 200) -> list[ReviewItem]:
+    async def review(
+        self,
+        request: ReviewRequest | None = None,
+        /,
+        *,
+        group_id: str | None = None,
+        limit: int = 200,
+    ) -> list[ReviewItem]:
         """What kg holds back rather than believes, each with why: contested claims (a
         lower-trust channel contradicting a higher one) and quarantined items not yet
         decided, up to `limit` of each. A decision is a user-channel episode (see kg.review:
         `decision`), so it is provenance and rollback undoes it."""
         group_id = self._group(group_id)
-        check_limit(limit, 10_000)
+        req = request_of(ReviewRequest, request, locals(), "review query")
         if group_id not in await self.store.groups():
             return []
-        return await review_queue(self.store, group_id, limit)
+        return await review_queue(self.store, group_id, req.limit)
 
     async def groups(self) -> list[str]:
         return await self.store.groups()

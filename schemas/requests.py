@@ -35,6 +35,7 @@ __all__ = [
     "HistoryRequest",
     "LogRequest",
     "Request",
+    "ReviewRequest",
     "RollbackRequest",
 ]
 
@@ -167,6 +168,13 @@ class LogRequest(Request):
 
     limit: int = Field(default=100, ge=1, le=10_000, description="Events at most.")
     closures: bool = Field(default=True, description="Also each closed fact, with its sentence.")
+
+
+class ReviewRequest(Request):
+    """What kg holds back rather than believes: contested claims, then quarantined items
+    not yet decided."""
+
+    limit: int = Field(default=200, ge=1, le=10_000, description="Items of each kind at most.")
 
 
 class RollbackRequest(Request):

@@ -27,6 +27,7 @@ from kg.schemas.requests import (
     FactsRequest,
     HistoryRequest,
     LogRequest,
+    ReviewRequest,
     RollbackRequest,
 )
 from kg.server.app import create_app
@@ -76,6 +77,7 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "list episodes": Operation(EpisodesRequest, (), "GET /v1/episodes", "list_episodes"),
     "log": Operation(LogRequest, ("log",), "GET /v1/log", http_extra={"cursor"}),
+    "review": Operation(ReviewRequest, ("review",), "GET /v1/review", http_extra={"cursor"}),
     "rollback": Operation(
         RollbackRequest,
         ("rollback", "rollback_source"),

@@ -50,6 +50,7 @@ from kg.schemas.requests import (
     FactsRequest,
     HistoryRequest,
     LogRequest,
+    ReviewRequest,
     RollbackRequest,
 )
 from kg.schemas.store import StoreStats
@@ -478,13 +479,21 @@ class AsyncClient:
         found = [q async for q in self.session.items("/v1/quarantine", QuarantineEntry)]
         return sorted(found, key=lambda q: q.created_at)
 
-    async def review(self, *, group_id: str | None = None, limit: int = 200) -> list[ReviewItem]:
+    async def review(
+        self,
+        request: ReviewRequest | None = None,
+        /,
+        *,
+        group_id: str | None = None,
+        limit: int = 200,
+    ) -> list[ReviewItem]:
         """`KG.review`: what kg holds back rather than believes, each with why (contested
         claims, then quarantined items not yet decided; up to `limit` of each)."""
+        req = request_of(ReviewRequest, request, locals(), "review query")
         await self._group(group_id)
         found = [i async for i in self.session.items("/v1/review", ReviewItem)]
         kinds = ("contested", "quarantined")
-        return [i for kind in kinds for i in [i for i in found if i.kind == kind][:limit]]
+        return [i for kind in kinds for i in [i for i in found if i.kind == kind][: req.limit]]
 
     def export_lines(
         self, group_id: str | None = None, *, embeddings: bool = True

@@ -124,6 +124,15 @@ class EpisodesPage(Strict, requests.EpisodesRequest):
     limit: int = Field(default=50, ge=1, le=MAX_PAGE, description="Items in a page.")
 
 
+class ReviewPage(Strict, requests.ReviewRequest):
+    """`GET /v1/review`'s parameters: `ReviewRequest`, a page at a time."""
+
+    limit: int = Field(default=100, ge=1, le=MAX_PAGE, description="Items in a page.")
+    cursor: str | None = Field(
+        default=None, max_length=MAX_CURSOR, description="A previous page's `next_cursor`."
+    )
+
+
 class LogPage(Strict, requests.LogRequest):
     """`GET /v1/log`'s parameters: `LogRequest`, a page at a time."""
 
@@ -455,6 +464,7 @@ __all__ = [
     "LogPage",
     "Problem",
     "Ranking",
+    "ReviewPage",
     "RollbackRequest",
     "SearchRequest",
     "SearchResponse",

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from kg.facade import EpisodeResult
 from kg.review import ReviewItem
-from kg.server.models import Decision
+from kg.server.models import Decision, ReviewPage
 from kg.server.openapi import problems
 from kg.server.pages import Page
-from kg.server.routes.deps import Caller, Cursor, PageLimit
+from kg.server.routes.deps import Caller
 from kg.server.routes.episodes import LOCATION, located
 
 router = APIRouter(prefix="/v1/review", tags=["review"])
@@ -20,11 +20,11 @@ ItemId = Annotated[str, Path(max_length=300)]
 
 
 @router.get("", responses=problems())
-async def list_review(c: Caller, limit: PageLimit = 100, cursor: Cursor = None) -> Page[ReviewItem]:
+async def list_review(c: Caller, q: Annotated[ReviewPage, Query()]) -> Page[ReviewItem]:
     """Contested claims (newest first), then quarantined items not yet decided: each with
     the episode it came in, what that episode said, what kg believes instead, and the rule
     that held it back."""
-    return await c.review(limit=limit, cursor=cursor)
+    return await c.review(limit=q.limit, cursor=q.cursor)
 
 
 @router.post(
