@@ -70,8 +70,10 @@ async def test_keys_differing_in_case_or_slashes_stay_apart(store: KGStore) -> N
     await store.aput(("a",), "b/c", {"v": 4})
     got = [await store.aget(ns, k) for ns, k in [(("a",), "Key"), (("a",), "key")]]
     assert [i.value["v"] for i in got if i] == [1, 2]
-    got = [await store.aget(ns, k) for ns, k in [(("a", "b"), "c"), (("a",), "b/c")]]
-    assert [i.value["v"] for i in got if i] == [3, 4]
+    await store.aput(("a/b",), "c", {"v": 5})
+    paths = [(("a", "b"), "c"), (("a",), "b/c"), (("a/b",), "c")]
+    got = [await store.aget(ns, k) for ns, k in paths]
+    assert [i.value["v"] for i in got if i] == [3, 4, 5]
 
 
 async def test_search_by_query_filter_and_prefix(store: KGStore) -> None:

@@ -137,7 +137,11 @@ class KGStore(BaseStore):
         found = await self.memory.facts(
             subject=subject_of(namespace, key), predicate=PREDICATE, **self.group
         )
-        mine = [f for f in fact_views(found) if (i := item_of(f)) and i.key == key]
+        mine = [
+            f
+            for f in fact_views(found)
+            if (i := item_of(f)) is not None and (i.namespace, i.key) == (namespace, key)
+        ]
         return mine[0] if mine else None
 
     async def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
