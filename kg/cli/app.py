@@ -1581,11 +1581,9 @@ def tools(
     descriptions and argument schemas an MCP client lists, for an agent built on the OpenAI
     or Anthropic SDK that calls kg through its HTTP API."""
     try:
-        from kg.server.tool_export import FORMATS, exported
+        from kg.server.tool_export import exported
     except ImportError as exc:
         raise _serve_missing(exc) from None
-    if fmt not in FORMATS:
-        raise _fail(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
     out.print_json(json.dumps(_run(exported(fmt))))
 
 
