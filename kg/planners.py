@@ -60,8 +60,9 @@ Resolved = tuple[
 ]
 
 
-# What a batch may carry into the next (entities and versions held, `BatchTimelines.size`):
-# past it, the next batch reads all it names again and starts afresh. About 100 MB of models.
+# What a batch may carry into the next (entities, versions and timelines held,
+# `BatchTimelines.size`): past it, the next batch reads all it names again and starts afresh,
+# so what a long run holds stays bounded.
 HELD_MAX = 100_000
 
 
