@@ -2,8 +2,9 @@
 same graph, on each backend (issue 16, item 6, and issue 28: kg at >= 1/3 of the raw batched
 rate, on FalkorDB and on Neo4j).
 
-    python benchmarks/bulk_ingest.py [--episodes 1000] [--facts-per-episode 5] [--batch 200]
-                                     [--repeats 3] [--backend falkordb|neo4j|both] [--uri URI]
+    python benchmarks/bulk_ingest.py [--episodes 1000 [10000 ...]] [--facts-per-episode 5]
+                                     [--batch 200] [--repeats 3]
+                                     [--backend falkordb|neo4j|both] [--uri URI]
 
 The synthetic people of benchmarks/ingest_throughput.py (homes and employers that change,
 closing the previous version; friendships). Each repeat ingests the same episodes into two
@@ -20,6 +21,9 @@ fresh groups:
 
 Printed: wall seconds per path and repeat, median and spread, episodes and facts per second,
 kg's rate as a share of the floor's in each repeat, and both groups' counts (they must match).
+Several `--episodes` sizes run one after the other in one run, each on a fresh store (the
+people scale with the size: about ten facts each), and a last table puts them side by side
+(issue 30: kg's share must not fall as the group grows).
 Both paths take CPU time in two processes (kg's and the store server's), so on a loaded
 machine wall times follow the share of the cores each gets; compare code versions run in turns.
 So each repeat also prints the CPU time per episode of both processes on each path (this
@@ -183,9 +187,11 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
-async def main(args: argparse.Namespace) -> None:
+async def one_size(args: argparse.Namespace, size: int) -> list[float]:
+    """The benchmark at `size` episodes on a fresh store: kg's share of the floor's rate,
+    per repeat."""
     per = args.facts_per_episode
-    episodes = make_episodes(args.episodes * per, per, random.Random(args.seed))
+    episodes = make_episodes(size * per, per, random.Random(args.seed))
     n = len(episodes)
     writes = math.ceil(n / args.batch)
     walls: dict[str, list[float]] = {"kg": [], "floor": []}
@@ -239,11 +245,22 @@ async def main(args: argparse.Namespace) -> None:
         print("|---|---|---|---|---|---|")
         for g in ("kg0", "raw0"):
             print("| " + " | ".join(str(x) for x in (g, *await counts(kg, g))) + " |")
+    return share
+
+
+async def main(args: argparse.Namespace) -> None:
+    shares = {size: await one_size(args, size) for size in args.episodes}
+    if len(shares) > 1:
+        print("\n# kg's rate as a share of the floor's, by size (target >= 33% at each)\n")
+        print("| episodes | per repeat | median |\n|---|---|---|")
+        for size, share in shares.items():
+            each = ", ".join(f"{x:.0%}" for x in share)
+            print(f"| {size:,} | {each} | {statistics.median(share):.0%} |")
 
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--episodes", type=int, default=1000)
+    parser.add_argument("--episodes", type=int, nargs="+", default=[1000])
     parser.add_argument("--facts-per-episode", type=int, default=5)
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)

@@ -15,14 +15,12 @@ from kg.ingest.hashing import content_hash
 from kg.ingest.names import name_key
 from kg.ingest.timeline import NewFact, TimelineWriter
 from kg.schemas.episode import Episode, EpisodeSource, StructuredFact
-from kg.schemas.graph import EntityNode, EpisodicNode, FactEdge
+from kg.schemas.graph import EntityNode, EpisodicNode
 from kg.schemas.ontology import Ontology, Predicate
 from kg.schemas.plan import PlanSummary, WritePlan
 from kg.schemas.store import (
     NamedTimeline,
     PlanningNames,
-    PlanningReads,
-    TimelineKey,
     Timelines,
 )
 from kg.schemas.validation import STORED
@@ -150,94 +148,6 @@ def planning_names(
             NamedTimeline(subject_key=s, predicate=p, object_key=o, since=t)
             for (s, p, o), t in since.items()
         ),
-    )
-
-
-class BatchTimelines:
-    """`Timelines` for one or several episodes of a group planned in order from one
-    `PlanningReads` (read for them all), with no further round trip: each sees what was read
-    plus what the plans before it write (`commit` applies a plan as the store would), so
-    each plan is the one a one-by-one ingest makes. Versions are handed out as copies: a
-    plan keeps what its episode saw, whatever later episodes make of it. A version the read
-    returned that ended before one episode's facts cannot bear on them (see
-    `NamedTimeline.since`)."""
-
-    def __init__(self, reads: PlanningReads) -> None:
-        self._episodes = list(reads.episodes)
-        # Every content hash and idempotency key among them, ever (a stale one only costs a
-        # scan): most episodes duplicate none, and are told so without one.
-        self._hashes = {ep.content_hash for ep in self._episodes}
-        self._keys = {ep.idempotency_key for ep in self._episodes}
-        self._entities: dict[str, EntityNode] = {}
-        for n in reads.entities:  # in (created_at, uuid) order: the first per name counts
-            self._entities.setdefault(n.name_key, n)
-        # Live versions by timeline (source, predicate), and each version's timeline.
-        self._edges: dict[tuple[str, str], dict[str, FactEdge]] = {}
-        self._at: dict[str, tuple[str, str]] = {}
-        for e in reads.edges:
-            self._keep(e)
-
-    def _keep(self, e: FactEdge) -> None:
-        at = self._at[e.uuid] = (e.source_node_uuid, e.name)
-        self._edges.setdefault(at, {})[e.uuid] = e
-
-    def duplicates(self, content_hash: str, idempotency_key: str | None) -> list[EpisodicNode]:
-        """The episodes read or planned with this content hash or idempotency key."""
-        if content_hash not in self._hashes and (
-            idempotency_key is None or idempotency_key not in self._keys
-        ):
-            return []
-        return [
-            ep
-            for ep in self._episodes
-            if ep.content_hash == content_hash
-            or (idempotency_key is not None and ep.idempotency_key == idempotency_key)
-        ]
-
-    async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]:
-        return [self._entities[k] for k in dict.fromkeys(name_keys) if k in self._entities]
-
-    async def live_edges(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
-        found: dict[str, FactEdge] = {}
-        for k in keys:
-            for e in self._edges.get((k.source_uuid, k.predicate), {}).values():
-                if k.target_uuid is None or e.target_node_uuid == k.target_uuid:
-                    found.setdefault(e.uuid, e)
-        return [_copy(e) for e in found.values()]
-
-    async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
-        raise NotImplementedError("a planning read holds the live versions only")
-
-    def commit(self, plan: WritePlan) -> None:
-        """What the group holds once `plan` is written."""
-        if plan.replaces_failed is not None:
-            self._episodes = [ep for ep in self._episodes if ep.uuid != plan.replaces_failed]
-        self._episodes.append(plan.episode)
-        self._hashes.add(plan.episode.content_hash)
-        self._keys.add(plan.episode.idempotency_key)
-        for n in plan.new_entities:
-            self._entities.setdefault(n.name_key, n)
-        for r in plan.retirements:
-            if (at := self._at.pop(r.uuid, None)) is not None:
-                del self._edges[at][r.uuid]
-        for f in plan.reinforcements:
-            if (at := self._at.get(f.uuid)) is not None:
-                # A new version in its place: the one held may be an earlier plan's own edge.
-                e = self._edges[at][f.uuid]
-                self._edges[at][f.uuid] = e.model_copy(
-                    update={
-                        "episodes": [*e.episodes, f.episode_uuid],
-                        "episode_valid_at": [*e.episode_valid_at, f.valid_at],
-                    }
-                )
-        for e in plan.new_edges:
-            self._keep(e)  # the plan's own: never changed here, and lent only as copies
-
-
-def _copy(e: FactEdge) -> FactEdge:
-    """A version planning may change (its support lists) without changing `e`."""
-    return e.model_copy(
-        update={"episodes": list(e.episodes), "episode_valid_at": list(e.episode_valid_at)}
     )
 
 

@@ -39,7 +39,7 @@ from kg.ingest.communities import plan_joins
 from kg.ingest.extraction import Guards, extract, vet
 from kg.ingest.llm import StructuredLLM
 from kg.ingest.resolution import Answer, Question, question
-from kg.ingest.structured import BatchTimelines, episodic_node, new_uuid, planning_names
+from kg.ingest.structured import episodic_node, new_uuid, planning_names
 from kg.planners import (
     LLM_CALLS_PER_EPISODE,
     Ahead,
@@ -340,13 +340,13 @@ class Pipeline:
     ) -> list[EpisodeResult]:
         """One attempt of `add_batch`: one planning read for the whole batch (or the one
         made in the write before), each episode planned from it and from the plans before
-        it (`BatchTimelines`), then one write of them all at `base`."""
+        it (`BatchTimelines`, carried from the batch before when nothing moved the group
+        since), then one write of them all at `base`."""
         group = episodes[0].group_id
-        reads = await self.tools.ahead.reads(group, names, base)
-        if reads.communities:
+        timelines = await self.tools.ahead.timelines(group, names, base)
+        if timelines.communities:
             self._written[group] = base
             raise _OneByOne
-        timelines = BatchTimelines(reads)
         results, plans = [], []
         for episode, digest in zip(episodes, digests, strict=True):
             # Planned first (it has its content hash then); a duplicate's plan is dropped.
@@ -369,7 +369,7 @@ class Pipeline:
         if not plans:
             self._written[group] = base  # nothing written: still the version to plan at
             return results
-        self._written[group] = await self.tools.ahead.apply_many(plans, then)
+        self._written[group] = await self.tools.ahead.apply_many(plans, then, timelines)
         return results
 
     @traced(

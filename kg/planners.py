@@ -19,6 +19,7 @@ from typing import ClassVar
 
 from kg.errors import ExtractionError, InputError, LLMRequiredError
 from kg.ingest import content_hash, plan_structured_episode
+from kg.ingest.batch import BatchTimelines
 from kg.ingest.extraction import (
     LLM_EXTRACTOR,
     UNTRUSTED,
@@ -32,7 +33,6 @@ from kg.ingest.llm import LLMCall, LLMError, StructuredLLM
 from kg.ingest.resolution import Answer, ResolutionReport, resolve
 from kg.ingest.structured import (
     STRUCTURED_EXTRACTOR,
-    BatchTimelines,
     check_structured,
     episodic_node,
     new_uuid,
@@ -60,28 +60,82 @@ Resolved = tuple[
 ]
 
 
+# What a batch may carry into the next (entities, versions and timelines held,
+# `BatchTimelines.size`): past it, the next batch reads all it names again and starts afresh,
+# so what a long run holds stays bounded.
+HELD_MAX = 100_000
+
+
+@dataclass
+class _ReadAhead:
+    """A planning read made in this process's last write of a group: `token`, the version
+    that write made current; `names`, what the next episode (or batch) asked for; `reads`,
+    the reply, read for `asked` (`held.unknown(names)` when `held` is carried, else `names`)."""
+
+    token: str | None
+    names: PlanningNames
+    asked: PlanningNames
+    reads: PlanningReads
+    held: BatchTimelines | None
+
+
 class Ahead:
     """Per group, the planning read that rode in this process's last write, for the episode
     it named (add_episodes knows the next one): the next structured episode plans from it
-    without a round trip, if nothing moved the group since (see `PlanningRead.apply_many`)."""
+    without a round trip, if nothing moved the group since (see `PlanningRead.apply_many`).
+    A batch also carries what it read and wrote (`BatchTimelines`) into the next one, whose
+    read then asks only for the rest: used only at the version its own write made current
+    (the fence: another writer's write in between makes a new version, and all is read)."""
 
     def __init__(self, store: GraphStore) -> None:
         self.store = store
-        self._reads: dict[str, tuple[str | None, PlanningNames, PlanningReads]] = {}
+        self._reads: dict[str, _ReadAhead] = {}
+
+    def _take(self, group: str, names: PlanningNames, base: GroupVersion) -> _ReadAhead | None:
+        """The read made ahead for `names` at `base`, if any (taken: an attempt uses it once,
+        and what it holds changes as the attempt plans)."""
+        ahead = self._reads.pop(group, None)
+        if ahead is not None and ahead.token == base.token and ahead.names == names:
+            return ahead
+        return None
 
     async def reads(self, group: str, names: PlanningNames, base: GroupVersion) -> PlanningReads:
         """The reads for `names` at `base`: the ones made in the write that made `base`
         current, else read now."""
-        ahead = self._reads.pop(group, None)
-        if ahead is not None and ahead[0] == base.token and ahead[1] == names:
-            return ahead[2]
+        ahead = self._take(group, names, base)
+        if ahead is not None and ahead.held is None:
+            return ahead.reads
         return await self.store.planning_reads(group, names)
 
-    async def apply_many(self, plans: list[WritePlan], then: PlanningNames | None) -> GroupVersion:
-        """Write `plans` as one unit, reading ahead for `then` inside the write."""
-        version, next_reads = await self.store.apply_many(plans, then)
-        if then is not None and next_reads is not None:
-            self._reads[plans[0].group_id] = (version.token, then, next_reads)
+    async def timelines(
+        self, group: str, names: PlanningNames, base: GroupVersion
+    ) -> BatchTimelines:
+        """What a batch plans from at `base`: the batch before it's, with the rest read in
+        its write, else a read of all of `names` now."""
+        ahead = self._take(group, names, base)
+        if ahead is None:
+            return BatchTimelines(await self.store.planning_reads(group, names), names)
+        if ahead.held is None:
+            return BatchTimelines(ahead.reads, names)
+        ahead.held.renew(ahead.reads, ahead.asked)
+        return ahead.held
+
+    async def apply_many(
+        self,
+        plans: list[WritePlan],
+        then: PlanningNames | None,
+        held: BatchTimelines | None = None,
+    ) -> GroupVersion:
+        """Write `plans` as one unit, reading ahead for `then` inside the write: with `held`
+        (what the plans were made from, with them committed), only what it lacks."""
+        if held is not None and (then is None or held.size > HELD_MAX):
+            held = None
+        asked = held.unknown(then) if held is not None and then is not None else then
+        version, next_reads = await self.store.apply_many(plans, asked)
+        if then is not None and asked is not None and next_reads is not None:
+            self._reads[plans[0].group_id] = _ReadAhead(
+                version.token, then, asked, next_reads, held
+            )
         return version
 
     def drop(self, group: str) -> None:
