@@ -95,4 +95,4 @@ def test_the_cli_prints_them_and_refuses_an_unknown_format() -> None:
     assert printed.exit_code == 0, printed.output
     assert json.loads(printed.output) == asyncio.run(exported("anthropic"))
     refused = CliRunner().invoke(app, ["tools", "--format", "gemini"])
-    assert refused.exit_code == 1 and "unknown --format 'gemini'" in refused.output
+    assert refused.exit_code == 1 and "unknown tool format 'gemini'" in refused.output

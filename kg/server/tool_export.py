@@ -5,13 +5,13 @@ calls them through kg's HTTP API or its own MCP session."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from kg.errors import KGError
+from kg.errors import InputError, KGError
 from kg.server.mcp import build_mcp
 
 ToolFormat = Literal["mcp", "openai", "openai-responses", "anthropic"]
-FORMATS: tuple[ToolFormat, ...] = ("mcp", "openai", "openai-responses", "anthropic")
+FORMATS: tuple[ToolFormat, ...] = get_args(ToolFormat)
 
 
 def _no_memory() -> Any:
@@ -42,7 +42,8 @@ def convert(tool: dict[str, Any], fmt: ToolFormat) -> dict[str, Any]:
     return tool
 
 
-async def exported(fmt: ToolFormat) -> list[dict[str, Any]]:
+async def exported(fmt: str) -> list[dict[str, Any]]:
+    """The tools in `fmt`, checked here once for every caller (the CLI passes its flag as is)."""
     if fmt not in FORMATS:
-        raise ValueError(f"unknown tool format {fmt!r}: use one of {', '.join(FORMATS)}")
+        raise InputError(f"unknown tool format {fmt!r}: use one of {', '.join(FORMATS)}")
     return [convert(t, fmt) for t in await mcp_tools()]
