@@ -506,12 +506,13 @@ async def test_group_lookups_read_the_episodes_group_index() -> None:
     assert index in NEO4J_SCHEMA
 
 
-def test_exact_cosine_is_for_groups_small_in_themselves_and_beside_the_others() -> None:
+def test_exact_cosine_is_for_small_groups_the_index_answered_short() -> None:
     """Exact cosine costs what the group holds; the shared index costs about k over the
-    group's share of it (kg.store.neo4j.cosine)."""
-    from kg.store.neo4j.cosine import EXACT_COSINE_MAX, exact_pays
+    group's share of it (kg.store.neo4j.cosine). The index's first answer is kept when it
+    is whole: enough of the group's items, or all the index holds."""
+    from kg.store.neo4j.cosine import EXACT_COSINE_MAX, exact_pays, index_answer_complete
 
-    assert exact_pays(10_000, 110_000)  # a 10k group beside a 100k one
-    assert not exact_pays(10_000, 10_000)  # alone: the index's first k is all its own
-    assert not exact_pays(EXACT_COSINE_MAX + 1, 10**7)  # past the measured crossover
-    assert exact_pays(3, 63) and not exact_pays(60, 63)
+    assert exact_pays(10_000) and not exact_pays(EXACT_COSINE_MAX + 1)  # the crossover
+    assert index_answer_complete(hits=10, rows=30, limit=10, k=30)  # most of the index
+    assert index_answer_complete(hits=3, rows=20, limit=10, k=30)  # alone: the whole index
+    assert not index_answer_complete(hits=3, rows=30, limit=10, k=30)  # beside a larger one

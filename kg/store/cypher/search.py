@@ -405,7 +405,7 @@ class CypherSearch(CypherBase):
         await self._search_ready(group_id, scope)
         cypher = self._vector_query(scope, view, self.dialect.vector_call(scope), full=full)
         params = {**self._view_params(group_id, view), "v": vector}
-        k, seen = max(limit * 3, 30), -1
+        k, seen = first_k(limit), -1
         while True:
             rows = await self._read(group_id, cypher, {**params, "k": k})
             hits = [r for r in rows if r["ok"]]
@@ -577,3 +577,9 @@ def _split_top(text: str) -> list[str]:
 
 def _uuid(item: Fact | EntityNode | EpisodicNode | CommunityNode) -> str:
     return item.edge.uuid if isinstance(item, Fact) else item.uuid
+
+
+def first_k(limit: int) -> int:
+    """The k of a vector index's first query for `limit` items in view: over-fetched, as
+    other groups' items and items out of view take some of its slots."""
+    return max(limit * 3, 30)

@@ -5,12 +5,14 @@ no filter: the nearest items of a small group sit among a large group's, so the 
 until enough pass the group filter, reading about k = wanted x (index size / group size)
 candidates. A group's own items, found through its group index and scored with
 `vector.similarity.cosine`, cost what the group holds, whatever lies beside it. So a group of
-up to `EXACT_COSINE_MAX` items of a kind is scored exactly (the true top k, where the index
-gives its approximation), and a larger one through the index; so is a group that holds at
-least half the index, whose first index query (3 x k) already finds enough of its own. The
-bound is the measured crossover (docs/production.md, benchmarks/neo4j_cosine_crossover.py:
-with 144,000 facts in the index, exact was 3x faster at 10,000 facts and the index 3x faster
-at 30,000).
+up to `EXACT_COSINE_MAX` items of a kind asks the index once (its first k, as a large group
+does) and keeps that answer when it is complete (`index_answer_complete`: enough of the
+group's items in view, or the whole index read); otherwise it is scored exactly (the true top
+k, where the index gives its approximation). A group that is most of the index, or alone in it
+beside groups stored without embeddings, so pays one index query, not a scan of its vectors.
+A larger group widens the index's k. The bound is the measured crossover (docs/production.md,
+benchmarks/neo4j_cosine_crossover.py: with 144,000 facts in the index, exact was 3x faster at
+10,000 facts and the index 3x faster at 30,000).
 """
 
 from __future__ import annotations
@@ -32,15 +34,17 @@ _GROUP_ITEMS = {
 }
 
 
-def total_query(scope: Scope) -> str:
-    """How many items of `scope` the database holds, every group's (Neo4j's counts store)."""
-    pattern = _GROUP_ITEMS[scope][0].replace("(s)", "()").replace("(o)", "()")
-    return f"MATCH {pattern} RETURN count(*) AS n"
+def exact_pays(items: int) -> bool:
+    """Whether a group of `items` of a kind is scored exactly when the index's first answer
+    falls short: below the measured crossover."""
+    return items <= EXACT_COSINE_MAX
 
 
-def exact_pays(items: int, total: int) -> bool:
-    """Whether a group of `items` of a kind, among `total` in the database, is scored exactly."""
-    return items <= EXACT_COSINE_MAX and 2 * items < total
+def index_answer_complete(hits: int, rows: int, limit: int, k: int) -> bool:
+    """Whether the index's answer to a query for `k` items, `rows` of them returned and `hits`
+    of those the group's and in view, is the whole answer: `limit` hits, or fewer rows than k
+    (the index holds no more: Neo4j's index, unlike FalkorDB 4.16's, keeps no orphans)."""
+    return hits >= limit or rows < k
 
 
 def size_query(scope: Scope) -> str:

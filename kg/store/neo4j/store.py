@@ -39,14 +39,15 @@ from kg.schemas.store import (
 )
 from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
+from kg.store.cypher.search import first_k
 from kg.store.cypher.store import CypherStore
 from kg.store.neo4j import cosine
 from kg.store.neo4j.cosine import (
     SIZE_TTL_SECONDS,
     exact_pays,
     exact_query,
+    index_answer_complete,
     size_query,
-    total_query,
 )
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.store.neo4j.dialect import Neo4jDialect
@@ -80,8 +81,8 @@ class Neo4jStore(CypherStore):
         self.embedding_dim = embedding_dim
         self._schema_ready = False
         self._indexes_online = False
-        # (group, scope) -> (the group's items, the database's, when counted)
-        self._sizes: dict[tuple[str, Scope], tuple[int, int, float]] = {}
+        # (group, scope) -> (the group's items, when counted)
+        self._sizes: dict[tuple[str, Scope], tuple[int, float]] = {}
 
     @classmethod
     async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> Neo4jStore:
@@ -351,29 +352,36 @@ class Neo4jStore(CypherStore):
         *,
         full: bool,
     ) -> list[tuple[float, Any]]:
-        """A small group's items by exact cosine, a large one's through the shared vector
-        index (see kg.store.neo4j.cosine)."""
+        """A small group's items: the shared index's first answer when it is complete, else
+        exact cosine over the group's own; a large group's through the widening index (see
+        kg.store.neo4j.cosine)."""
         if not await self._small(group_id, scope):
             return await super()._vector_rows(group_id, scope, vector, view, limit, full=full)
         await self._search_ready(group_id, scope)
-        cypher = exact_query(scope, view, self._vector_row(scope, full=full))
-        params = {**self._view_params(group_id, view), "v": vector, "k": limit}
+        params = {**self._view_params(group_id, view), "v": vector, "k": first_k(limit)}
+        cypher = self._vector_query(scope, view, self.dialect.vector_call(scope), full=full)
         rows = await self._read(group_id, cypher, params)
-        return [(self.dialect.similarity(float(r["score"])), r["row"]) for r in rows if r["ok"]]
+        hits = [r for r in rows if r["ok"]]
+        if not index_answer_complete(len(hits), len(rows), limit, params["k"]):
+            cypher = exact_query(scope, view, self._vector_row(scope, full=full))
+            rows = await self._read(group_id, cypher, {**params, "k": limit})
+            hits = [r for r in rows if r["ok"]]
+        out = [(self.dialect.similarity(float(r["score"])), r["row"]) for r in hits]
+        out.sort(key=lambda sr: -sr[0])
+        return out[:limit]
 
     async def _small(self, group_id: str, scope: Scope) -> bool:
-        """Whether the group's items of `scope` are scored exactly (`exact_pays`): counted,
-        with the database's, once a minute at most (a group grows by writes, and either
-        answer is right, only slower)."""
+        """Whether the group's items of `scope` may be scored exactly (`exact_pays`):
+        counted once a minute at most (a group grows by writes, and either answer is right,
+        only slower)."""
         now = time.monotonic()
         known = self._sizes.get((group_id, scope))
-        if known is None or now - known[2] > SIZE_TTL_SECONDS:
+        if known is None or now - known[1] > SIZE_TTL_SECONDS:
             cap = cosine.EXACT_COSINE_MAX + 1
             rows = await self._read(group_id, size_query(scope), {"group_id": group_id, "cap": cap})
-            total = await self._read(group_id, total_query(scope), {})
-            known = (int(rows[0]["n"]) if rows else 0, int(total[0]["n"]) if total else 0, now)
+            known = (int(rows[0]["n"]) if rows else 0, now)
             self._sizes[(group_id, scope)] = known
-        return exact_pays(known[0], known[1])
+        return exact_pays(known[0])
 
     async def _search_ready(self, group_id: str, scope: Scope | None = None) -> None:
         """Neo4j populates new indexes in the background; wait once per store."""
