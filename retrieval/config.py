@@ -68,7 +68,7 @@ DATED_BOOST = 1.0
 
 # Chosen on LoCoMo's development conversations (benchmarks/locomo_multihop.py), see
 # docs/retrieval.md, "Turns next to a hit".
-NEIGHBOUR_BOOST = 0.0
+NEIGHBOUR_BOOST = 0.5
 
 
 class SearchConfig(BaseModel):
