@@ -8,7 +8,12 @@ multi-valued one. Within a timeline, versions never overlap:
 - a different value closes the version holding at its valid time (single-valued only), so a
   late-arriving older fact closes the *historical* version it lands in, never the current one;
 - the new version ends where the next version on the timeline starts, unless it ends earlier;
-- a lower trust tier may not close a higher one: its fact is stored as `contested` instead.
+- a lower trust tier may not close a higher one: its fact is stored as `contested` instead;
+- a statement that outranks a contested claim and covers the claim's start answers it: the
+  claim is retired (no longer kept for review), whatever the statement says. Agreeing, the
+  value is now believed at the statement's own trust; disagreeing, the claim is rejected.
+  This is how a person's review decision (a user-channel episode) settles a claim, so
+  rolling that episode back puts the claim back under review.
 
 Closing never edits a stored version: it is retired and a copy with the new end is created
 (see `kg.schemas.graph.FactEdge`). All of this is pure: the caller supplies ids and the clock.
@@ -65,6 +70,7 @@ class TimelineWriter:
     summary: PlanSummary = field(default_factory=PlanSummary)
 
     def add(self, f: NewFact) -> None:
+        self._settle(f)
         timeline = [
             v
             for v in self.live.values()
@@ -90,6 +96,24 @@ class TimelineWriter:
         created = self._create(f, min(ends, default=None), EdgeStatus.active)
         for v in holding:
             self._close(v, f.valid_at, created.uuid, SUPERSEDED)
+
+    def _settle(self, f: NewFact) -> None:
+        """Retire the contested claims on `f`'s timeline that `f` outranks and that start
+        within `f`'s interval: the higher-trust word on that time answers them."""
+        for c in list(self.live.values()):
+            if (
+                c.status is EdgeStatus.contested
+                and c.uuid not in self.new_edges
+                and c.source_node_uuid == f.source_uuid
+                and c.name == f.predicate
+                and (f.single_valued or c.target_node_uuid == f.target_uuid)
+                and c.trust < self.trust
+                and f.valid_at <= c.valid_at
+                and (f.invalid_at is None or f.invalid_at > c.valid_at)
+            ):
+                self.retirements.append(EdgeRetirement(uuid=c.uuid, expired_at=self.now))
+                del self.live[c.uuid]
+                self.summary.edges_closed.append(c.uuid)
 
     def _restate(self, v: FactEdge, f: NewFact) -> None:
         self._reinforce(v, f.valid_at)

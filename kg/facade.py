@@ -46,6 +46,7 @@ from kg.retrieval import render_context as _render_context
 from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
 from kg.retrieval.context import approx_tokens
 from kg.retrieval.request import SearchRequest
+from kg.review import ReviewItem, review_queue
 from kg.rollback import UNWRITTEN, ReplayReport, RollbackReport, plan_replay, plan_rollback
 from kg.schemas.answers import Explanation, QuarantineEntry
 from kg.schemas.embedder import Embedder
@@ -165,6 +166,7 @@ class KG:
         group_id: str = "default",
         cross_encoder: CrossEncoder | None = None,
         progress: ProgressCallback | None = None,
+        attach: bool = False,
     ) -> KG:
         """Open a store by URI (embedded FalkorDB by default).
 
@@ -175,11 +177,16 @@ class KG:
         MiniLM, or a sentence-transformers model at a local path), else runs without (logged).
         A `cross_encoder` enables the cross-encoder reranker. `progress` is called while the
         embedded store loads its data (a large store takes a while). `group_id` is the group
-        every method reads and writes unless a call names another.
+        every method reads and writes unless a call names another. With `attach`, an
+        embedded data directory a live kg process holds (`kg serve`) is shared through that
+        process's server instead of refused (`DataDirLockedError`); `store.owner_pid` then
+        names the owner, and closing leaves its server running.
         """
         check_group(group_id)
         if embedder == "auto":
-            store = await open_store(uri, home=home, durability=durability, progress=progress)
+            store = await open_store(
+                uri, home=home, durability=durability, progress=progress, attach=attach
+            )
             try:
                 embedder = await recorded_embedder_for(store, group_id)
             except BaseException:
@@ -197,7 +204,12 @@ class KG:
             await store.close()  # reopened below, with vector indexes of the model's dimension
         dim = embedder.dim if embedder is not None else None
         store = await open_store(
-            uri, home=home, durability=durability, embedding_dim=dim, progress=progress
+            uri,
+            home=home,
+            durability=durability,
+            embedding_dim=dim,
+            progress=progress,
+            attach=attach,
         )
         return await cls(
             store,
@@ -210,7 +222,10 @@ class KG:
         )._opened()
 
     async def _opened(self) -> Self:
-        """What `open` does once the store is up: finish erasures a crash interrupted."""
+        """What `open` does once the store is up: finish erasures a crash interrupted. An
+        attached store's owner did that when it opened, and may be running one now."""
+        if getattr(self.store, "owner_pid", None) is not None:
+            return self
         try:
             await self.finish_erasures()
         except KGError as exc:  # the store opens anyway; a re-run of the erasure finishes it
@@ -807,6 +822,17 @@ class KG:
             for ep in await self.store.find_episodes(group_id, None, None)
             for q in ep.quarantined()
         ]
+
+    async def review(self, *, group_id: str | None = None, limit: int = 200) -> list[ReviewItem]:
+        """What kg holds back rather than believes, each with why: contested claims (a
+        lower-trust channel contradicting a higher one) and quarantined items not yet
+        decided, up to `limit` of each. A decision is a user-channel episode (see kg.review:
+        `decision`), so it is provenance and rollback undoes it."""
+        group_id = self._group(group_id)
+        check_limit(limit, 10_000)
+        if group_id not in await self.store.groups():
+            return []
+        return await review_queue(self.store, group_id, limit)
 
     async def groups(self) -> list[str]:
         return await self.store.groups()

@@ -9,6 +9,7 @@ arguments), and the old names that keep working for one release with a deprecati
     erasure is about                             HTTP {"name"}, MCP forget(entity))
     preview instead of doing  dry_run           (Python: was apply=False)
     episode time              reference_time    (default now)
+    queue instead of writing  wait              (CLI --wait/--no-wait; was kg ingest --background)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "subject": ("entity",),
     "dry_run": ("preview", "plan_only"),
     "reference_time": ("ref_time", "occurred_at"),
+    "wait": ("background",),
 }
 OTHER_NAMES: dict[str, str] = {old: new for new, olds in CONCEPTS.items() for old in olds}
 

@@ -327,6 +327,10 @@ class FactReader(Protocol):
         """Closed versions (those with `invalidated_by`), newest first."""
         ...
 
+    async def contested(self, group_id: str, limit: int) -> list[Fact]:
+        """Believed contested versions (claims held for review), newest first."""
+        ...
+
     async def stats(self, group_id: str, now: UtcDatetime) -> StoreStats: ...
 
     async def communities(self, group_id: str, having: list[str] | None = None) -> list[Community]:

@@ -287,6 +287,12 @@ class MemoryStore:
         )
         return [self._fact(g, e) for e in hits[:limit]]
 
+    async def contested(self, group_id: str, limit: int) -> list[Fact]:
+        g = self._g(group_id)
+        hits = [e for e in g.edges.values() if e.expired_at is None and e.status == "contested"]
+        hits.sort(key=lambda e: (e.created_at, e.uuid), reverse=True)
+        return [self._fact(g, e) for e in hits[:limit]]
+
     async def communities(self, group_id: str, having: list[str] | None = None) -> list[Community]:
         return []  # this store never holds communities (write_communities is not implemented)
 

@@ -221,8 +221,23 @@ def test_an_unknown_durability_is_refused(home: Path) -> None:
     assert code == 2 and "never" in err
 
 
+def test_ingest_queues_with_no_wait_and_still_reads_background(home: Path, jsonl: Path) -> None:
+    """`--wait/--no-wait` is HTTP's and MCP's `wait` (issue 24: one name per concept);
+    `--background`, its old name, works for one release with a note."""
+    code, out, err = kg(home, "ingest", str(jsonl), "--no-wait", "--json")
+    assert code == 0, err
+    assert {r["status"] for r in json.loads(out)["results"]} == {"queued"}
+    code, out, err = kg(home, "ingest", str(jsonl), "--background", "--json")
+    assert code == 0 and "--background is deprecated; use --no-wait" in err
+    assert {r["status"] for r in json.loads(out)["results"]} == {"duplicate"}
+    code, _, err = kg(home, "ingest", str(jsonl), "--no-wait", "--llm-model", "m")
+    assert code == 1 and "--no-wait queues the episodes" in err
+
+
 @pytest.mark.falkordb_only("the lock guards the embedded store's data directory")
-def test_a_locked_data_directory_is_a_clear_error(home: Path, jsonl: Path) -> None:
+def test_a_held_data_directory_is_shared_with_a_note(home: Path, jsonl: Path) -> None:
+    """A kg process holding the store (here a Python KG.open) lends its server to a command
+    (tests/test_shared_store.py runs this against `kg serve`)."""
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -240,8 +255,10 @@ def test_a_locked_data_directory_is_a_clear_error(home: Path, jsonl: Path) -> No
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         code, _, err = kg(home, "ingest", str(jsonl))
-        assert code == 1 and "is in use by another kg process" in err
-        assert f"pid {holder.pid}" in err
+        assert code == 0, err
+        assert f"kg: note: using the store the kg process (pid {holder.pid}) holds" in err
+        code, out, _ = kg(home, "facts", "--subject", "Minji", "--json")
+        assert code == 0 and [f["object"] for f in json.loads(out)] == ["Busan", "Naver"]
     finally:
         holder.kill()
         holder.wait()

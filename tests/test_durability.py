@@ -19,7 +19,7 @@ import pytest
 
 from kg import KG, DataDirLockedError, StoreUnavailableError
 from kg.store.falkordb import FalkorDBStore
-from kg.store.falkordb.embedded import Durability, EmbeddedServer, _pid_alive
+from kg.store.falkordb.embedded import Durability, EmbeddedServer, pid_alive
 from tests.conftest import add, fact, objects, t
 from tests.disk import written_to_file
 
@@ -37,7 +37,7 @@ def _server_pid(kg: KG) -> int:
 
 def _wait_dead(pid: int, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
-    while _pid_alive(pid):
+    while pid_alive(pid):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)

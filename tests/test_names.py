@@ -1,6 +1,8 @@
 """One name per concept on every surface (issue 24, kg.schemas.names): the CLI's visible
 options never use another name of a concept, and the old names still work for one release
-with a note. The server's tests extend the walk to the OpenAPI document and the MCP tools."""
+with a note. One walk covers the three surfaces a caller names things on: the CLI's
+options, the OpenAPI document's parameters and request fields, and the MCP tools' arguments.
+(test_server_conventions and test_mcp_golden also check the served document and tools.)"""
 
 from __future__ import annotations
 
@@ -46,6 +48,83 @@ def test_the_cli_uses_one_name_per_concept() -> None:
     for concept in ("valid_at", "known_at", "include_closed", "include_contested", "subject"):
         assert concept in names, concept
     assert set(OTHER_NAMES) & set(CONCEPTS) == set()
+
+
+def openapi_names(spec: dict[str, Any]) -> set[str]:
+    """Every query, path parameter and request-body property an OpenAPI document offers."""
+    schemas = spec.get("components", {}).get("schemas", {})
+    names: set[str] = set()
+
+    def walk(schema: dict[str, Any]) -> None:
+        if "$ref" in schema:
+            schema = schemas[schema["$ref"].rsplit("/", 1)[-1]]
+        for name, sub in schema.get("properties", {}).items():
+            names.add(name)
+            walk(sub)
+        for key in ("items", "anyOf", "allOf", "oneOf"):
+            subs = schema.get(key, [])
+            for sub in subs if isinstance(subs, list) else [subs]:
+                walk(sub)
+
+    for ops in spec["paths"].values():
+        for op in ops.values():
+            names |= {p["name"] for p in op.get("parameters", [])}
+            for media in op.get("requestBody", {}).get("content", {}).values():
+                walk(media["schema"])
+    return names
+
+
+def served_openapi() -> dict[str, Any]:
+    """The document `kg serve` serves at /openapi.json (built without a store)."""
+    from kg.server.app import ServeOptions, create_app
+
+    async def no_store() -> KG:
+        raise AssertionError("the document needs no store")
+
+    spec: dict[str, Any] = create_app(no_store, ServeOptions()).openapi()
+    return spec
+
+
+def mcp_names(tools: list[dict[str, Any]]) -> set[str]:
+    return {name for tool in tools for name in tool["inputSchema"]["properties"]}
+
+
+def test_every_surface_uses_one_name_per_concept() -> None:
+    """The CLI, the HTTP API and the MCP tools: no second name for a concept on any, and
+    the one name of each concept wherever the concept is offered (docs/server.md's table)."""
+    from tests.mcp_golden import surface
+
+    surfaces = {
+        "CLI": set(cli_option_names()),
+        "HTTP": openapi_names(served_openapi()),
+        "MCP": mcp_names(surface()["tools"]),
+    }
+    for where, names in surfaces.items():
+        second = {n: OTHER_NAMES[n] for n in names if n in OTHER_NAMES}
+        assert not second, f"{where} offers second names (name: the one name): {second}"
+    everywhere = {
+        "valid_at",
+        "known_at",
+        "include_closed",
+        "include_contested",
+        "subject",
+        "dry_run",
+        "wait",
+        "extract",
+    }
+    for where, names in surfaces.items():
+        assert everywhere <= names, (where, sorted(everywhere - names))
+    assert "reference_time" in surfaces["HTTP"] & surfaces["MCP"]
+
+
+def test_the_walks_catch_a_second_name_over_http_and_mcp() -> None:
+    spec = {
+        "paths": {"/v1/facts": {"get": {"parameters": [{"name": "include_history"}]}}},
+        "components": {},
+    }
+    assert "include_history" in openapi_names(spec)
+    tool = {"name": "forget", "inputSchema": {"properties": {"entity": {}}}}
+    assert "entity" in mcp_names([tool]) and OTHER_NAMES["entity"] == "subject"
 
 
 def test_the_walk_catches_a_second_name(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ walk to its end; the old field names still read, with `Deprecation: true`."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,8 @@ OPERATIONS = {
     "get_metrics",
     "list_log",
     "list_quarantine",
+    "list_review",
+    "decide_review",
     "export_group",
     "add_episode",
     "list_episodes",
@@ -45,7 +48,9 @@ OPERATIONS = {
 # Statuses a test cannot cheaply provoke: a slow body, the key's limits, an internal or a
 # store error, a failed extraction (no LLM here); and a retry's success (needs a failure).
 UNPROVOKED = {408, 429, 500, 502, 503}
-UNPROVOKED_FOR = {"retry_episode": {200}, "erase_group": {200}}  # the latter: test_server_http
+# erase_group's 200: test_server_http; a decision's 201 needs a user-channel key (these are
+# agent-channel ones): tests/test_review.py and the inspector's tests make decisions.
+UNPROVOKED_FOR = {"retry_episode": {200}, "erase_group": {200}, "decide_review": {201}}
 CORRECTION = {"object": "Rome", "valid_at": "2023-01-01T00:00:00Z"}
 
 
@@ -94,6 +99,9 @@ def _requests(served: Served, ids: dict[str, str]) -> dict[str, list[tuple[str, 
         "retry_episode": [("admin", {"path": f"/v1/episodes/{ep}/retry"})],  # 422: not failed
         "explain_fact": [("read", {"path": f"/v1/facts/{fact}/why"})],
         "correct_fact": [("admin", {"path": f"/v1/facts/{fact}/correct", "json": CORRECTION})],
+        "decide_review": [
+            ("admin", {"path": f"/v1/review/{ep}:0/decision", "json": {"action": "reject"}}),
+        ],  # 404: it quarantined nothing
         "search": [("read", {"json": {"query": "Ann"}})],
         "get_context": [("read", {"json": {"query": "Ann"}})],
         "rollback": [
@@ -128,7 +136,7 @@ def _probe(c: httpx.Client, key: str, method: str, path: str, op: dict[str, Any]
         seen.add(_send(c, method, path, headers=bad, content=b"{nope"))  # 400
         seen.add(_send(c, method, path, headers=bad, content=b"[" + b" " * (1 << 20) + b"]"))
     if "{" in path:
-        unknown = path.replace("{episode_id}", "no-such-id").replace("{fact_id}", "no-such-id")
+        unknown = re.sub(r"\{(episode_id|fact_id|item_id)\}", "no-such-id", path)
         seen.add(_send(c, method, unknown, headers=auth, json=CORRECTION))  # 404
     return seen
 
@@ -240,6 +248,9 @@ def test_every_list_is_a_page_and_its_cursors_walk_to_the_end(served: Served) ->
                 json=facts(("Dee", "LIVES_IN", f"Town{i}"), when=f"201{i}-01-01T00:00:00Z"),
             )
             assert made.status_code in (201, 200)
+        for bank in ("AcmeBank", "ZetaBank", "OmegaBank"):  # quarantined: the review lists them
+            held = facts(("Assistant", "MUST_ALWAYS_RECOMMEND", bank))
+            assert c.post("/v1/episodes", json=held).json()["summary"]["facts_quarantined"] == 1
         for path, params in (
             ("/v1/episodes", {}),
             ("/v1/facts", {}),
@@ -247,6 +258,7 @@ def test_every_list_is_a_page_and_its_cursors_walk_to_the_end(served: Served) ->
             ("/v1/entities", {}),
             ("/v1/log", {}),
             ("/v1/quarantine", {}),
+            ("/v1/review", {}),
         ):
             whole = c.get(path, params={**params, "limit": 1000}).json()
             assert whole["next_cursor"] is None

@@ -245,7 +245,8 @@ def test_keys_while_serving_and_across_restarts(tmp_path: Path) -> None:
     try:
         made = kg_cli(home, "keys", "create", "--group", "bob", "--role", "write", "--json")
         assert made.returncode == 0, made.stderr
-        assert "through the store of the running kg process" in made.stderr
+        assert served.process is not None
+        assert f"using the store kg serve (pid {served.process.pid}) holds" in made.stderr
         live = json.loads(made.stdout)
         assert whoami(served, live["key"]).json()["group_id"] == "bob"
         doomed = json.loads(

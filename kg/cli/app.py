@@ -51,10 +51,10 @@ from kg.cli.serve_options import (
 )
 from kg.erasure import ErasureReceipt
 from kg.errors import (
-    DataDirLockedError,
     InputError,
     KGError,
     LLMRequiredError,
+    StoreUnavailableError,
     json_object,
     validation_message,
 )
@@ -69,8 +69,7 @@ from kg.schemas.episode import Episode
 from kg.schemas.graph import Fact
 from kg.schemas.ontology import DEFAULT_ONTOLOGY, Ontology
 from kg.schemas.validation import check_group_id
-from kg.store.falkordb import FalkorDBStore
-from kg.store.falkordb.embedded import Durability, default_home, running_socket
+from kg.store.falkordb.embedded import Durability
 from kg.times import parse_time
 
 T = TypeVar("T")
@@ -142,9 +141,15 @@ class Settings:
             raise InputError(f"embedder {self.embedder!r}: {exc}") from None
 
     async def open(
-        self, cross_encoder: CrossEncoder | None = None, llm: StructuredLLM | None = None
+        self,
+        cross_encoder: CrossEncoder | None = None,
+        llm: StructuredLLM | None = None,
+        *,
+        attach: bool = True,
     ) -> KG:
-        return await KG.open(
+        """The KG the command works on. An embedded store a live kg process holds (`kg
+        serve`) is shared through that process's server, with a note on stderr."""
+        kg = await KG.open(
             self.uri,
             home=self.home,
             ontology=self.ontology(),
@@ -154,7 +159,52 @@ class Settings:
             llm=llm,
             durability=self.durability,
             progress=render.loading(err),
+            attach=attach,
         )
+        return _noted(kg)
+
+
+def _noted(kg: KG) -> KG:
+    """A store shared with the kg process that holds it says so, once, on stderr."""
+    if (owner := getattr(kg.store, "owner", None)) is not None:
+        render.note(err, f"using the store {owner} holds")
+    return kg
+
+
+async def _working(kg: KG, work: Callable[[KG], Awaitable[T]]) -> T:
+    """`work`, then the store closed. A shared store's owner that exits takes its server
+    along: that is said as such (each write is one atomic query, so nothing is half
+    written, and re-running resumes)."""
+    try:
+        return await work(kg)
+    except StoreUnavailableError as exc:
+        if (owner := getattr(kg.store, "owner", None)) is None:
+            raise
+        raise StoreUnavailableError(
+            f"{owner}, whose store this command shared, has gone: {exc}; nothing is half "
+            "written: run the command again"
+        ) from None
+    finally:
+        await kg.close()
+
+
+OWNER_POLL_SECONDS = 1.0  # how often a long-running command on a shared store checks its owner
+
+
+async def _while_owner_lives(kg: KG, main: Awaitable[T]) -> T:
+    """`main`, a command that runs until stopped (`kg worker`, `kg mcp`). On a shared store
+    it ends when the store's owner exits, its server with it: one line (see `_working`),
+    instead of failing every call from then on; started again, it owns the store itself."""
+    task = asyncio.ensure_future(main)
+    alive = getattr(kg.store, "owner_alive", None)
+    while alive is not None and not task.done():
+        await asyncio.wait({task}, timeout=OWNER_POLL_SECONDS)
+        if not task.done() and not alive():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            raise StoreUnavailableError("it exited, and its server with it")
+    return await task
 
 
 def _fail(message: str) -> typer.Exit:
@@ -178,11 +228,7 @@ async def _with_kg(
     llm: StructuredLLM | None = None,
     cross_encoder: CrossEncoder | None = None,
 ) -> T:
-    kg = await settings.open(cross_encoder=cross_encoder, llm=llm)
-    try:
-        return await work(kg)
-    finally:
-        await kg.close()
+    return await _working(await settings.open(cross_encoder=cross_encoder, llm=llm), work)
 
 
 def _time(value: str | None, name: str) -> datetime | None:
@@ -339,21 +385,25 @@ def ingest(
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmBaseUrlOpt = None,
     llm_api_key: LlmApiKeyOpt = None,
-    no_extract: Annotated[
+    extract: Annotated[
         bool,
-        typer.Option("--no-extract", help="Store text episodes unextracted (searchable only)."),
-    ] = False,
+        typer.Option(
+            "--extract/--no-extract",
+            help="Extract facts from text episodes, or store them unextracted (searchable only).",
+        ),
+    ] = True,
     concurrency: Annotated[
         int, typer.Option(min=1, max=64, help="Groups ingested in parallel.")
     ] = 4,
-    background: Annotated[
+    wait: Annotated[
         bool,
         typer.Option(
-            "--background",
-            help="Enqueue and return: episodes are stored at once (searchable), and "
-            "`kg worker` extracts and writes them.",
+            "--wait/--no-wait",
+            help="Write the episodes before returning, or enqueue and return: stored at "
+            "once (searchable), extracted and written by a worker (`kg worker`, `kg serve`).",
         ),
-    ] = False,
+    ] = True,
+    background: Annotated[bool, typer.Option("--background", hidden=True)] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest episodes from a JSON Lines file (validated in full before any write).
@@ -361,14 +411,17 @@ def ingest(
     Each group is ingested by one writer in reference-time order; up to --concurrency groups
     run at once. Re-running skips what is already in (by content hash), so an interrupted
     ingest resumes. A text episode whose extraction fails is recorded as failed and retried
-    by the next run. With --background, the episodes are queued in the store and this
-    returns; no LLM is needed here (the worker has it).
+    by the next run. With --no-wait, the episodes are queued in the store and this returns;
+    no LLM is needed here (the worker has it).
     """
     settings: Settings = ctx.obj
-    if llm_model and no_extract:
+    if background:  # the flag's name until issue 24: HTTP and MCP call it wait
+        render.note(err, "--background is deprecated; use --no-wait")
+        wait = False
+    if llm_model and not extract:
         raise _fail("give --llm-model or --no-extract, not both")
-    if background and llm_model:
-        raise _fail("--background queues the episodes: give --llm-model to `kg worker`")
+    if not wait and llm_model:
+        raise _fail("--no-wait queues the episodes: give --llm-model to `kg worker`")
     try:
         if file == "-":
             path, text = None, sys.stdin.read().removeprefix("\ufeff")
@@ -382,16 +435,15 @@ def ingest(
         raise _fail(f"{file}: not UTF-8 text") from None
     except KGError as exc:
         raise _fail(str(exc)) from None
-    extract = not no_extract
 
     async def work(kg: KG) -> BulkResult:
-        check_episodes(kg, episodes, extract=extract, queued=background)
+        check_episodes(kg, episodes, extract=extract, queued=not wait)
         with render.progress(err, len(episodes)) as advance:
             return await kg.add_episodes(
                 [ep for _, ep in episodes],
                 concurrency=concurrency,
                 extract=extract,
-                wait=not background,
+                wait=wait,
                 on_progress=advance,
             )
 
@@ -431,7 +483,7 @@ def worker(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Extract and write queued episodes (`kg ingest --background`, `add_episode(wait=False)`).
+    """Extract and write queued episodes (`kg ingest --no-wait`, `add_episode(wait=False)`).
 
     Many workers may run against one server: each group is worked on by one worker at a
     time, in reference-time order, and a dead worker's episodes are taken over after
@@ -454,12 +506,12 @@ def worker(
             session_timeout=session_timeout,
         )
         if drain:
-            return await w.drain()
+            return await _while_owner_lives(kg, w.drain())
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError):
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, lambda: asyncio.ensure_future(w.stop()))
-        return await w.run()
+        return await _while_owner_lives(kg, w.run())
 
     stats = _run(_with_kg(settings, work, llm=llm))
     if as_json:
@@ -1283,7 +1335,9 @@ async def _serve(
     from kg.server.app import begin_shutdown, create_app
     from kg.server.connections import guarded_protocol
 
-    kg = await settings.open(llm=llm)
+    # The owner of its store: a server attached to another process's store would lose it
+    # when that process exits.
+    kg = await settings.open(llm=llm, attach=False)
 
     async def opened() -> KG:
         return kg
@@ -1340,6 +1394,7 @@ def mcp_stdio(
     forget subjects and apply rollbacks. What the model adds is stored on --channel (default
     agent: it never closes what the user stated). Episodes added with wait=false are written
     by a worker in this process; at exit it gets 30 s, then what is unwritten stays queued.
+    On a data directory `kg serve` holds, the tools share that server's store.
     """
     settings: Settings = ctx.obj
     try:
@@ -1362,12 +1417,14 @@ def mcp_stdio(
 
     async def work(kg: KG) -> None:
         memory = Memory(kg)
-        # add_memory with wait=false queues; this worker writes the group's queue (the
-        # embedded store is this process's alone while it runs).
+        # add_memory with wait=false queues; this worker writes the group's queue. On a
+        # store shared with `kg serve`, that server's worker polls the queue too: a group's
+        # lease lets one worker at a time claim it (kg.queue), so they never both write.
         worker = Worker(kg, groups=[gid])
         running = asyncio.create_task(worker.run())
         try:
-            await build_mcp(lambda: memory, fixed=principal).run_stdio_async()
+            stdio = build_mcp(lambda: memory, fixed=principal).run_stdio_async()
+            await _while_owner_lives(kg, stdio)
             await memory.writes.drain()
         finally:
             await worker.stop_within(running, MCP_STOP_SECONDS)
@@ -1377,7 +1434,7 @@ def mcp_stdio(
 
 keys_app = typer.Typer(
     help="API keys for `kg serve`: each binds one group, a role and a channel; stored hashed. "
-    "Usable while a server runs on the same store.",
+    "Usable while a server runs on the same store, as every command is.",
     no_args_is_help=True,
 )
 app.add_typer(keys_app, name="keys")
@@ -1386,20 +1443,10 @@ app.add_typer(keys_app, name="keys")
 async def _with_store(settings: Settings, work: Callable[[KG], Awaitable[T]]) -> T:
     """The store, for key commands (no embedder or ontology needed). An embedded data
     directory held by a running process (`kg serve`) is reached through that process's own
-    store socket (private to this user): a key is one statement in its own namespace, and
-    servers read keys at every request, so a key made or revoked here counts at once."""
-    try:
-        kg = await KG.open(settings.uri, home=settings.home)
-    except DataDirLockedError:
-        running = running_socket(settings.home or default_home())
-        if settings.uri not in (None, "", "embedded") or running is None:
-            raise
-        err.print(f"kg keys: through the store of the running kg process (pid {running[0]})")
-        kg = KG(await FalkorDBStore.attach(running[1]))
-    try:
-        return await work(kg)
-    finally:
-        await kg.close()
+    store socket (private to this user): servers read keys at every request, so a key made
+    or revoked here counts at once."""
+    kg = await KG.open(settings.uri, home=settings.home, attach=True)
+    return await _working(_noted(kg), work)
 
 
 @keys_app.command("create")

@@ -34,6 +34,7 @@ from kg.erasure import ErasureReceipt
 from kg.errors import ExtractionError, InputError
 from kg.pipeline import BulkResult, EpisodeResult
 from kg.retrieval.request import SearchRequest
+from kg.review import ReviewItem
 from kg.rollback import RollbackReport
 from kg.schemas.answers import QuarantineEntry
 from kg.schemas.episode import Channel, Episode, StructuredFact, TrustTier
@@ -436,6 +437,14 @@ class AsyncClient:
         await self._group(group_id)
         found = [q async for q in self.session.items("/v1/quarantine", QuarantineEntry)]
         return sorted(found, key=lambda q: q.created_at)
+
+    async def review(self, *, group_id: str | None = None, limit: int = 200) -> list[ReviewItem]:
+        """`KG.review`: what kg holds back rather than believes, each with why (contested
+        claims, then quarantined items not yet decided; up to `limit` of each)."""
+        await self._group(group_id)
+        found = [i async for i in self.session.items("/v1/review", ReviewItem)]
+        kinds = ("contested", "quarantined")
+        return [i for kind in kinds for i in [i for i in found if i.kind == kind][:limit]]
 
     def export_lines(
         self, group_id: str | None = None, *, embeddings: bool = True

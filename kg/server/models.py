@@ -236,6 +236,16 @@ class Correction(Strict):
     )
 
 
+class Decision(Strict):
+    """A person's answer to a review item (`GET /v1/review`), stored as a user-channel
+    episode through the timeline rules: accept states the claim, edit states the right value
+    instead, reject restates what kg believes (a quarantined item: a note that it was
+    rejected). Rolling that episode back puts the item back under review."""
+
+    action: Literal["accept", "reject", "edit"]
+    object: Name | None = Field(default=None, description="edit only: the right value.")
+
+
 class Statement(BaseModel):
     """What one supporting episode said about the fact: its statement, and for a text,
     message or JSON episode the line of its text that names it (the extractor's own quote

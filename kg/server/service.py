@@ -14,6 +14,7 @@ from kg.errors import InputError, KGError, NotFoundError
 from kg.facade import KG, EpisodeResult, Explanation, QuarantineEntry
 from kg.ingest.structured import stored_facts
 from kg.retrieval import SearchResults
+from kg.review import REVIEWED, ReviewItem, decision, find_item
 from kg.rollback import RollbackReport
 from kg.schemas.episode import Channel, Episode, EpisodeSource, StructuredFact, TrustTier
 from kg.schemas.graph import AuditEvent, EpisodeStatus, EpisodicNode, Fact
@@ -27,6 +28,7 @@ from kg.server.models import (
     AddEpisode,
     ContextRequest,
     Correction,
+    Decision,
     EpisodeDetail,
     EraseEntityRequest,
     EraseGroupRequest,
@@ -212,6 +214,31 @@ class Scoped:
         self.kg.check_episode(episode, extract=False)
         return await self.memory.writes.run(self.kg.add_episode(episode, extract=False))
 
+    async def decide(self, item_id: str, req: Decision) -> EpisodeResult:
+        """A person's answer to a review item: a user-channel episode (the key must write at
+        user trust) naming the item, which the timeline rules apply like any statement."""
+        self.need(Role.write, "deciding a review item")
+        item = await find_item(self.kg.store, self.group, item_id)
+        channel, trust = self.claim(Channel.user, None)
+        said = decision(item, req.action, req.object)
+        shown = f"{item.said.subject} {item.said.predicate} {item.said.object}" if item.said else ""
+        verb = {"accept": "accepted", "reject": "rejected", "edit": "edited"}[req.action]
+        fields: dict[str, Any] = {
+            "group_id": self.group,
+            "reference_time": datetime.now(UTC),
+            "name": f"review: {verb} {shown or item.kind + ' passage'}"[:200],
+            "source_description": REVIEWED + item.id,
+            "channel": channel,
+            "trust": trust,
+        }
+        if said:
+            episode = Episode(source=EpisodeSource.facts, facts=said, **fields)
+        else:  # a rejected quarantined item: a note, without the text the guard held back
+            note = f"Reviewed quarantined item {item.id}: rejected; it stays out of memory."
+            episode = Episode(source=EpisodeSource.text, content=note, **fields)
+        self.kg.check_episode(episode, extract=False)
+        return await self.memory.writes.run(self.kg.add_episode(episode, extract=False))
+
     async def rollback(self, req: RollbackRequest) -> RollbackReport:
         apply = not req.dry_run
         if apply:
@@ -389,6 +416,12 @@ class Scoped:
             for q in ep.quarantined()
         ]
         return Page[QuarantineEntry](items=items, next_cursor=page.next_cursor)
+
+    async def review(self, *, limit: int, cursor: str | None) -> Page[ReviewItem]:
+        async def read(n: int, _: datetime | None) -> list[ReviewItem]:
+            return await self.kg.review(group_id=self.group, limit=n)
+
+        return await read_offset_page("review", limit, cursor, read, most=10_000)
 
     async def stats(self) -> StatsResponse:
         return StatsResponse(stats=await self.kg.stats(self.group), metrics=await self.metrics())

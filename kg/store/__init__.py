@@ -11,9 +11,14 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
-from kg.errors import InputError
+from kg.errors import DataDirLockedError, InputError
 from kg.store.falkordb import FalkorDBStore
-from kg.store.falkordb.embedded import Durability, ProgressCallback, default_home
+from kg.store.falkordb.embedded import (
+    Durability,
+    ProgressCallback,
+    default_home,
+    running_socket,
+)
 from kg.store.neo4j import NEO4J_SCHEMES, Neo4jStore
 
 __all__ = ["FalkorDBStore", "Neo4jStore", "open_store"]
@@ -26,12 +31,24 @@ async def open_store(
     durability: Durability = "everysec",
     embedding_dim: int | None = None,
     progress: ProgressCallback | None = None,
+    attach: bool = False,
 ) -> FalkorDBStore | Neo4jStore:
-    """`progress` hears how far the embedded server is in loading its data set."""
+    """`progress` hears how far the embedded server is in loading its data set. With
+    `attach`, an embedded data directory a live kg process holds (`kg serve`) is reached
+    through that process's server (`FalkorDBStore.attach`) instead of being refused."""
     if uri in (None, "", "embedded"):
         path = _data_dir(home)
-        return await FalkorDBStore.embedded(
-            path, durability=durability, embedding_dim=embedding_dim, progress=progress
+        try:
+            return await FalkorDBStore.embedded(
+                path, durability=durability, embedding_dim=embedding_dim, progress=progress
+            )
+        except DataDirLockedError:
+            running = running_socket(path) if attach else None
+            if running is None:  # not attaching, or the owner has not announced it yet
+                raise
+        pid, socket = running
+        return await FalkorDBStore.attach(
+            socket, owner_pid=pid, embedding_dim=embedding_dim, durability=durability
         )
     try:
         parsed = urlparse(uri)

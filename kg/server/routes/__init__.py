@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from kg.server.routes import admin, episodes, erase, facts, search
+from kg.server.routes import admin, episodes, erase, facts, review, search
 
 ROUTERS: list[APIRouter] = [
     admin.service,
@@ -13,5 +13,6 @@ ROUTERS: list[APIRouter] = [
     episodes.router,
     facts.router,
     search.router,
+    review.router,
     erase.router,
 ]

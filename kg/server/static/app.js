@@ -2,6 +2,7 @@
 import { dom } from "./dom.js";
 import { ApiError, get, session } from "./api.js";
 import { showOverview } from "./overview.js";
+import { showReview } from "./review.js";
 import { showSearch } from "./search.js";
 import { initSubject, linked, openSubject } from "./subject.js";
 
@@ -12,9 +13,13 @@ function showView(name) {
     if (b.dataset.view === name) b.setAttribute("aria-current", "page");
     else b.removeAttribute("aria-current");
   }
-  for (const v of ["subject", "search", "overview"]) dom[`view${v[0].toUpperCase()}${v.slice(1)}`].hidden = v !== name;
+  for (const v of ["subject", "search", "review", "overview"]) dom[`view${v[0].toUpperCase()}${v.slice(1)}`].hidden = v !== name;
   if (name === "overview") showOverview();
   if (name === "search") showSearch();
+  if (name === "review") {
+    dom.reviewStatus.textContent = "";
+    showReview();
+  }
 }
 state.navigate = (view, subject) => {
   showView(view);

@@ -13,8 +13,11 @@ const IDS = {
   login: "login",
   loginError: "login-error",
   loginForm: "login-form",
+  neighbourhood: "neighbourhood",
   logout: "logout",
   overview: "overview",
+  review: "review",
+  reviewStatus: "review-status",
   searchExplain: "search-explain",
   searchForm: "search-form",
   searchHistory: "search-history",
@@ -47,6 +50,7 @@ const IDS = {
   viewSubject: "view-subject",
   viewSearch: "view-search",
   viewOverview: "view-overview",
+  viewReview: "view-review",
 };
 
 export const dom = Object.freeze(Object.defineProperties({}, Object.fromEntries(

@@ -1,7 +1,8 @@
 // The subject view: pick an entity, see each fact version as a bar, move the two cursors.
 import { dom } from "./dom.js";
-import { get, getAll, post } from "./api.js";
-import { openDialog } from "./dialog.js";
+import { get, getAll } from "./api.js";
+import { eraseDialog } from "./erase.js";
+import { drawNeighbourhood } from "./neighbourhood.js";
 import { can, state } from "./state.js";
 import { domain, drawTimeline, knownBy, statusAt } from "./timeline.js";
 import { DAY, day, el, instant, interval, isoDay, say, short, table, us, versionOf, when } from "./util.js";
@@ -49,7 +50,7 @@ export function initSubject() {
     if (dom.timeline.clientWidth !== view().width && view().drawn) draw();
   })).observe(dom.timeline);
   const erase = dom.eraseOpen;
-  if (erase) erase.addEventListener("click", () => eraseDialog(state.subject));
+  if (erase) erase.addEventListener("click", () => eraseDialog(state.subject, erased));
   listEntities();
 }
 
@@ -139,6 +140,7 @@ function widen(t) {
 // the same filter as `kg as-of`); the bars are the versions kg had written by T.
 export async function redraw() {
   const known = state.known;
+  const subject = state.subject; // a later pick may change state.subject while this reads
   const validText = state.valid === null ? "now" : day(state.valid);
   const knownText = known === null ? "now" : stepLabel(known);
   dom.validText.textContent = `true at ${validText}`;
@@ -150,17 +152,13 @@ export async function redraw() {
   box.dataset.ready = "false";
   const mine = ++view().asked;
   let found = [];
+  const at = { valid_at: state.valid === null ? null : instant(state.valid), known_at: known === null ? null : known.iso };
   try {
-    found = await getAll("/v1/facts", {
-      subject: state.subject,
-      valid_at: state.valid === null ? null : instant(state.valid),
-      known_at: known === null ? null : known.iso,
-      limit: 1000,
-    });
+    found = await getAll("/v1/facts", { subject, ...at, limit: 1000 });
   } catch (err) {
     if (mine === view().asked) say(dom.subjectStatus, err.message, "error");
   }
-  if (mine !== view().asked) return;
+  if (mine !== view().asked || subject !== state.subject) return;
   view().holds = new Set(found.map((f) => versionOf(f)));
   draw();
   box.replaceChildren(
@@ -172,7 +170,10 @@ export async function redraw() {
           el("span", { class: "hint", text: interval(f.valid_from, f.valid_to) }))))
       : el("p", { class: "hint", text: "Nothing about this subject was true then, as known then." }),
   );
-  box.dataset.subject = state.subject;
+  await drawNeighbourhood(subject, found, at, (name) => openSubject(name, { keepTime: true }),
+    () => mine === view().asked && subject === state.subject);
+  if (mine !== view().asked || subject !== state.subject) return;
+  box.dataset.subject = subject;
   box.dataset.valid = validText;
   box.dataset.known = knownText;
   box.dataset.ready = "true";
@@ -314,44 +315,16 @@ async function nameEpisodes(ids) {
   }
 }
 
-
-function eraseDialog(name) {
-  const input = el("input", { id: "erase-confirm", autocomplete: "off", spellcheck: "false" });
-  const go = el("button", { type: "button", class: "danger", disabled: true, text: "Erase for good" });
-  const out = el("div", { "aria-live": "polite" });
-  input.addEventListener("input", () => { go.disabled = input.value !== name; });
-  go.addEventListener("click", async () => {
-    go.disabled = true;
-    try {
-      const r = await post("/v1/erase/entity", { subject: name, confirm: input.value });
-      out.replaceChildren(el("h3", { text: "Receipt" }), table(["what", "count"], [
-        ["episodes deleted", r.episodes_deleted], ["entities deleted", r.entities_deleted],
-        ["fact versions deleted", r.fact_versions_deleted],
-        ["other facts recomputed", r.other_facts_recomputed],
-        ["communities deleted", r.communities_deleted],
-        ["data files compacted", r.files_compacted ? "yes" : "no"],
-        ...(r.residue ? [["what remains on disk", r.residue]] : []),  // Neo4j: see the receipt
-      ].map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, String(v)))),
-      { class: "receipt", "data-testid": "receipt" }));
-      input.disabled = true;
-      state.subject = null;
-      view().versions = [];
-      dom.subjectH.textContent = `${name} was erased`;
-      dom.timeline.replaceChildren();
-      dom.atCursor.replaceChildren();
-      dom.versionsTable.replaceChildren();
-      dom.timeControls.hidden = true;
-      dom.eraseOpen.hidden = true;
-      listEntities();
-    } catch (err) {
-      go.disabled = false;
-      out.replaceChildren(el("p", { class: "error", role: "alert", text: err.message }));
-    }
-  });
-  openDialog(`Forget ${name}`, [
-    el("p", {}, "Erasure deletes the subject's episodes, facts and entity physically, and " +
-      "recomputes the facts they supported. It cannot be undone."),
-    el("label", { for: "erase-confirm" }, `Type ${name} to confirm`),
-    input, go, out,
-  ]);
+// After an erasure: the view no longer shows the subject.
+function erased(name) {
+  state.subject = null;
+  view().versions = [];
+  dom.subjectH.textContent = `${name} was erased`;
+  dom.timeline.replaceChildren();
+  dom.atCursor.replaceChildren();
+  dom.neighbourhood.replaceChildren();
+  dom.versionsTable.replaceChildren();
+  dom.timeControls.hidden = true;
+  dom.eraseOpen.hidden = true;
+  listEntities();
 }

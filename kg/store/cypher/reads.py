@@ -352,6 +352,17 @@ class CypherReads(CypherBase):
         params.update(group_id=group_id, max_rows=limit)
         return [self._fact(r) for r in await self._read(group_id, cypher, params)]
 
+    async def contested(self, group_id: str, limit: int) -> list[Fact]:
+        match, params = self._fact_match(None, None, None)
+        cypher = (
+            match
+            + " AND e.expired_at IS NULL AND e.status = 'contested'"
+            + FACT_RETURN
+            + " ORDER BY e.created_at DESC, e.uuid LIMIT $max_rows"
+        )
+        params.update(group_id=group_id, max_rows=limit)
+        return [self._fact(r) for r in await self._read(group_id, cypher, params)]
+
     def _fact_match(
         self, subject_key: str | None, predicate: str | None, object_key: str | None
     ) -> tuple[str, dict[str, Any]]:

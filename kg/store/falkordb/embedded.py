@@ -125,7 +125,7 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -240,7 +240,7 @@ class EmbeddedServer:
             pid = int(pidfile.read_text().strip())
         except (OSError, ValueError):
             return
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             return
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -250,7 +250,7 @@ class EmbeddedServer:
             return  # pid reused by something else
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while _pid_alive(pid):
+        while pid_alive(pid):
             if time.monotonic() > deadline and not await self._stale_is_loading():
                 os.kill(pid, signal.SIGKILL)
                 break
@@ -513,6 +513,16 @@ class EmbeddedServer:
         self._release_lock()
 
 
+def owner_name(pid: int) -> str:
+    """How a note names the kg process that holds a store: `kg serve (pid N)` when its
+    command line says serve, else `the kg process (pid N)`."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        args = []
+    return f"kg serve (pid {pid})" if b"serve" in args else f"the kg process (pid {pid})"
+
+
 def running_socket(home: Path) -> tuple[int, str] | None:
     """(pid, socket) of the embedded server a live kg process runs for `home` (read from its
     lock file), or None. The socket must be this user's own (the server creates it with mode
@@ -523,6 +533,6 @@ def running_socket(home: Path) -> tuple[int, str] | None:
         st = os.stat(socket)
     except (OSError, ValueError, IndexError):
         return None
-    if not _pid_alive(pid) or not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+    if not pid_alive(pid) or not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
         return None
     return pid, socket

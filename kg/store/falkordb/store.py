@@ -24,7 +24,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from kg.errors import KGError, LeaseLostError, StoreError, StoreUnavailableError, WriteConflictError
+from kg.errors import (
+    DataDirLockedError,
+    KGError,
+    LeaseLostError,
+    StoreError,
+    StoreUnavailableError,
+    WriteConflictError,
+)
 from kg.schemas.keys import KEYS_NAMESPACE
 from kg.schemas.plan import GroupVersion, WritePlan
 from kg.schemas.search import Scope
@@ -43,7 +50,13 @@ from kg.store.cypher.store import CypherStore
 from kg.store.falkordb import persistence, query_log
 from kg.store.falkordb.ddl import FALKORDB_INDEXES, FALKORDB_UNIQUE, falkordb_vector_indexes
 from kg.store.falkordb.dialect import FalkorDialect
-from kg.store.falkordb.embedded import Durability, EmbeddedServer, ProgressCallback
+from kg.store.falkordb.embedded import (
+    Durability,
+    EmbeddedServer,
+    ProgressCallback,
+    owner_name,
+    pid_alive,
+)
 
 log = logging.getLogger("kg")
 INDEX_WAIT_SECONDS = 120
@@ -207,9 +220,20 @@ class FalkorDBStore(CypherStore):
     backend = "falkordb"
     dialect = FalkorDialect()
 
-    def __init__(self, db: Any, server: EmbeddedServer | None, embedding_dim: int | None) -> None:
+    def __init__(
+        self,
+        db: Any,
+        server: EmbeddedServer | None,
+        embedding_dim: int | None,
+        *,
+        owner_pid: int | None = None,
+    ) -> None:
         self._db = db
         self.server = server
+        # Set when attached to the embedded server another kg process owns (`attach`):
+        # its pid, and how notes name it ("kg serve (pid N)").
+        self.owner_pid = owner_pid
+        self.owner = owner_name(owner_pid) if owner_pid is not None else None
         self.embedding_dim = embedding_dim
         self._ready: set[str] = set()
         self._indexed: set[tuple[str, str | None]] = set()
@@ -250,18 +274,45 @@ class FalkorDBStore(CypherStore):
             log.warning("could not compact the store's files after loading: %s", exc)
 
     @classmethod
-    async def attach(cls, socket: str) -> FalkorDBStore:
-        """Connect to the embedded server another kg process owns (see `running_socket`),
-        without owning it: closing disconnects and leaves that server running. Only for work
-        that never races the owner's writers: the key namespace (`kg keys`)."""
+    async def attach(
+        cls,
+        socket: str,
+        *,
+        owner_pid: int,
+        embedding_dim: int | None = None,
+        durability: Durability = "everysec",
+    ) -> FalkorDBStore:
+        """Connect to the embedded server kg process `owner_pid` owns (see `running_socket`),
+        without owning it: closing disconnects and leaves that server running, and its files
+        stay the owner's to fold. Writers share it as they share any FalkorDB server: every
+        write plan is fenced by its group's version, every queue claim by its lease. The
+        server fsyncs as its owner started it, so asking for `always` of an `everysec`
+        server is refused rather than quietly weakened."""
         from falkordb.asyncio import FalkorDB
         from redis.asyncio import UnixDomainSocketConnection
 
         pool = _pool(connection_class=UnixDomainSocketConnection, path=socket)
-        with translated("connecting to the running server's store"):
+        with translated(f"connecting to the store {owner_name(owner_pid)} holds"):
             db = FalkorDB(connection_pool=pool)
-            await db.connection.ping()
-        return cls(db, None, None)
+            fsync = (await db.connection.config_get("appendfsync")).get("appendfsync")
+        if durability == "always" and fsync != "always":
+            await db.connection.aclose()
+            raise DataDirLockedError(
+                f"--durability always: the store is held by {owner_name(owner_pid)}, whose "
+                f"server fsyncs {fsync}; stop it, or start it with --durability always"
+            )
+        return cls(db, None, embedding_dim, owner_pid=owner_pid)
+
+    def owner_alive(self) -> bool:
+        """Whether the kg process whose server this store shares still runs (its server
+        stops with it); True for a store that shares none."""
+        return self.owner_pid is None or pid_alive(self.owner_pid)
+
+    @property
+    def is_embedded(self) -> bool:
+        """kg's own embedded server, this process's or another kg process's: it logs no
+        queries (started with CMD_INFO no) and holds nothing but kg's data."""
+        return self.server is not None or self.owner_pid is not None
 
     @classmethod
     async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> FalkorDBStore:
@@ -302,7 +353,7 @@ class FalkorDBStore(CypherStore):
         `CMD_INFO`, on by default): block the group's query-log stream before the first
         query this process sends it (see kg.store.falkordb.query_log). The embedded server
         logs none."""
-        if self.server is not None or group_id in self._hushed or group_id == KEYS_NAMESPACE:
+        if self.is_embedded or group_id in self._hushed or group_id == KEYS_NAMESPACE:
             return
         with translated("to turn off FalkorDB's query log for the group"):
             await query_log.block(self._db.connection, group_id)
@@ -568,7 +619,7 @@ class FalkorDBStore(CypherStore):
         query-log stream into the new base. On an external server, only the groups this
         process worked on (the erased one among them): the others may not be kg's."""
         conn = self._db.connection
-        own = self.server is not None
+        own = self.is_embedded
         with translated("to compact its files"):
             groups = await self.groups() if own else sorted(self._hushed)
             await query_log.scrub(conn, groups, own_server=own)
