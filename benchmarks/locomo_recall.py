@@ -27,6 +27,7 @@ tuned there), the held-out ones (the other three) and all six, with R@10 per cat
 
 A method is a recipe name, optionally with modifiers: `@bm25=2` weights BM25's vote,
 `+words` keeps question words in the full-text query (the engine before they were dropped),
+`~neighbours=0.5` sets `neighbour_boost` (the turns next to the best hits),
 `!joint=0.31` or `!cosine=0.49` abstains below that cutoff (`abstain_joint_below`,
 `abstain_below`; a refused question retrieves nothing), and `facts:RECIPE` searches the
 observation facts and maps them to their source turns. `--never-said` also asks questions
@@ -86,6 +87,7 @@ def pct(values: list[float], q: int) -> float:
 def wide(method: str) -> SearchConfig:
     """The method's recipe with 50 results and a fused window wide enough to fill them."""
     recipe, _, abstain = method.removeprefix("facts:").partition("!")
+    recipe, _, near = recipe.partition("~neighbours=")
     recipe, words, _ = recipe.partition("+words")
     recipe, _, weight = recipe.partition("@bm25=")
     cfg = RECIPES[recipe]
@@ -94,6 +96,8 @@ def wide(method: str) -> SearchConfig:
         update["weights"] = {Method.bm25: float(weight)}
     if words:
         update["drop_question_words"] = False
+    if near:
+        update["neighbour_boost"] = float(near)
     if abstain:  # !joint=0.31 or !cosine=0.49
         signal, _, cut = abstain.partition("=")
         update[{"joint": "abstain_joint_below", "cosine": "abstain_below"}[signal]] = float(cut)
@@ -334,7 +338,7 @@ def parser() -> argparse.ArgumentParser:
         "--methods",
         nargs="*",
         default=DEFAULT_METHODS,
-        help="recipes, with @bm25=W, +words, or facts:RECIPE",
+        help="recipes, with @bm25=W, +words, ~neighbours=B, or facts:RECIPE",
     )
     ap.add_argument("--cross-encoder", default=None, help="sentence-transformers model path")
     ap.add_argument(

@@ -66,6 +66,11 @@ TRUST_WEIGHTS = {
 DATED_BOOST = 1.0
 
 
+# Chosen on LoCoMo's development conversations (benchmarks/locomo_multihop.py), see
+# docs/retrieval.md, "Turns next to a hit".
+NEIGHBOUR_BOOST = 0.5
+
+
 class SearchConfig(BaseModel):
     """Scopes left as None are not searched."""
 
@@ -137,6 +142,17 @@ class SearchConfig(BaseModel):
         description="A question that asks when ('When did...', 'what year', '언제'): episodes "
         "that say when by their own words ('yesterday', 'last week', 'in May') get their fused "
         "score times (1 + this), with score fusion; 0 turns it off (kg.retrieval.dated).",
+    )
+    neighbour_boost: float = Field(
+        default=NEIGHBOUR_BOOST,
+        ge=0.0,
+        description="Episodes: the turns just before and after each of the best "
+        "`neighbour_hits` in their session get this times that hit's fused score added (and "
+        "join the candidates), with score fusion; an answer often sits next to the turn "
+        "that matches the question. 0 turns it off.",
+    )
+    neighbour_hits: int = Field(
+        default=20, ge=1, le=1000, description="The best hits whose session neighbours are lifted."
     )
     trust_weights: dict[TrustTier, float] = Field(
         default_factory=lambda: dict(TRUST_WEIGHTS),

@@ -367,6 +367,27 @@ class Search:
             out.append((u, score * factor if dated else score))
         return _resorted(out, fused)
 
+    def _neighbours(self, scope: Scope) -> bool:
+        """Whether session neighbours are lifted: episodes, score fusion (what it was tuned
+        on; RRF's scores are ranks), a boost above 0."""
+        c = self.config
+        return scope is Scope.episodes and c.neighbour_boost > 0 and c.fusion is Fusion.score
+
+    async def _neighboured(self, fused: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        """The turns next to the best hits in their session gain a share of the hit's score
+        and join the candidates: the answer to a question is often the turn after the one
+        that matches it, or the one before (docs/retrieval.md, "Turns next to a hit")."""
+        best = fused[: self.config.neighbour_hits]
+        near = await self.store.turn_neighbours(self.group_id, [u for u, _ in best], self.view)
+        lift: dict[str, float] = {}
+        for u, score in best:
+            for n in near.get(u, []):
+                lift[n] = max(lift.get(n, 0.0), self.config.neighbour_boost * score)
+        scores = dict(fused)
+        out = [(u, s + lift.get(u, 0.0)) for u, s in fused]
+        out += [(n, x) for n, x in lift.items() if n not in scores and x > 0]
+        return _resorted(out, fused)
+
     # -- branches -------------------------------------------------------------------------
 
     async def _timed(
@@ -495,6 +516,8 @@ class Search:
         if self._dates(scope):
             await self._hydrate(scope, found, [u for u, _ in fused])
             fused = self._dated(fused, found)
+        if self._neighbours(scope):
+            fused = await self._neighboured(fused)
         fused_score = dict(fused)
         ranked = await self._rerank(scope, c, fused, found)
         if self.config.min_score is not None:
@@ -650,9 +673,9 @@ class Search:
 def _resorted(
     scored: list[tuple[str, float]], before: list[tuple[str, float]]
 ) -> list[tuple[str, float]]:
-    """Best first; ties keep their order in `before`."""
+    """Best first; ties keep their order in `before`, after which come the new ones."""
     order = {u: i for i, (u, _) in enumerate(before)}
-    return sorted(scored, key=lambda us: (-us[1], order[us[0]]))
+    return sorted(scored, key=lambda us: (-us[1], order.get(us[0], len(order))))
 
 
 def _uuid(item: SearchItem) -> str:

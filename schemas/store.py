@@ -409,6 +409,13 @@ class SearchIndex(Protocol):
         """The scope's items by uuid, in any order; unknown uuids are absent."""
         ...
 
+    async def turn_neighbours(
+        self, group_id: str, uuids: list[str], view: SearchView
+    ) -> dict[str, list[str]]:
+        """Each episode's turns just before and just after it in its session, among the
+        episodes in view (absent: no session, or alone in it)."""
+        ...
+
     async def neighbourhood(
         self, group_id: str, entity_uuids: list[str], view: SearchView, limit: int
     ) -> list[Fact]:

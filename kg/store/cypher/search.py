@@ -503,6 +503,35 @@ class CypherSearch(CypherBase):
             out.append(Scored(uuid=_uuid(item), score=float(r["score"]), item=item))
         return out
 
+    async def turn_neighbours(
+        self, group_id: str, uuids: list[str], view: SearchView
+    ) -> dict[str, list[str]]:
+        """The turns in view just before and after each episode in its session (one query)."""
+        if not uuids:
+            return {}
+        here = "coalesce(h.queued_at, h.created_at)"
+        there = "coalesce(ep.queued_at, ep.created_at)"
+        cypher = (
+            "UNWIND $uuids AS u MATCH (h:Episodic {uuid: u}) "
+            "WHERE h.group_id = $group_id AND h.session_id IS NOT NULL "
+            "MATCH (ep:Episodic {session_id: h.session_id}) "
+            f"WHERE {view_filter(Scope.episodes, view)} AND ep.uuid <> h.uuid "
+            f"WITH h, ep, {unindexed('ep.valid_at')} AS at, {there} AS arrived, "
+            f"({unindexed('ep.valid_at')} < {unindexed('h.valid_at')} OR "
+            f"({unindexed('ep.valid_at')} = {unindexed('h.valid_at')} AND {there} < {here})) "
+            "AS before ORDER BY at, arrived "
+            "WITH h, collect(CASE WHEN before THEN ep.uuid END) AS earlier, "
+            "collect(CASE WHEN before THEN null ELSE ep.uuid END) AS later "
+            "RETURN h.uuid AS uuid, earlier[size(earlier) - 1] AS prev, later[0] AS next"
+        )
+        params = {**self._view_params(group_id, view), "uuids": sorted(set(uuids))}
+        out = {}
+        for r in await self._read(group_id, cypher, params):
+            near = [n for n in (r["prev"], r["next"]) if n is not None]
+            if near:
+                out[r["uuid"]] = near
+        return out
+
     async def entities_by_uuid(self, group_id: str, uuids: list[str]) -> list[EntityNode]:
         if not uuids:
             return []
