@@ -256,28 +256,39 @@ def test_one_key_over_its_rate_is_slowed_then_refused_and_others_are_not(served:
 def test_one_key_runs_a_bounded_number_of_requests(served: Served) -> None:
     """Two requests of key c hold its two slots (their bodies still arriving): a third
     waits its turn (the queue holds one), a fourth is refused at once; another key is
-    answered meanwhile, and the waiting one once a slot is free."""
+    answered meanwhile, and the waiting one once a slot is free. Each step waits for the
+    server's own gauges (unkeyed /metrics), not for a sleep."""
     time.sleep(1.2)  # c's bucket full again after the trickle test
     key = served.key("c", "read")
     head = (
         f"POST /v1/rollback HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
         "Content-Type: application/json\r\nContent-Length: 50\r\n\r\n"
     )
-    slow = [connect(served) for _ in range(2)]
-    for s in slow:
-        s.sendall(head.encode())
-    time.sleep(0.2)
     with httpx.Client(base_url=served.url, timeout=30) as c, ThreadPoolExecutor(1) as pool:
-        start = time.monotonic()
+        slow = [connect(served) for _ in range(2)]
+        for s in slow:
+            s.sendall(head.encode())
+        wait_for_keys(c, running=2, waiting=0)
         third = pool.submit(c.get, "/v1/whoami", headers=auth(served, "c"))
-        time.sleep(0.2)
+        wait_for_keys(c, running=2, waiting=1)
         fourth = c.get("/v1/whoami", headers=auth(served, "c"))
         assert fourth.status_code == 429 and "waiting" in fourth.json()["detail"], fourth.text
         assert c.get("/v1/whoami", headers=auth(served, "d")).status_code == 200
+        for s in slow:
+            s.close()  # their bodies never come: the slots free, the third runs
         assert third.result().status_code == 200, third.result().text
-        assert time.monotonic() - start >= BODY_S - 0.5  # it waited for a slot
-    for s in slow:
-        s.close()
+
+
+def wait_for_keys(c: httpx.Client, *, running: int, waiting: int) -> None:
+    """Until the server's gauges show that many keyed requests running and waiting."""
+    deadline, seen = time.monotonic() + 30, ""
+    while time.monotonic() < deadline:
+        text = c.get("/metrics").text
+        seen = " ".join(ln for ln in text.splitlines() if ln.startswith("kg_key_requests_"))
+        if seen == f"kg_key_requests_running {running:.1f} kg_key_requests_waiting {waiting:.1f}":
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"expected {running} running and {waiting} waiting, saw {seen!r}")
 
 
 # -- the access log ------------------------------------------------------------------------

@@ -166,6 +166,7 @@ def create_app(
     app.add_middleware(Deprecations)
     app.add_middleware(BodyLimits, max_body=opts.max_body, body_seconds=opts.body_seconds)
     limiter = Limiter(opts.key_limits)
+    metrics.watch_keys(limiter.totals)
     app.add_middleware(PerKey, limiter=limiter)
     app.add_middleware(Authenticate, memory=memory)
     app.add_middleware(SpentKeys, limiter=limiter)

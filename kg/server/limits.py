@@ -82,6 +82,11 @@ class Limiter:
             )
         return self.usage[key_id]
 
+    def totals(self) -> tuple[int, int]:
+        """Requests running and waiting, summed over every key."""
+        uses = list(self.usage.values())
+        return sum(u.in_flight for u in uses), sum(u.waiting for u in uses)
+
     def refusal(self, use: _Usage, path: str, *, take: bool) -> ASGIApp | float:
         """The 429 for a request to `path`, or the seconds it is to be held back for the
         rate (with `take`, its tokens are spent: the balance may go below zero, by at most

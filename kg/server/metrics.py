@@ -8,7 +8,7 @@ cardinality stays fixed and no secret can reach a scrape.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -55,6 +55,12 @@ class ServerMetrics:
         )
         self.writes_in_flight = 0
 
+    def watch_keys(self, usage: Callable[[], tuple[int, int]]) -> None:
+        """Export the keyed requests running and waiting for a slot (`usage()` gives both,
+        summed over keys): a queue that grows is the first sign that keys need more slots
+        or the server more room, and it has no per-key label, so no key id reaches a scrape."""
+        self.registry.register(_KeyUsage(usage))
+
     def request(
         self, route: str, method: str, status: int, seconds: float, problem: str | None
     ) -> None:
@@ -90,6 +96,22 @@ def problem_kind(exc: BaseException) -> str:
     """A short, fixed label for an error: its class name, snake-cased (no message text)."""
     name = type(exc).__name__
     return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
+class _KeyUsage(Collector):
+    def __init__(self, usage: Callable[[], tuple[int, int]]) -> None:
+        self.usage = usage
+
+    def collect(self) -> Iterator[Metric]:
+        running, waiting = self.usage()
+        yield GaugeMetricFamily(
+            "kg_key_requests_running", "Keyed requests holding a slot now.", value=running
+        )
+        yield GaugeMetricFamily(
+            "kg_key_requests_waiting",
+            "Keyed requests waiting for a slot of their key (or for its rate).",
+            value=waiting,
+        )
 
 
 class _GroupCollector(Collector):
