@@ -65,15 +65,16 @@ async def test_documents_carry_kg_fields_from_server_and_embedded(
 ) -> None:
     query = "Where does Minji live? Busan"
     async with AsyncClient(served.url, served.key(GROUP, "write")) as client:
-        remote = await KGRetriever(memory=client, k=3).ainvoke(query)
+        remote = await KGRetriever(memory=client, k=10).ainvoke(query)
     assert ("Minji", "LIVES_IN", "Busan") in facts_of(remote)
     top = remote[0]
     assert top.page_content and top.id == top.metadata["id"]
     assert {"kind", "score", "valid_from", "trust"} <= set(top.metadata)
     kg = await seeded_kg(tmp_path / "home")
     try:
-        local = await KGRetriever(memory=kg, k=3).ainvoke(query)
+        local = await KGRetriever(memory=kg, k=10).ainvoke(query)
     finally:
         await kg.close()
-    assert facts_of(local) == facts_of(remote)
-    assert [d.page_content for d in local] == [d.page_content for d in remote]
+    # Items tied in score are ordered by uuid, which differs between the two stores.
+    assert sorted(facts_of(local)) == sorted(facts_of(remote))
+    assert sorted(d.page_content for d in local) == sorted(d.page_content for d in remote)

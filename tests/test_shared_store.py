@@ -289,11 +289,9 @@ def test_long_running_commands_end_in_one_line_when_the_owner_exits(served: Serv
             assert time.monotonic() < deadline
         assert served.stop() == 0
         for p in running:
-            # Wait with stdin still open: closing it (as communicate() does) ends kg mcp
-            # cleanly on end of input, before it could notice that the owner has gone.
-            p.wait(timeout=60)
-            assert p.stderr is not None
-            stderr = p.stderr.read()
+            # communicate() closes kg mcp's stdin: whether it saw the owner go first or
+            # its input end first, it must say the owner has gone.
+            _, stderr = p.communicate(timeout=60)
             assert p.returncode == 1, stderr
             errors = [ln for ln in stderr.splitlines() if ln.startswith("kg: error:")]
             assert len(errors) == 1 and "Traceback" not in stderr, stderr

@@ -214,7 +214,10 @@ async def _while_owner_lives(kg: KG, main: Awaitable[T]) -> T:
             with contextlib.suppress(BaseException):
                 await task
             raise StoreUnavailableError("it exited, and its server with it")
-    return await task
+    result = await task
+    if alive is not None and not alive():  # it ended (e.g. stdin closed) as the owner went
+        raise StoreUnavailableError("it exited, and its server with it")
+    return result
 
 
 def _fail(message: str) -> typer.Exit:
