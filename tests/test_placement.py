@@ -11,10 +11,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from typer.main import get_command
 from typer.testing import CliRunner
 
 from kg import KG
 from kg.cli import app
+from kg.cli.config_file import defaults_for
 from kg.errors import InputError
 from kg.placement import move_group
 from kg.schemas.graph import Fact
@@ -118,6 +120,22 @@ def test_bad_moves_are_one_line_errors_that_change_nothing(tmp_path: Path) -> No
     code, out, _ = cli(tmp_path, "placement", "move", "g", "--to", "b")
     assert code == 0 and "moved group 'g' from a to b" in out, out
     assert '"store": "b"' in cli(tmp_path, "placement", "show", "--json")[1]
+
+
+def test_stores_and_placement_are_kg_toml_keys(tmp_path: Path) -> None:
+    config = tmp_path / "kg.toml"
+    config.write_text(f'stores = "{falkor_pair(tmp_path)}"\nplacement = "b"\n')
+    args = ["--config", str(config), "placement", "show"]
+
+    def show() -> tuple[int, str, str]:
+        r = runner.invoke(app, args, default_map=defaults_for(get_command(app), args))
+        return r.exit_code, r.stdout, r.stderr
+
+    code, out, err = show()
+    assert code == 0 and "no groups yet" in out, err
+    config.write_text(f'stores = "{falkor_pair(tmp_path)}"\nplacement = "zz"\n')
+    code, out, err = show()
+    assert code == 1 and "KG_PLACEMENT: no store 'zz' in KG_STORES (a, b)" in err
 
 
 def test_placement_without_stores_says_so(tmp_path: Path) -> None:

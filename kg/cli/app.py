@@ -325,9 +325,12 @@ def main_options(
             "(instead of --uri); each group on the one the placement table names.",
         ),
     ] = None,
-    placement: Annotated[
+    # Not named `placement`: click's default_map (kg.toml) keys options and subcommands alike,
+    # and `kg placement` is a subcommand.
+    directory: Annotated[
         str | None,
         typer.Option(
+            "--placement",
             envvar="KG_PLACEMENT",
             help="With --stores: the store holding the placement table (default: the first).",
         ),
@@ -344,7 +347,7 @@ def main_options(
         embedder=embedder,
         durability=durability.value,
         stores=stores,
-        placement=placement,
+        placement=directory,
     )
 
 

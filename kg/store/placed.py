@@ -170,8 +170,15 @@ class PlacedStore:
         return "; ".join(notes) or None
 
     async def close(self) -> None:
+        """Close every store, even after one fails to close (the first failure is raised)."""
+        failed: BaseException | None = None
         for s in self.stores.values():
-            await s.close()
+            try:
+                await s.close()
+            except BaseException as exc:  # the others still need closing
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     async def put_key(self, record: ApiKeyRecord) -> None:
         """Keys live in the directory store: every process of the deployment reads it."""
