@@ -18,6 +18,7 @@ from kg import KG
 from kg.cli import app
 from kg.cli.config_file import defaults_for
 from kg.errors import InputError
+from kg.ingest.embeddings import embedder_named
 from kg.placement import move_group
 from kg.schemas.graph import Fact
 from kg.schemas.store import Placement
@@ -219,3 +220,29 @@ async def test_move_falkordb_neo4j_falkordb_with_a_writer(
         stats = await kg.stats()
         assert stats.edge_versions == counted.edge_versions + len(acked)
         assert stats.episodes == counted.episodes + len(acked)
+
+
+async def test_a_neo4j_directory_keeps_the_row_of_a_group_moved_off_it(
+    tmp_path: Path, neo4j_server: Neo4jServer
+) -> None:
+    """On Neo4j, dropping a group deletes every node with its group_id: the row of a group
+    placed on the directory's own server survives its move away (and the drop after it).
+    With embeddings, search finds the same facts in the same order, at the same cosines, on
+    the new server (full-text scores are each engine's own: Lucene's on Neo4j)."""
+    neo4j_server.empty()
+    stores = f"c={neo4j_server.kg_uri},a=embedded:{tmp_path / 'a'}"
+    minilm = embedder_named("minilm")
+    async with await KG.open(stores=stores, group_id="g", embedder=minilm) as kg:
+        await add(kg, t(2021), ("Minji", "LIVES_IN", "Seoul"))
+        await add(kg, t(2022), ("Minji", "WORKS_AT", "Naver"))
+
+        async def hits() -> list[tuple[str, float]]:
+            found = await kg.search("where does Minji live")
+            return [(h.fact.edge.uuid, h.branch_scores["cosine"]) for h in found.facts]
+
+        before = await hits()
+        assert await placed(kg).directory.placements() == [Placement(group_id="g", store="c")]
+        await move_group(placed(kg), "g", "a")
+        assert await placed(kg).directory.placements() == [Placement(group_id="g", store="a")]
+        assert not await placed(kg).stores["c"].has_group("g")
+        assert await hits() == before and len(before) == 2
