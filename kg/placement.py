@@ -29,7 +29,9 @@ from kg.schemas.store import Placement
 from kg.store.placed import Backend, PlacedStore
 from kg.times import utcnow
 from kg.transfer import export_lines, import_lines
+from kg.versioned import blocking
 
+_HOLD = "move to "
 HOLD_WAIT_SECONDS = 60.0  # another operation's hold (an import, a writer's lease) ends by then
 
 
@@ -40,7 +42,9 @@ class MoveReport(BaseModel):
     counts: dict[str, int]
 
 
-async def check_move(placed: PlacedStore, group_id: str, to: str) -> tuple[str, Placement | None]:
+async def check_move(
+    placed: PlacedStore, group_id: str, to: str, *, restart: bool = False
+) -> tuple[str, Placement | None]:
     """The group's store and row, or a one-line error for a move that cannot start; nothing
     is changed by asking."""
     if to not in placed.stores:
@@ -52,9 +56,11 @@ async def check_move(placed: PlacedStore, group_id: str, to: str) -> tuple[str, 
     if source == to:
         raise InputError(f"group {group_id!r} is on store {to!r} already")
     if row is not None and row.moving:
+        if restart:
+            return source, row  # the rest is checked once the interrupted move is undone
         raise InputError(
-            f"group {group_id!r} is being moved already (or a move was interrupted: its "
-            "source is held; `kg placement show` names it)"
+            f"group {group_id!r} is being moved already; if that move was interrupted (its "
+            "process is gone), run this move again with --restart"
         )
     queue = await placed.stores[source].queue_metrics(group_id, utcnow())
     if queue.queued or queue.processing:
@@ -67,13 +73,24 @@ async def check_move(placed: PlacedStore, group_id: str, to: str) -> tuple[str, 
     return source, row
 
 
-async def move_group(placed: PlacedStore, group_id: str, to: str) -> MoveReport:
+async def move_group(
+    placed: PlacedStore, group_id: str, to: str, *, restart: bool = False
+) -> MoveReport:
     """Move the group to store `to` (see the module docstring); on a failure before the
-    switch, the source is released and the target copy dropped: nothing has moved."""
-    name, _ = await check_move(placed, group_id, to)
+    switch, the source is released and the target copy dropped: nothing has moved.
+    `restart`: first undo a move of the group that was interrupted (its process is gone:
+    a move still running would be broken)."""
+    name, row = await check_move(placed, group_id, to, restart=restart)
+    if restart and row is not None and row.moving:
+        held = (await placed.stores[name].version(group_id)).hold or ""
+        if held.startswith(_HOLD):
+            await _undo(placed, group_id, name, held.removeprefix(_HOLD).split()[0], held)
+        else:
+            await placed.directory.set_placement(Placement(group_id=group_id, store=name))
+        name, row = await check_move(placed, group_id, to)
     source, target = placed.stores[name], placed.stores[to]
     await placed.directory.set_placement(Placement(group_id=group_id, store=name, moving=True))
-    hold = f"move to {to}"
+    hold = f"{_HOLD}{to} (kg placement move)"
     try:
         await _hold(source, group_id, hold)
         with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
@@ -99,7 +116,7 @@ async def _hold(store: Backend, group_id: str, hold: str) -> None:
     deadline = time.monotonic() + HOLD_WAIT_SECONDS
     while True:
         base = await store.version(group_id)
-        if base.hold is None:
+        if not blocking(base.hold, None):  # none, or a writer's lapsed lease
             with contextlib.suppress(WriteConflictError):  # a write landed first: again
                 await store.set_hold(group_id, base, hold)
                 return
@@ -131,7 +148,8 @@ async def _undo(placed: PlacedStore, group_id: str, name: str, to: str, hold: st
         row = await placed.directory.placement(group_id)
         if row is not None and row.store == to:  # switched: the move is done but for the drop
             return
-        await placed.stores[to].drop_group(group_id)
+        if to in placed.stores:
+            await placed.stores[to].drop_group(group_id)
         await placed.directory.set_placement(Placement(group_id=group_id, store=name))
         base = await placed.stores[name].version(group_id)
         if base.hold == hold:

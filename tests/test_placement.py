@@ -23,6 +23,7 @@ from kg.placement import move_group
 from kg.schemas.graph import Fact
 from kg.schemas.store import Placement
 from kg.store.placed import PlacedStore, parse_stores
+from kg.transfer import export_lines, import_lines
 from tests.conftest import add, fact, t
 from tests.neo4j_server import Neo4jServer
 
@@ -246,3 +247,26 @@ async def test_a_neo4j_directory_keeps_the_row_of_a_group_moved_off_it(
         assert await placed(kg).directory.placements() == [Placement(group_id="g", store="a")]
         assert not await placed(kg).stores["c"].has_group("g")
         assert await hits() == before and len(before) == 2
+
+
+async def test_an_interrupted_move_is_refused_then_restarted(tmp_path: Path) -> None:
+    """A move whose process died left the row `moving`, the source held and a copy on the
+    target: another move is refused (one line, naming --restart); with --restart the old
+    move's state is undone first and the group moves whole."""
+    async with await KG.open(stores=falkor_pair(tmp_path), group_id="g") as kg:
+        store = placed(kg)
+        await add(kg, t(2021), ("Minji", "LIVES_IN", "Seoul"))
+        await add(kg, t(2023), ("Minji", "LIVES_IN", "Busan"))
+        history = rows(await kg.history(subject="Minji"))
+        a, b = store.stores["a"], store.stores["b"]
+        await store.directory.set_placement(Placement(group_id="g", store="a", moving=True))
+        await a.set_hold("g", await a.version("g"), "move to b (kg placement move)")
+        await import_lines(b, [line async for line in export_lines(a, "g")])
+
+        with pytest.raises(InputError, match="run this move again with --restart"):
+            await move_group(store, "g", "b")
+        await move_group(store, "g", "b", restart=True)
+        assert await store.directory.placements() == [Placement(group_id="g", store="b")]
+        assert (await a.has_group("g"), await b.has_group("g")) == (False, True)
+        assert rows(await kg.history(subject="Minji")) == history
+        await add(kg, t(2024), ("Minji", "LIVES_IN", "Jeju"))  # not held on b

@@ -1615,13 +1615,21 @@ def placement_move(
     ctx: typer.Context,
     group: Annotated[str, typer.Argument(help="The group to move.")],
     to: Annotated[str, typer.Option("--to", help="The store (a name in --stores) to move to.")],
+    restart: Annotated[
+        bool,
+        typer.Option(
+            help="Undo an interrupted move of the group first (only if its process is gone)."
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Move a group to another store server: hold it, export, import, check every record,
     switch its placement, drop it from the source. Writers wait out the move and resume on
-    the new server; nothing changes if any step fails."""
+    the new server; a step that fails before the switch leaves everything where it was."""
     settings: Settings = ctx.obj
-    report = _run(_with_store(settings, lambda kg: move_group(_placed(kg), group, to)))
+    report = _run(
+        _with_store(settings, lambda kg: move_group(_placed(kg), group, to, restart=restart))
+    )
     if as_json:
         out.print_json(report.model_dump_json())
         return
