@@ -175,6 +175,8 @@ class Writer:
 async def test_move_falkordb_neo4j_falkordb_with_a_writer(
     tmp_path: Path, neo4j_server: Neo4jServer
 ) -> None:
+    """The group moves twice while one process writes to it and another asks it as of ten
+    (valid, known) times: each process has its own placement cache, stale after each move."""
     neo4j_server.empty()
     stores = f"{falkor_pair(tmp_path)},c={neo4j_server.kg_uri}"
     async with await KG.open(stores=stores, group_id="g") as kg:
@@ -187,16 +189,26 @@ async def test_move_falkordb_neo4j_falkordb_with_a_writer(
         valid = (t(2019), t(2021), t(2022, 6), t(2023, 6), t(2025))
         asks = [(v, k) for v in valid for k in (known_1, known_2)]
 
-        async def answers() -> list[list[dict[str, object]]]:
-            return [rows(await kg.facts(valid_at=v, known_at=k)) for v, k in asks]
+        async def answers(on: KG) -> list[list[dict[str, object]]]:
+            return [rows(await on.facts(valid_at=v, known_at=k)) for v, k in asks]
 
-        before = await answers()
+        before = await answers(kg)
         assert any(before) and before[0] != before[-1]
         counted = await kg.stats()
 
-        async with await KG.open(stores=stores, group_id="g", attach=True) as other:
+        async with (
+            await KG.open(stores=stores, group_id="g", attach=True) as other,
+            await KG.open(stores=stores, group_id="g", attach=True) as reader,
+        ):
             writer = Writer(other)
             writing = asyncio.create_task(writer.run())
+            seen: list[bool] = []  # each as-of read during the moves: the same answers?
+
+            async def read() -> None:
+                while not writer.stop:
+                    seen.append(await answers(reader) == before)
+
+            reading = asyncio.create_task(read())
             try:
                 await writer.more(3)
                 first = await move_group(placed(kg), "g", "c")  # FalkorDB -> Neo4j
@@ -206,11 +218,14 @@ async def test_move_falkordb_neo4j_falkordb_with_a_writer(
             finally:
                 writer.stop = True
                 await writing
+                await reading
+            assert seen and all(seen), f"{seen.count(False)} of {len(seen)} as-of reads differed"
             assert await placed(other).where("g") == ("b", False)
+            assert await placed(reader).where("g") == ("b", False)
         acked = writer.acked
 
         assert (first.source, first.target, second.source, second.target) == ("a", "c", "c", "b")
-        assert await answers() == before
+        assert await answers(kg) == before
         store = placed(kg)
         assert [await store.stores[n].has_group("g") for n in "abc"] == [False, True, False]
         assert await store.directory.placements() == [Placement(group_id="g", store="b")]
