@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -68,6 +69,8 @@ async def test_a_stale_placement_finds_the_moved_group(tmp_path: Path) -> None:
         async with await KG.open(stores=stores, group_id="g", attach=True) as other:
             assert [f.object for f in await other.facts(subject="Minji")] == ["Seoul"]
             assert await placed(other).where("g") == ("a", False)  # cached
+            # Shared through the mover's embedded servers, and said so (kg.cli's notes).
+            assert (placed(other).owner_pid, placed(mover).owner_pid) == (os.getpid(), None)
             await move_group(placed(mover), "g", "b")
             assert [f.object for f in await other.facts(subject="Minji")] == ["Seoul"]
             await add(other, t(2023), ("Minji", "LIVES_IN", "Busan"))

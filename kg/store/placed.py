@@ -109,6 +109,22 @@ class PlacedStore:
             )
         return self._where[group_id][0], True
 
+    @property
+    def owner_pid(self) -> int | None:
+        """The kg process whose embedded server a store of these is shared through, if any
+        (`attach`; see FalkorDBStore): the facade and the CLI treat the deployment as shared."""
+        pids = [getattr(s, "owner_pid", None) for s in self.stores.values()]
+        return next((p for p in pids if p is not None), None)
+
+    @property
+    def owner(self) -> str | None:
+        owners = [getattr(s, "owner", None) for s in self.stores.values()]
+        return next((o for o in owners if o is not None), None)
+
+    def owner_alive(self) -> bool:
+        """Whether every kg process whose embedded server is shared here still runs."""
+        return all(getattr(s, "owner_alive", lambda: True)() for s in self.stores.values())
+
     def forget(self, group_id: str) -> None:
         """Read the group's row again at its next call (this process moved it)."""
         self._where.pop(group_id, None)
