@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -152,7 +153,10 @@ def test_placement_without_stores_says_so(tmp_path: Path) -> None:
 
 
 class Writer:
-    """Writes one new fact an episode until stopped; `acked`: the ones acknowledged."""
+    """Writes one new fact an episode (subject `writer{i}`) until stopped; `acked`: the
+    ones acknowledged."""
+
+    prefix = "writer"
 
     def __init__(self, kg: KG) -> None:
         self.kg, self.acked, self.stop = kg, list[int](), False
@@ -163,10 +167,13 @@ class Writer:
         while not self.stop:
             ref = datetime(2025, 1, 1, tzinfo=UTC)
             await add(self.kg, ref, (f"writer{i}", "LIVES_IN", f"town{i}"))
-            self.acked.append(i)
+            await self.acknowledged(i)
             i += 1
-            async with self.wrote:
-                self.wrote.notify_all()
+
+    async def acknowledged(self, i: int) -> None:
+        self.acked.append(i)
+        async with self.wrote:
+            self.wrote.notify_all()
 
     async def more(self, n: int) -> None:
         """Until `n` more writes are acknowledged."""
@@ -175,11 +182,43 @@ class Writer:
             await self.wrote.wait_for(lambda: len(self.acked) >= want)
 
 
+class ProcessWriter(Writer):
+    """The same in a process of its own (tests/placement_writer.py, subjects `proc{i}`),
+    sharing the test's embedded servers: stopped by closing its stdin."""
+
+    prefix = "proc"
+
+    def __init__(self, stores: str) -> None:
+        super().__init__(None)  # type: ignore[arg-type]
+        self.stores = stores
+
+    async def run(self) -> None:
+        script = Path(__file__).with_name("placement_writer.py")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(script),
+            self.stores,
+            "g",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            cwd=Path(__file__).parents[1],
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        stopping = False
+        while line := await proc.stdout.readline():
+            await self.acknowledged(int(line))
+            if self.stop and not stopping:
+                stopping = True
+                proc.stdin.close()
+        assert await proc.wait() == 0
+
+
 async def test_move_falkordb_neo4j_falkordb_with_a_writer(
     tmp_path: Path, neo4j_server: Neo4jServer
 ) -> None:
-    """The group moves twice while one process writes to it and another asks it as of ten
-    (valid, known) times: each process has its own placement cache, stale after each move."""
+    """The group moves twice while two writers (one in a process of its own) write to it and
+    a reader asks it as of ten (valid, known) times: each with its own placement cache, stale
+    after each move."""
     neo4j_server.empty()
     stores = f"{falkor_pair(tmp_path)},c={neo4j_server.kg_uri}"
     async with await KG.open(stores=stores, group_id="g") as kg:
@@ -203,29 +242,33 @@ async def test_move_falkordb_neo4j_falkordb_with_a_writer(
             await KG.open(stores=stores, group_id="g", attach=True) as other,
             await KG.open(stores=stores, group_id="g", attach=True) as reader,
         ):
-            writer = Writer(other)
-            writing = asyncio.create_task(writer.run())
+            writers = [Writer(other), ProcessWriter(stores)]
+            writing = [asyncio.create_task(w.run()) for w in writers]
             seen: list[bool] = []  # each as-of read during the moves: the same answers?
 
             async def read() -> None:
-                while not writer.stop:
+                while not writers[0].stop:
                     seen.append(await answers(reader) == before)
+
+            async def more() -> None:
+                for w in writers:
+                    await w.more(3)
 
             reading = asyncio.create_task(read())
             try:
-                await writer.more(3)
+                await more()
                 first = await move_group(placed(kg), "g", "c")  # FalkorDB -> Neo4j
-                await writer.more(3)
+                await more()
                 second = await move_group(placed(kg), "g", "b")  # Neo4j -> FalkorDB
-                await writer.more(3)
+                await more()
             finally:
-                writer.stop = True
-                await writing
-                await reading
+                for w in writers:
+                    w.stop = True
+                await asyncio.gather(*writing, reading)
             assert seen and all(seen), f"{seen.count(False)} of {len(seen)} as-of reads differed"
             assert await placed(other).where("g") == ("b", False)
             assert await placed(reader).where("g") == ("b", False)
-        acked = writer.acked
+        acked = {w.prefix: w.acked for w in writers}
 
         assert (first.source, first.target, second.source, second.target) == ("a", "c", "c", "b")
         assert await answers(kg) == before
@@ -233,12 +276,13 @@ async def test_move_falkordb_neo4j_falkordb_with_a_writer(
         assert [await store.stores[n].has_group("g") for n in "abc"] == [False, True, False]
         assert await store.directory.placements() == [Placement(group_id="g", store="b")]
         # Every acknowledged write is there, once; nothing else was written.
-        now = await kg.facts(predicate="LIVES_IN")
-        written = sorted(int(f.subject[6:]) for f in now if f.subject.startswith("writer"))
-        assert written == acked
+        now = [f.subject for f in await kg.facts(predicate="LIVES_IN")]
+        for prefix, done in acked.items():
+            assert sorted(int(s[len(prefix) :]) for s in now if s.startswith(prefix)) == done
         stats = await kg.stats()
-        assert stats.edge_versions == counted.edge_versions + len(acked)
-        assert stats.episodes == counted.episodes + len(acked)
+        total = sum(len(done) for done in acked.values())
+        assert stats.edge_versions == counted.edge_versions + total
+        assert stats.episodes == counted.episodes + total
 
 
 async def test_a_neo4j_directory_keeps_the_row_of_a_group_moved_off_it(
