@@ -221,9 +221,8 @@ class PlacedStore:
     async def clear_erasure(self, uuid: str) -> None:
         await self._all(lambda s: s.clear_erasure(uuid))
 
-    # -- the calls about one group: routed --------------------------------------------------
-
-    # -- EpisodeLog ----------------------------------------------------------------------
+    # -- the calls about one group, routed (`_write`: the ones that may create the group) ---
+    # -- EpisodeLog -------------------------------------------------------------------------
     async def episode_by_hash(self, group_id: str, content_hash: str) -> EpisodicNode | None:
         return await self._read(group_id, lambda s: s.episode_by_hash(group_id, content_hash))
 
@@ -272,7 +271,7 @@ class PlacedStore:
     async def audit_log(self, group_id: str, limit: int) -> list[AuditEvent]:
         return await self._read(group_id, lambda s: s.audit_log(group_id, limit))
 
-    # -- Timelines -----------------------------------------------------------------------
+    # -- Timelines --------------------------------------------------------------------------
     async def entities_by_key(self, group_id: str, name_keys: list[str]) -> list[EntityNode]:
         return await self._read(group_id, lambda s: s.entities_by_key(group_id, name_keys))
 
@@ -282,7 +281,7 @@ class PlacedStore:
     async def timeline_versions(self, group_id: str, keys: list[TimelineKey]) -> list[FactEdge]:
         return await self._read(group_id, lambda s: s.timeline_versions(group_id, keys))
 
-    # -- PlanningRead --------------------------------------------------------------------
+    # -- PlanningRead -----------------------------------------------------------------------
     async def planning_reads(self, group_id: str, names: PlanningNames) -> PlanningReads:
         return await self._read(group_id, lambda s: s.planning_reads(group_id, names))
 
@@ -291,7 +290,7 @@ class PlacedStore:
     ) -> tuple[GroupVersion, PlanningReads | None]:
         return await self._write(plans[0].group_id, lambda s: s.apply_many(plans, names))
 
-    # -- FactReader ----------------------------------------------------------------------
+    # -- FactReader -------------------------------------------------------------------------
     async def facts(self, query: FactQuery) -> list[Fact]:
         return await self._read(query.group_id, lambda s: s.facts(query))
 
@@ -330,7 +329,7 @@ class PlacedStore:
     async def communities(self, group_id: str, having: list[str] | None = None) -> list[Community]:
         return await self._read(group_id, lambda s: s.communities(group_id, having))
 
-    # -- PlanWriter ----------------------------------------------------------------------
+    # -- PlanWriter -------------------------------------------------------------------------
     async def apply(self, plan: WritePlan) -> GroupVersion:
         return await self._write(plan.group_id, lambda s: s.apply(plan))
 
@@ -345,7 +344,7 @@ class PlacedStore:
     ) -> GroupVersion:
         return await self._write(group_id, lambda s: s.set_hold(group_id, base, hold))
 
-    # -- SearchIndex ---------------------------------------------------------------------
+    # -- SearchIndex ------------------------------------------------------------------------
     async def search_text(
         self, group_id: str, scope: Scope, query: str, view: SearchView, limit: int
     ) -> list[Scored]:
@@ -415,7 +414,7 @@ class PlacedStore:
     ) -> dict[str, list[float]]:
         return await self._read(group_id, lambda s: s.embeddings(group_id, scope, uuids))
 
-    # -- MetricsStore --------------------------------------------------------------------
+    # -- MetricsStore -----------------------------------------------------------------------
     async def ingest_metrics(self, group_id: str) -> IngestMetrics:
         return await self._read(group_id, lambda s: s.ingest_metrics(group_id))
 
@@ -431,8 +430,7 @@ class PlacedStore:
     async def record_api_metrics(self, group_id: str, metrics: ApiMetrics) -> None:
         return await self._to(group_id, lambda s: s.record_api_metrics(group_id, metrics))
 
-    # -- Groups --------------------------------------------------------------------------
-    # -- StoreAdmin ----------------------------------------------------------------------
+    # -- StoreAdmin -------------------------------------------------------------------------
     async def ensure_schema(self, group_id: str) -> None:
         return await self._to(group_id, lambda s: s.ensure_schema(group_id))
 
@@ -446,7 +444,7 @@ class PlacedStore:
     ) -> list[dict[str, Any]]:
         return await self._to(group_id, lambda s: s.raw_query(group_id, query, params, write=write))
 
-    # -- RecordTransfer ------------------------------------------------------------------
+    # -- RecordTransfer ---------------------------------------------------------------------
     async def dump_page(
         self, group_id: str, kind: RecordKind, after: str, limit: int
     ) -> list[dict[str, Any]]:
@@ -462,7 +460,7 @@ class PlacedStore:
     ) -> GroupVersion:
         return await self._write(group_id, lambda s: s.load(group_id, items, base=base))
 
-    # -- StagedImport --------------------------------------------------------------------
+    # -- StagedImport -----------------------------------------------------------------------
     async def load_staged(self, group_id: str, staging: str, items: Sequence[Record]) -> None:
         return await self._write(group_id, lambda s: s.load_staged(group_id, staging, items))
 
@@ -472,19 +470,18 @@ class PlacedStore:
     async def staged(self, group_id: str) -> list[str]:
         return await self._read(group_id, lambda s: s.staged(group_id))
 
-    # -- EmbeddingModels -----------------------------------------------------------------
+    # -- EmbeddingModels --------------------------------------------------------------------
     async def embedding_model(self, group_id: str) -> EmbeddingModel | None:
         return await self._read(group_id, lambda s: s.embedding_model(group_id))
 
     async def record_embedding_model(self, group_id: str, model: EmbeddingModel) -> EmbeddingModel:
         return await self._write(group_id, lambda s: s.record_embedding_model(group_id, model))
 
-    # -- KeyStore ------------------------------------------------------------------------
-    # -- ErasureLog ----------------------------------------------------------------------
+    # -- ErasureLog -------------------------------------------------------------------------
     async def record_erasure(self, erasure: PendingErasure) -> None:
         return await self._to(erasure.group_id, lambda s: s.record_erasure(erasure))
 
-    # -- WorkQueue -----------------------------------------------------------------------
+    # -- WorkQueue --------------------------------------------------------------------------
     async def enqueue(self, node: EpisodicNode) -> tuple[EpisodicNode, bool]:
         return await self._write(node.group_id, lambda s: s.enqueue(node))
 
