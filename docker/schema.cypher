@@ -10,6 +10,7 @@ CREATE CONSTRAINT kg_episodic_group_uuid IF NOT EXISTS FOR (n:Episodic) REQUIRE 
 CREATE CONSTRAINT kg_community_group_uuid IF NOT EXISTS FOR (n:Community) REQUIRE (n.group_id, n.uuid) IS UNIQUE;
 CREATE CONSTRAINT kg_group_id IF NOT EXISTS FOR (n:KGGroup) REQUIRE n.group_id IS UNIQUE;
 CREATE CONSTRAINT kg_queue_group IF NOT EXISTS FOR (n:KGQueue) REQUIRE n.group_id IS UNIQUE;
+CREATE CONSTRAINT kg_placement_group IF NOT EXISTS FOR (n:KGPlacement) REQUIRE n.group IS UNIQUE;
 CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id);
 CREATE INDEX kg_episodic_status IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.status);
 CREATE INDEX kg_episodic_key IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.idempotency_key);

@@ -175,6 +175,8 @@ class KG:
         cross_encoder: CrossEncoder | None = None,
         progress: ProgressCallback | None = None,
         attach: bool = False,
+        stores: str | None = None,
+        placement: str | None = None,
     ) -> KG:
         """Open a store by URI (embedded FalkorDB by default).
 
@@ -188,12 +190,20 @@ class KG:
         every method reads and writes unless a call names another. With `attach`, an
         embedded data directory a live kg process holds (`kg serve`) is shared through that
         process's server instead of refused (`DataDirLockedError`); `store.owner_pid` then
-        names the owner, and closing leaves its server running.
+        names the owner, and closing leaves its server running. `stores` and `placement`
+        (KG_STORES, KG_PLACEMENT) open a deployment on several store servers instead of
+        `uri`: each group on the one the placement table names (kg.store.placed).
         """
         check_group(group_id)
         if embedder == "auto":
             store = await open_store(
-                uri, home=home, durability=durability, progress=progress, attach=attach
+                uri,
+                home=home,
+                durability=durability,
+                progress=progress,
+                attach=attach,
+                stores=stores,
+                placement=placement,
             )
             try:
                 embedder = await recorded_embedder_for(store, group_id)
@@ -218,6 +228,8 @@ class KG:
             embedding_dim=dim,
             progress=progress,
             attach=attach,
+            stores=stores,
+            placement=placement,
         )
         return await cls(
             store,

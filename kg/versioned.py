@@ -47,7 +47,7 @@ def _lease(owner: str) -> str:
     return f"{_LEASE}{owner} until {until}"
 
 
-def _blocking(hold: str | None, mine: str | None) -> bool:
+def blocking(hold: str | None, mine: str | None) -> bool:
     """Whether a hold keeps this writer out: another operation's, and not a lapsed lease
     (a lease outlives a writer that died holding it by at most LEASE_SECONDS)."""
     if hold is None or hold == mine:
@@ -92,7 +92,7 @@ async def retrying(
         while True:
             assumed, known = known, None
             base = assumed if assumed is not None else await store.version(group_id)
-            if _blocking(base.hold, lease):
+            if blocking(base.hold, lease):
                 if assumed is not None:
                     continue  # read the hold as it stands now
                 if time.monotonic() > deadline:

@@ -674,6 +674,35 @@ class StagedImport(Protocol):
         ...
 
 
+class Placement(BaseModel):
+    """Which store server of a deployment holds a group (kg.store.placed): one row a group in
+    the directory store. `moving`: a `kg placement move` is copying it elsewhere."""
+
+    group_id: GroupId
+    store: str
+    moving: bool = False
+
+
+class PlacementTable(Protocol):
+    """The directory of a deployment on several store servers, kept in one of its stores (not
+    in the clients), so a group can move and a server can be added without moving others."""
+
+    async def placement(self, group_id: str) -> Placement | None: ...
+
+    async def place(self, group_id: str, store: str) -> Placement:
+        """The group's row, written with `store` if it has none (MERGE: two processes placing
+        one new group agree on the row that won)."""
+        ...
+
+    async def set_placement(self, placement: Placement) -> None:
+        """Write the group's row as given (a move marks it moving, then switches it)."""
+        ...
+
+    async def placements(self) -> list[Placement]:
+        """Every row, by group id."""
+        ...
+
+
 class ReplayStore(EpisodeLog, Timelines, Protocol):
     """What replay and rollback plans are computed from: the episode log and the timelines."""
 

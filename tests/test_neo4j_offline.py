@@ -344,7 +344,7 @@ def test_ddl_has_the_documented_neo4j5_shape(ddl: str) -> None:
     pattern = (
         r"^CREATE (CONSTRAINT|(FULLTEXT |VECTOR )?INDEX) kg_[a-z_]+ IF NOT EXISTS "
         r"FOR (\(n:[A-Z][A-Za-z]+\)|\(\)-\[e:RELATES_TO\]-\(\)) "
-        r"(REQUIRE \(n\.group_id, n\.uuid\) IS UNIQUE|REQUIRE n\.group_id IS UNIQUE|ON \(.+\)"
+        r"(REQUIRE \(n\.group_id, n\.uuid\) IS UNIQUE|REQUIRE n\.group(_id)? IS UNIQUE|ON \(.+\)"
         r"|ON EACH \[.+\])"
         r"( OPTIONS \{indexConfig: .+\}\})?$"
     )

@@ -61,6 +61,7 @@ from kg.errors import (
 )
 from kg.facade import KG, BulkResult
 from kg.ingest.llm import StructuredLLM
+from kg.placement import move_group, placement_rows
 from kg.retrieval import RECIPES, CrossEncoder, SearchResults
 from kg.retrieval.config import DEFAULT_RECIPE_WITHOUT_LLM
 from kg.retrieval.request import ContextRequest, SearchRequest
@@ -79,6 +80,7 @@ from kg.schemas.requests import (
 )
 from kg.schemas.validation import check_group_id
 from kg.store.falkordb.embedded import Durability
+from kg.store.placed import PlacedStore
 from kg.times import parse_time
 
 T = TypeVar("T")
@@ -118,6 +120,8 @@ class Settings:
     ontology_path: Path | None
     embedder: str = "auto"
     durability: Durability = "everysec"
+    stores: str | None = None
+    placement: str | None = None
 
     def ontology(self) -> Ontology:
         if self.ontology_path is None:
@@ -170,6 +174,8 @@ class Settings:
             durability=self.durability,
             progress=render.loading(err),
             attach=attach,
+            stores=self.stores,
+            placement=self.placement,
         )
         return _noted(kg)
 
@@ -314,6 +320,24 @@ def main_options(
             "it is acknowledged).",
         ),
     ] = DurabilityOpt.everysec,
+    stores: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KG_STORES",
+            help="Several store servers, named: 'a=embedded:PATH,b=falkordb://h:p,c=bolt://h:p' "
+            "(instead of --uri); each group on the one the placement table names.",
+        ),
+    ] = None,
+    # Not named `placement`: click's default_map (kg.toml) keys options and subcommands alike,
+    # and `kg placement` is a subcommand.
+    directory: Annotated[
+        str | None,
+        typer.Option(
+            "--placement",
+            envvar="KG_PLACEMENT",
+            help="With --stores: the store holding the placement table (default: the first).",
+        ),
+    ] = None,
     config: ConfigOpt = None,  # read before the command runs (kg.cli.config_file)
 ) -> None:
     if home == "":  # Path("") is the current directory: never a data directory by accident
@@ -325,6 +349,8 @@ def main_options(
         ontology_path=None if ontology is None else ontology.expanduser(),
         embedder=embedder,
         durability=durability.value,
+        stores=stores,
+        placement=directory,
     )
 
 
@@ -1487,7 +1513,13 @@ async def _with_store(settings: Settings, work: Callable[[KG], Awaitable[T]]) ->
     directory held by a running process (`kg serve`) is reached through that process's own
     store socket (private to this user): servers read keys at every request, so a key made
     or revoked here counts at once."""
-    kg = await KG.open(settings.uri, home=settings.home, attach=True)
+    kg = await KG.open(
+        settings.uri,
+        home=settings.home,
+        attach=True,
+        stores=settings.stores,
+        placement=settings.placement,
+    )
     return await _working(_noted(kg), work)
 
 
@@ -1555,6 +1587,59 @@ def keys_revoke(
         return
     out.print(
         f"revoked key {record.key_id} (group {record.scope!r}, role {record.role.value})",
+        highlight=False,
+    )
+
+
+placement_app = typer.Typer(
+    help="Groups on several store servers (--stores / KG_STORES): where each is, and moving "
+    "one to another server.",
+    no_args_is_help=True,
+)
+app.add_typer(placement_app, name="placement")
+
+
+def _placed(kg: KG) -> PlacedStore:
+    if not isinstance(kg.store, PlacedStore):
+        raise InputError("kg placement needs several stores: set --stores / KG_STORES")
+    return kg.store
+
+
+@placement_app.command("show")
+def placement_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Every group and the store it is placed on (and whether a move is under way)."""
+    settings: Settings = ctx.obj
+    rows = _run(_with_store(settings, lambda kg: placement_rows(_placed(kg))))
+    render.placements(out, rows, as_json=as_json)
+
+
+@placement_app.command("move")
+def placement_move(
+    ctx: typer.Context,
+    group: Annotated[str, typer.Argument(help="The group to move.")],
+    to: Annotated[str, typer.Option("--to", help="The store (a name in --stores) to move to.")],
+    restart: Annotated[
+        bool,
+        typer.Option(
+            help="Undo an interrupted move of the group first (only if its process is gone)."
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Move a group to another store server: hold it, export, import, check every record,
+    switch its placement, drop it from the source. Writers wait out the move and resume on
+    the new server; a step that fails before the switch leaves everything where it was."""
+    settings: Settings = ctx.obj
+    report = _run(
+        _with_store(settings, lambda kg: move_group(_placed(kg), group, to, restart=restart))
+    )
+    if as_json:
+        out.print_json(report.model_dump_json())
+        return
+    facts = report.counts.get("edges", 0)
+    out.print(
+        f"moved group {report.group_id!r} from {report.source} to {report.target} "
+        f"({facts} fact versions, {sum(report.counts.values())} records)",
         highlight=False,
     )
 

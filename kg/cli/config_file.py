@@ -23,7 +23,17 @@ from kg.errors import InputError
 NAME = "kg.toml"
 OWN = "KG_CONFIG"  # names the file: not a key in it
 # Global options that take a value: skipped over while looking for --config and --home.
-_VALUED = {"--home", "--uri", "--group", "--ontology", "--embedder", "--durability", "--config"}
+_VALUED = {
+    "--home",
+    "--uri",
+    "--stores",
+    "--placement",
+    "--group",
+    "--ontology",
+    "--embedder",
+    "--durability",
+    "--config",
+}
 
 
 @dataclass

@@ -31,6 +31,7 @@ from kg.eval.metrics import Rate
 from kg.facade import BulkResult, CommunityReport, QuarantineEntry
 from kg.graphiti import AdoptReport
 from kg.ingest.doctor import DoctorReport
+from kg.placement import PlacementRow
 from kg.queue import WorkerStats
 from kg.retrieval import SearchResults
 from kg.retrieval.context import quote
@@ -695,6 +696,21 @@ def search_json(console: Console, results: SearchResults) -> None:
 
 def context(console: Console, block: str) -> None:
     console.print(block, markup=False, highlight=False, soft_wrap=True)
+
+
+def placements(console: Console, rows: Sequence[PlacementRow], *, as_json: bool) -> None:
+    """`kg placement show`: each group, its store, a move under way."""
+    if as_json:
+        _json(console, [r.model_dump(mode="json") for r in rows])
+        return
+    if not rows:
+        console.print("no groups yet (a group is placed on the first store by its first write)")
+        return
+    table = _table("placements", ["group", "store", "note"])
+    for r in rows:
+        note = "moving" if r.moving else ("" if r.placed else "no row: on the default store")
+        table.add_row(r.group_id, r.store, note)
+    console.print(table)
 
 
 def keys(console: Console, records: Sequence[ApiKeyRecord], *, as_json: bool) -> None:

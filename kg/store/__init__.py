@@ -2,7 +2,8 @@
 
 - no URI, or `embedded` / a filesystem path: embedded FalkorDB under KG_HOME (default ~/.kg);
 - `falkordb://host:port`: an external FalkorDB server;
-- `bolt://`, `neo4j://`, `neo4j+s://` (and +ssc): Neo4j 5.
+- `bolt://`, `neo4j://`, `neo4j+s://` (and +ssc): Neo4j 5;
+- with `stores` (KG_STORES), several of those, named, as one `PlacedStore` (kg.store.placed).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from kg.store.falkordb.embedded import (
     running_socket,
 )
 from kg.store.neo4j import NEO4J_SCHEMES, Neo4jStore
+from kg.store.placed import Backend, PlacedStore, parse_stores
 
-__all__ = ["FalkorDBStore", "Neo4jStore", "open_store"]
+__all__ = ["FalkorDBStore", "Neo4jStore", "PlacedStore", "open_store"]
 
 
 async def open_store(
@@ -32,10 +34,42 @@ async def open_store(
     embedding_dim: int | None = None,
     progress: ProgressCallback | None = None,
     attach: bool = False,
-) -> FalkorDBStore | Neo4jStore:
+    stores: str | None = None,
+    placement: str | None = None,
+) -> FalkorDBStore | Neo4jStore | PlacedStore:
     """`progress` hears how far the embedded server is in loading its data set. With
     `attach`, an embedded data directory a live kg process holds (`kg serve`) is reached
-    through that process's server (`FalkorDBStore.attach`) instead of being refused."""
+    through that process's server (`FalkorDBStore.attach`) instead of being refused.
+    `stores` (KG_STORES: `name=uri,...`, `embedded:PATH` for an embedded one) opens them all
+    as one placed store, its table in `placement` (KG_PLACEMENT; default: the first)."""
+    if not stores:
+        if placement:
+            raise InputError("KG_PLACEMENT names a store of KG_STORES, which is not set")
+        return await _open_one(uri, home, durability, embedding_dim, progress, attach)
+    if uri not in (None, "", "embedded"):
+        raise InputError("give KG_URI (--uri) or KG_STORES (--stores), not both")
+    named = parse_stores(stores)
+    opened: dict[str, Backend] = {}
+    try:
+        for name, each in named.items():
+            embedded, _, path = each.partition("embedded:")
+            uri_, home_ = (None, path) if embedded == "" and path else (each, None)
+            opened[name] = await _open_one(uri_, home_, durability, embedding_dim, progress, attach)
+        return PlacedStore(opened, placement or next(iter(named)))
+    except BaseException:
+        for one in opened.values():
+            await one.close()
+        raise
+
+
+async def _open_one(
+    uri: str | None,
+    home: str | Path | None,
+    durability: Durability,
+    embedding_dim: int | None,
+    progress: ProgressCallback | None,
+    attach: bool,
+) -> FalkorDBStore | Neo4jStore:
     if uri in (None, "", "embedded"):
         path = _data_dir(home)
         try:

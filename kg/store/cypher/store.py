@@ -11,6 +11,7 @@ import abc
 
 from kg.store.cypher.embedding import CypherEmbeddingModels
 from kg.store.cypher.keys import CypherKeys
+from kg.store.cypher.placement import CypherPlacements
 from kg.store.cypher.queue import CypherQueue
 from kg.store.cypher.reads import CypherReads
 from kg.store.cypher.search import CypherSearch
@@ -23,8 +24,10 @@ class CypherStore(
     CypherSearch,
     CypherEmbeddingModels,
     CypherKeys,
+    CypherPlacements,
     CypherQueue,
     abc.ABC,
 ):
-    """Reads, writes, transfer, search, the group's embedding model, the API keys and the
-    background queue over one transport."""
+    """Reads, writes, transfer, search, the group's embedding model, the API keys, the
+    placement table (used on a directory store only) and the background queue over one
+    transport."""

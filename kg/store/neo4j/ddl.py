@@ -22,6 +22,10 @@ NEO4J_SCHEMA: tuple[str, ...] = (
     # The background queue: one lock node per group serialises its transitions (claims,
     # enqueues, the leased write), and the queue's lookups are by state, key and session.
     "CREATE CONSTRAINT kg_queue_group IF NOT EXISTS FOR (n:KGQueue) REQUIRE n.group_id IS UNIQUE",
+    # A deployment's placement table (kg.store.placed): one row a group, even when two
+    # processes place the same new group at once.
+    "CREATE CONSTRAINT kg_placement_group IF NOT EXISTS FOR (n:KGPlacement) "
+    "REQUIRE n.group IS UNIQUE",
     "CREATE INDEX kg_episodic_group IF NOT EXISTS FOR (n:Episodic) ON (n.group_id)",
     "CREATE INDEX kg_episodic_status IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.status)",
     "CREATE INDEX kg_episodic_key IF NOT EXISTS FOR (n:Episodic) "
