@@ -15,7 +15,11 @@ store to report it); `both`, the mean of cosine and bm25_share (each from its ow
 `joint`, the best turn's mean of the two (lexical and semantic agreement on one turn);
 `cosine_unnamed`, the best cosine similarity of the question with the conversation's speaker
 names taken out (the turns are embedded as they are): a name that every turn carries no
-longer lifts a question about something never said.
+longer lifts a question about something never said. Three that ask no score to mean the same
+across queries (issue 31 item 4): `agree`, minus the depth at which the two branches first
+share a turn (the smallest d with a turn in the top d of both, within the engine's window of
+50; 51 when none); `cosine_gap`, the best cosine similarity minus the second; `words_found`,
+the share of the query's words (weighted by idf) that occur in the conversation at all.
 A confidence signal per question is computed from what the engine sees; the cutoff is set on
 the development conversations so that at most `--budget` of their answerable questions are
 refused, and the same cutoff is then applied to the held-out conversations. Reported per
@@ -91,9 +95,32 @@ def signals(
                     "both": 0.5 * float(c.max()) + 0.5 * (top / ceiling if ceiling else 0.0),
                     "joint": float((0.5 * c + 0.5 * share).max()),
                     "cosine_unnamed": float((dv @ qv).max()),
+                    "agree": -agreement_depth(b, c),
+                    "cosine_gap": float(np.diff(np.sort(c)[-2:])[0]),
+                    "words_found": words_found(terms, bm.df, len(cv.ids)),
                 }
             )
     return rows
+
+
+WINDOW = 50  # candidates per branch, as SearchConfig.window
+
+
+def agreement_depth(bm25: np.ndarray, cosine: np.ndarray) -> int:
+    """The smallest d such that some turn is in the top d of both branches (WINDOW + 1: none
+    within the window). BM25's -inf is no match."""
+    top_c = {int(d): r for r, d in enumerate(np.argsort(-cosine)[:WINDOW])}
+    found = np.flatnonzero(np.isfinite(bm25))
+    top_b = found[np.argsort(-bm25[found], kind="stable")][:WINDOW]
+    both = [max(r, top_c[int(d)]) for r, d in enumerate(top_b) if int(d) in top_c]
+    return min(both) + 1 if both else WINDOW + 1
+
+
+def words_found(terms: list[str], df: dict[str, int], n: int) -> float:
+    """The idf-weighted share of the query's words that some turn holds (1 for no words)."""
+    weights = {t: idf(df.get(t, 0), n) for t in set(terms)}
+    total = sum(weights.values())
+    return sum(w for t, w in weights.items() if df.get(t, 0)) / total if total else 1.0
 
 
 def refused(rows: list[dict[str, Any]], signal: str, cut: float, kind: str) -> float:
@@ -133,7 +160,17 @@ def main() -> None:
             f"{p} " + ", ".join(f"{k} {n}" for k, n in c.items()) for p, c in counts.items()
         )
     )
-    signals_ = ("cosine", "cosine_margin", "bm25_share", "both", "joint", "cosine_unnamed")
+    signals_ = (
+        "cosine",
+        "cosine_margin",
+        "bm25_share",
+        "both",
+        "joint",
+        "cosine_unnamed",
+        "agree",
+        "cosine_gap",
+        "words_found",
+    )
     runs = [(sig, None) for sig in signals_]
     if args.cosine is not None:
         runs.append(("cosine", args.cosine))

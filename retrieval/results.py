@@ -19,6 +19,28 @@ class BranchReport(BaseModel):
     error: str | None = None
 
 
+class AbstainCheck(BaseModel):
+    """One abstention test a scope ran, passed or not: which signal, its value, the cutoff.
+    Every test is kept, so an answer shows why it was not refused as well as a refusal why
+    it was (kg search --explain)."""
+
+    signal: str = Field(description="'cosine' (abstain_below) or 'joint' (abstain_joint_below).")
+    value: float = Field(description="The scope's signal for this query.")
+    cutoff: float
+    abstained: bool = Field(description="The value is below the cutoff: the scope is empty.")
+
+    def why(self) -> str:
+        """One line: the decision and the evidence behind it."""
+        what = {
+            "cosine": "best cosine similarity",
+            "joint": "best agreement of meaning and words on one hit (mean of cosine and BM25 "
+            "share)",
+        }.get(self.signal, self.signal)
+        if self.abstained:
+            return f"abstained: {what} {self.value:.3f} < {self.cutoff:g}"
+        return f"answered: {what} {self.value:.3f} >= {self.cutoff:g}"
+
+
 class Ranked(BaseModel):
     score: float = Field(description="The final reranker's score; higher is better.")
     ranks: dict[str, int] = Field(
@@ -70,8 +92,13 @@ class SearchResults(BaseModel):
     branches: list[BranchReport] = Field(default_factory=list)
     abstained: dict[Scope, float] = Field(
         default_factory=dict,
-        description="Scopes left empty by abstain_below, with their best cosine similarity "
-        "(-1 when the cosine branch found nothing).",
+        description="Scopes left empty by abstain_below or abstain_joint_below, with the "
+        "signal that fell below its cutoff (-1 when its branch found nothing).",
+    )
+    abstain_checks: dict[Scope, list[AbstainCheck]] = Field(
+        default_factory=dict,
+        description="Per scope, the abstention tests run (none without a cutoff), in order: "
+        "why a scope was left empty, or why it was not.",
     )
     time: QueryTime | None = Field(
         default=None,

@@ -25,6 +25,7 @@ from kg.retrieval.fusion import mmr, rrf, score_fusion
 from kg.retrieval.query import keyword_query
 from kg.retrieval.rerankers import CrossEncoder, by_key
 from kg.retrieval.results import (
+    AbstainCheck,
     BranchReport,
     CommunityHit,
     EntityHit,
@@ -96,6 +97,7 @@ class Search:
     ontology: Ontology | None = None
     reports: list[BranchReport] = field(default_factory=list)
     abstained: dict[Scope, float] = field(default_factory=dict)
+    checks: dict[Scope, list[AbstainCheck]] = field(default_factory=dict)
     _qvec: list[float] | None = None
     _time: QueryTime | None = None
     _text_query: str = ""
@@ -121,6 +123,7 @@ class Search:
             view=self.view,
             branches=self.reports,
             abstained=self.abstained,
+            abstain_checks=self.checks,
             time=self._time,
         )
         for (scope, _), hits in zip(scopes, done, strict=True):
@@ -530,16 +533,25 @@ class Search:
         return [self._hit(scope, found, u, s, fused_score[u]) for u, s in top]
 
     async def _confidence(self, scope: Scope, found: _Scope) -> float | None:
-        """The signal that fell below its abstention cutoff, or None to go on."""
+        """The signal that fell below its abstention cutoff, or None to go on; each test run
+        is kept in `checks` (the first refusal ends them)."""
         cos = Method.cosine.value
         cosine = {u: found.scores[u][cos] for u in found.rankings.get(cos, [])}
         cut = self.config.abstain_below
-        if cut is not None and (best := max(cosine.values(), default=-1.0)) < cut:
-            return best
+        if cut is not None and self._test(scope, "cosine", max(cosine.values(), default=-1.0), cut):
+            return self.checks[scope][-1].value
         cut = self.config.abstain_joint_below
-        if cut is not None and (joint := await self._joint(scope, found, cosine)) < cut:
-            return joint
+        if cut is not None and self._test(
+            scope, "joint", await self._joint(scope, found, cosine), cut
+        ):
+            return self.checks[scope][-1].value
         return None
+
+    def _test(self, scope: Scope, signal: str, value: float, cutoff: float) -> bool:
+        """Record one abstention test; whether it refuses the scope."""
+        check = AbstainCheck(signal=signal, value=value, cutoff=cutoff, abstained=value < cutoff)
+        self.checks.setdefault(scope, []).append(check)
+        return check.abstained
 
     async def _joint(self, scope: Scope, found: _Scope, cosine: dict[str, float]) -> float:
         """Agreement of the two branches on one candidate: the best, over the candidates, of

@@ -544,7 +544,8 @@ def test_search_with_explain_history_and_context(where: list[str], jsonl: Path) 
         "--abstain-below",
         "0.49",
     )
-    assert code == 0 and "facts: abstained (best cosine similarity" in out and "no results" in out
+    assert code == 0 and "facts: abstained: best cosine similarity" in out and "< 0.49" in out
+    assert "no results" in out
 
 
 class _ChatServer:

@@ -51,7 +51,7 @@ class Operation:
 
 
 SERVER_DECIDES = {"channel", "trust"}  # the key's channel, unless lower (not a model's choice)
-NOT_FOR_A_MODEL = {"recipe", "center", "min_score", "abstain_joint_below", "include_contested"}
+NOT_FOR_A_MODEL = {"recipe", "center", "min_score", "include_contested"}
 LIBRARY_SEARCH = {"config", "seeds"}  # a SearchConfig and BFS seeds: a server takes recipes
 
 OPERATIONS: dict[str, Operation] = {
@@ -115,6 +115,7 @@ OPERATIONS: dict[str, Operation] = {
             "asked_at",
             "include_closed",
             "abstain_below",
+            "abstain_joint_below",
         },  # search_entities finds entities; search_memory is the time-aware search
     ),
     "context": Operation(

@@ -612,6 +612,32 @@ async def test_joint_abstention_needs_meaning_and_words_on_one_hit(kg: KG) -> No
         await kg.search("Alice", recipe="facts_bm25", abstain_joint_below=0.27)
 
 
+async def test_abstention_says_why_it_refused_and_why_it_answered(kg: KG) -> None:
+    """Both decisions carry their evidence (kg search --explain prints it): a never-said
+    question is refused with the signal below its cutoff, a said one answered with the
+    signals that cleared theirs, so a wrong refusal can be told from an empty store."""
+    from kg.schemas.search import Scope
+
+    await seed(kg)
+    if kg.store.dialect.engine_scorer == "bm25":  # joint needs kg's own BM25 (FalkorDB)
+        return
+    cuts = {"abstain_below": 0.3, "abstain_joint_below": 0.27, "recipe": "facts_hybrid"}
+    said = await kg.search("What music does Alice like?", **cuts)  # type: ignore[arg-type]
+    assert texts(said)[0] == "Alice likes Jazz music" and not said.abstained
+    checks = said.abstain_checks[Scope.facts]
+    assert [(c.signal, c.abstained) for c in checks] == [("cosine", False), ("joint", False)]
+    assert all(c.value >= c.cutoff for c in checks)
+    assert checks[1].why().startswith("answered: best agreement of meaning and words")
+    never = await kg.search("What is Alice's favourite boiling point of mercury?", **cuts)  # type: ignore[arg-type]
+    assert never.facts == []
+    [cosine, joint] = never.abstain_checks[Scope.facts]
+    assert not cosine.abstained  # the name alone lifts the cosine past a cosine cutoff...
+    assert joint.abstained and joint.value < 0.27  # ...but no hit has meaning and words
+    assert never.abstained == {Scope.facts: joint.value}
+    assert joint.why().startswith("abstained: best agreement of meaning and words")
+    assert not (await kg.search("What music does Alice like?")).abstain_checks  # no cutoff
+
+
 async def test_abstention_without_an_embedder_is_refused_not_silently_empty(
     backend: Backend, home: Path
 ) -> None:

@@ -494,3 +494,32 @@ def test_wait_false_queues_and_the_server_writes_it(tmp_path: Path) -> None:
             assert again["status"] == "duplicate"
     finally:
         s.stop()
+
+
+def test_a_search_response_carries_why_each_scope_abstained_or_not() -> None:
+    """/v1/search answers what kg search --explain shows: each abstention test per scope
+    (this test server has no embedder, so the model is checked on its own)."""
+    from datetime import UTC, datetime
+
+    from kg.retrieval.results import AbstainCheck, SearchResults
+    from kg.schemas.search import Scope, SearchView
+    from kg.server.models import SearchResponse
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    refused = AbstainCheck(signal="joint", value=0.21, cutoff=0.27, abstained=True)
+    passed = AbstainCheck(signal="cosine", value=0.52, cutoff=0.3, abstained=False)
+    results = SearchResults(
+        query="q",
+        group_id="g",
+        view=SearchView(valid_at=now, known_at=now),
+        abstained={Scope.episodes: 0.21},
+        abstain_checks={Scope.episodes: [passed, refused]},
+    )
+    body = json.loads(SearchResponse.of(results).model_dump_json())
+    assert body["abstained"] == {"episodes": 0.21}
+    assert body["abstain_checks"] == {
+        "episodes": [
+            {"signal": "cosine", "value": 0.52, "cutoff": 0.3, "abstained": False},
+            {"signal": "joint", "value": 0.21, "cutoff": 0.27, "abstained": True},
+        ]
+    }

@@ -92,6 +92,9 @@ async def test_every_tool_over_streamable_http(served: Served) -> None:
         assert "abstain_below needs an embedder" in await error(
             s, "search_memory", query="Where does Alice live?", abstain_below=0.49
         )
+        assert "abstain_joint_below needs an embedder" in await error(
+            s, "search_memory", query="Where does Alice live?", abstain_joint_below=0.27
+        )
         assert "abstain_below" in await error(s, "search_memory", query="Alice", abstain_below=1.5)
         assert "asked_at: 'someday' is not a time" in await error(
             s, "search_memory", query="Alice", asked_at="someday"

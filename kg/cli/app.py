@@ -1142,8 +1142,8 @@ ExplainOpt = Annotated[
     bool,
     typer.Option(
         "--explain",
-        help="Show each branch's hits, the fused scores, trust and recency factors, and "
-        "how time words were read.",
+        help="Show each branch's hits, the fused scores, trust and recency factors, "
+        "how time words were read, and why each abstention cutoff refused or answered.",
     ),
 ]
 AskedAtOpt = Annotated[

@@ -674,8 +674,10 @@ def search(console: Console, results: SearchResults, *, explain: bool) -> None:
                 row += [f"{hit.fused_score:.4f}", "; ".join([ranks, *factors])]
             table.add_row(*row)
         console.print(table)
-    for scope, best in results.abstained.items():
-        console.print(f"{scope.value}: abstained (best cosine similarity {best:.3f})")
+    for scope, checks in results.abstain_checks.items():
+        for check in checks:  # a refusal always; with --explain, the tests passed too
+            if check.abstained or explain:
+                console.print(f"{scope.value}: {check.why()}", markup=False, highlight=False)
     if not shown:
         console.print("no results")
 
@@ -688,6 +690,10 @@ def search_json(console: Console, results: SearchResults) -> None:
         "group_id": results.group_id,
         "hits": [json.loads(h.model_dump_json()) for h in hit_views(results)],
         "abstained": {k.value: v for k, v in results.abstained.items()},
+        "abstain_checks": {
+            k.value: [c.model_dump(mode="json") for c in v]
+            for k, v in results.abstain_checks.items()
+        },
         "time": results.time.model_dump(mode="json") if results.time else None,
         "branches": [b.model_dump(mode="json") for b in results.branches],
     }

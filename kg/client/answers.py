@@ -51,6 +51,10 @@ class SearchAnswer(BaseModel):
     query: str
     hits: list[HitView]
     abstained: dict[str, float] = Field(default_factory=dict)
+    abstain_checks: dict[str, list[dict[str, Any]]] = Field(
+        default_factory=dict,
+        description="Per scope, the abstention tests run (signal, value, cutoff, abstained).",
+    )
     latency_ms: float = 0.0
 
     @property

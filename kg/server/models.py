@@ -18,7 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from kg.retrieval import SearchConfig, SearchResults
 from kg.retrieval import request as search
-from kg.retrieval.results import BranchReport, Ranked
+from kg.retrieval.results import AbstainCheck, BranchReport, Ranked
 from kg.retrieval.when import QueryTime
 from kg.schemas import requests
 from kg.schemas.episode import Channel, StructuredFact
@@ -321,7 +321,13 @@ class SearchResponse(BaseModel):
     rankings: list[Ranking] = Field(description="One per hit, in the same order.")
     branches: list[BranchReport] = Field(description="Each branch's hits and latency.")
     abstained: dict[str, float] = Field(
-        default_factory=dict, description="Scopes left empty by `abstain_below`, and their best."
+        default_factory=dict,
+        description="Scopes left empty by `abstain_below` or `abstain_joint_below`, and the "
+        "signal that fell below its cutoff.",
+    )
+    abstain_checks: dict[str, list[AbstainCheck]] = Field(
+        default_factory=dict,
+        description="Per scope, the abstention tests run: signal, value, cutoff, refused.",
     )
     time: QueryTime | None = None
     latency_ms: float = 0.0
@@ -352,6 +358,7 @@ class SearchResponse(BaseModel):
             rankings=rankings,
             branches=r.branches,
             abstained=abstained,
+            abstain_checks={str(k): v for k, v in r.abstain_checks.items()},
             time=r.time,
             latency_ms=r.latency_ms,
         )

@@ -262,6 +262,15 @@ async def search_memory(
             "their facts). Needs the server to have an embedder."
         ),
     ] = None,
+    abstain_joint_below: Annotated[
+        float | None,
+        Field(
+            description="Return nothing when no memory is found by both meaning and words: "
+            "the best mean of a memory's cosine similarity and its share of the query's top "
+            "word-match score is below this (MiniLM: about 0.27 on raw conversation turns, "
+            "0.35 on turns stored with their facts). Needs an embedder and FalkorDB."
+        ),
+    ] = None,
     limit: Annotated[int, Field(description="Hits per kind at most.", ge=1, le=100)] = 10,
     max_tokens: Annotated[
         int,
@@ -293,10 +302,17 @@ async def search_memory(
             "include_closed": include_closed,
             "limit": limit,
             "abstain_below": abstain_below,
+            "abstain_joint_below": abstain_joint_below,
             "recipe": SEARCH_RECIPE,
         },
     )
     results = await run_tool("search_memory", ctx, lambda s: s.search(req))
+    notes += [  # an empty reply says why: nothing said about it, not nothing found
+        f"{scope.value}: {c.why()}"
+        for scope, checks in results.abstain_checks.items()
+        for c in checks
+        if c.abstained
+    ]
     return SearchMemoryResult(hits=_hits(results, max_tokens), notes=notes)
 
 
