@@ -26,6 +26,7 @@ RESERVED_LABELS: frozenset[str] = frozenset(
         "ApiKey",  # kg serve's API key records (kg.schemas.keys)
         "KGGroup",  # a group's version node, which fences concurrent writers (kg.versioned)
         "KGQueue",  # a group's queue lock node on Neo4j (kg.store.cypher.queue)
+        "KGPlacement",  # which store server holds a group (kg.store.cypher.placement)
         "Saga",  # Graphiti's episode sequences
     }
 )
