@@ -14,7 +14,9 @@ what it writes):
    branches) on random questions over those groups for `--seconds`, all starting together
    after their imports; total searches / seconds is the QPS. These are kg's search path in
    N processes (what N `kg serve` processes run per request), without HTTP in front.
-Printed: a table of N against episodes/s and QPS, with the load average during each.
+Printed: a table of N against episodes/s and QPS, with the load average during each, and
+what explains the curve: the CPU seconds the workers (their process start included) and the
+store server (`--server-pid`, read from /proc) spent per episode while draining.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import argparse
 import asyncio
 import os
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -63,6 +66,19 @@ async def erase(uri: str) -> None:
     async with await KG.open(uri) as kg:
         for group in await kg.groups():
             await kg.erase_group(group)
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def server_cpu(pid: int | None) -> float:
+    """CPU seconds of the store server's process so far (0 without a pid)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def workers(uri: str, n: int) -> float:
@@ -129,23 +145,33 @@ def main(args: argparse.Namespace) -> None:
         tag = f"scale{n}"
         asyncio.run(enqueue(args.uri, args.episodes, args.groups, tag))
         load0 = os.getloadavg()[0]
+        cpu0, srv0 = children_cpu(), server_cpu(args.server_pid)
         took = workers(args.uri, n)
+        cpu = (children_cpu() - cpu0) / args.episodes * 1000
+        srv = (server_cpu(args.server_pid) - srv0) / args.episodes * 1000
         got = asyncio.run(ingested(args.uri, args.groups, tag))
         if got != args.episodes:
             raise SystemExit(f"{got} of {args.episodes} episodes ingested with {n} workers")
         load1 = os.getloadavg()[0]
         qps = searchers(args.uri, n, args.groups, tag, args.seconds)
         load2 = os.getloadavg()[0]
-        rows.append((n, args.episodes / took, took, qps, load0, load1, load2))
+        rows.append((n, args.episodes / took, cpu, srv, qps, load0, load1, load2))
         print(
-            f"{n} processes: {args.episodes / took:.1f} episodes/s ({took:.0f} s), "
-            f"{qps:.1f} searches/s; load {load0:.1f} / {load1:.1f} / {load2:.1f}",
+            f"{n} processes: {args.episodes / took:.1f} episodes/s ({took:.0f} s; CPU ms per "
+            f"episode: workers {cpu:.0f}, server {srv:.0f}), {qps:.1f} searches/s; "
+            f"load {load0:.1f} / {load1:.1f} / {load2:.1f}",
             flush=True,
         )
         asyncio.run(erase(args.uri))
-    print("\n| processes | episodes/s (workers) | searches/s | load average |\n|---|---|---|---|")
-    for n, eps, _, qps, *loads in rows:
-        print(f"| {n} | {eps:.1f} | {qps:.1f} | {'-'.join(f'{x:.0f}' for x in loads)} |")
+    print(
+        "\n| processes | episodes/s (workers) | CPU ms / episode, workers + server | searches/s "
+        "| load average |\n|---|---|---|---|---|"
+    )
+    for n, eps, cpu, srv, qps, *loads in rows:
+        print(
+            f"| {n} | {eps:.1f} | {cpu:.0f} + {srv:.0f} | {qps:.1f} "
+            f"| {'-'.join(f'{x:.0f}' for x in loads)} |"
+        )
 
 
 if __name__ == "__main__":
@@ -159,4 +185,7 @@ if __name__ == "__main__":
     ap.add_argument("--episodes", type=int, default=600)
     ap.add_argument("--groups", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument(
+        "--server-pid", type=int, help="the store server's pid, to count its CPU (Linux /proc)"
+    )
     main(ap.parse_args())

@@ -75,6 +75,11 @@ class WorkerStats(BaseModel):
 PERMANENT = frozenset({"llm_output", "llm_error", "invalid"})
 
 
+def _next_idle(idle: float, poll_seconds: float) -> float:
+    """The wait after another round that claimed nothing: doubled from 50 ms, capped."""
+    return min(poll_seconds, max(0.05, 2 * idle))
+
+
 def failure_reason(exc: BaseException) -> str:
     """A short, stable name for why an attempt failed (counted in the queue's metrics)."""
     if isinstance(exc, LLMOutputError):
@@ -275,15 +280,21 @@ class Worker:
     async def drain(self) -> WorkerStats:
         """Work until no episode of the groups is queued or processing (waiting out other
         workers' lapsed leases and retry backoffs), then return."""
+        idle = 0.0
         try:
             while not self._stopping:
                 pending = await self._queued_groups()
                 if not pending and not self._draining:
                     break
+                # After a round that claimed nothing (every queued group leased by another
+                # worker, or waiting out a backoff), wait longer each time, up to
+                # `poll_seconds`: asking again at once spun a query per round trip.
+                await asyncio.sleep(idle)
+                claimed = self.stats.claimed
                 await self._start_drains(pending)
-                await asyncio.sleep(min(self.poll_seconds, 0.2) if not self._draining else 0)
                 if self._draining:
                     await asyncio.wait(list(self._draining.values()), timeout=self.poll_seconds)
+                idle = 0.0 if self.stats.claimed > claimed else _next_idle(idle, self.poll_seconds)
         finally:
             await self._join_drains()
         return self.stats

@@ -258,6 +258,33 @@ async def test_a_dead_workers_episode_is_taken_over_and_its_late_write_refused(
     assert {n.status for n in nodes} == {EpisodeStatus.ingested}
     taken = next(n for n in nodes if n.uuid == first.uuid)
     assert taken.attempts == 2 and taken.lease_owner is None and taken.staged is None
+
+
+async def test_a_worker_waiting_on_another_workers_lease_does_not_spin(
+    rkg: tuple[KG, RuleLLM], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A drain whose every queued group is leased elsewhere asks again after a wait that
+    grows to `poll_seconds`, not at once: with several `kg worker` processes on one server,
+    the idle ones spun a query per round trip and took the CPU the busy one needed."""
+    kg, _ = rkg
+    for ep in conversation(2, seed=5):
+        await kg.add_episode(**ep, wait=False)
+    now = kg.clock.now()
+    ready, _ = await kg.store.ready("default", "other", now, 10)
+    await kg.store.claim("default", "other", [ready[0].uuid], now, now + timedelta(seconds=1.5))
+    asked = 0
+    ask = kg.store.ready
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal asked
+        asked += 1
+        return await ask(*args, **kwargs)
+
+    monkeypatch.setattr(kg.store, "ready", counted)
+    stats = await Worker(kg, poll_seconds=0.5).drain()  # waits out the lease, then works
+    assert stats.completed == 2
+    # 1.5 s of waiting at 50, 100, 200, 400 ms, then every 500 ms: about 6 rounds of asking.
+    assert asked <= 15, asked
     assert all(len(f.edge.episodes) == 1 for f in await kg.history(limit=1000))
 
 
