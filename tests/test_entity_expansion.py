@@ -103,3 +103,68 @@ async def test_a_named_entity_brings_in_the_turn_its_fact_cites(kg: KG) -> None:
     assert CANVAS in contents(on)
     [report] = [b for b in on.branches if b.method == "entities"]
     assert report.hits > 0
+
+
+READS = (
+    "search_text",
+    "search_vector",
+    "rank_text",
+    "rank_vector",
+    "text_ceiling",
+    "items",
+    "turn_neighbours",
+    "neighbourhood",
+    "facts_between",
+    "episodes_mentioning_any",
+    "entities_by_uuid",
+    "mention_counts",
+    "embeddings",
+    "episodes",
+)
+
+
+async def test_a_group_without_facts_reads_nothing_more(
+    kg: KG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await ingest(kg, extract=False, group="raw")
+    calls: list[str] = []
+    for name in READS:
+        read = getattr(kg.store, name)
+
+        async def spy(*args: Any, _read: Any = read, _name: str = name, **kwargs: Any) -> Any:
+            calls.append(f"{_name} {args[1] if len(args) > 1 else ''}")
+            return await _read(*args, **kwargs)
+
+        monkeypatch.setattr(kg.store, name, spy)
+    off = await kg.search(QUESTION, group_id="raw", config=config(0.0))
+    reads_off = sorted(calls)
+    calls.clear()
+    on = await kg.search(QUESTION, group_id="raw", config=config(1.0))
+    assert sorted(calls) == reads_off  # the same reads, one each: none of entities or facts
+    assert contents(on) == contents(off)
+    assert [h.score for h in on.episodes] == [h.score for h in off.episodes]
+    assert "entities" not in {b.method for b in on.branches}
+
+
+async def test_a_fact_in_view_lifts_only_the_episodes_in_view(kg: KG) -> None:
+    # The painting fact is restated by a later turn, appended to the same version: asked as
+    # known before that turn was written, the fact is in view but the later turn is not.
+    await ingest(kg, extract=True)
+    before = kg.clock.now()
+    later = "Caroline: Painted the harbour at dusk, so calming."
+    TURNS[later] = TURNS[CANVAS]
+    try:
+        await kg.add_episode(
+            source="message", content=later, reference_time=t(2023, 6, 1), session_id="s2"
+        )
+    finally:
+        del TURNS[later]
+    wide = config(1.0, limit=10)
+    assert later in contents(await kg.search(QUESTION, config=wide))
+    then = await kg.search(QUESTION, config=wide, known_at=before)
+    assert CANVAS in contents(then)
+    assert later not in contents(then)
+    # The same for a valid time before it was said.
+    said = await kg.search(QUESTION, config=wide, valid_at=t(2023, 5, 20))
+    assert CANVAS in contents(said)
+    assert later not in contents(said)
