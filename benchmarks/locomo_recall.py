@@ -60,6 +60,7 @@ from kg import KG
 from kg.ingest.embeddings import local_minilm
 from kg.ingest.llm import Message, StructuredLLM
 from kg.retrieval import RECIPES, Method, SearchConfig
+from kg.retrieval.config import EntityAnchors
 
 KS = (5, 10, 25, 50)
 # Before this work: +words (question words kept) and RRF; now: question words dropped, scores.
@@ -76,7 +77,7 @@ DEFAULT_METHODS = [
 TILDE: dict[str, tuple[str, Any]] = {
     "neighbours": ("neighbour_boost", float),
     "entities": ("entity_boost", float),
-    "anchors": ("entity_anchors", str),
+    "anchors": ("entity_anchors", EntityAnchors),  # model_copy does not validate
     "efacts": ("entity_facts", int),
 }
 PAPER = {

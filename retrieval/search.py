@@ -461,7 +461,7 @@ class Search:
     async def _anchors(self, hits: list[EpisodicNode]) -> set[str] | None:
         """Name keys of the entities whose facts are followed; None: every fact."""
         mode = self.config.entity_anchors
-        if mode is EntityAnchors.any:
+        if mode == EntityAnchors.any:
             return None
         out: set[str] = set()
         if mode in (EntityAnchors.named, EntityAnchors.both):
