@@ -27,7 +27,9 @@ tuned there), the held-out ones (the other three) and all six, with R@10 per cat
 
 A method is a recipe name, optionally with modifiers: `@bm25=2` weights BM25's vote,
 `+words` keeps question words in the full-text query (the engine before they were dropped),
-`~neighbours=0.5` sets `neighbour_boost` (the turns next to the best hits),
+`~neighbours=0.5` sets `neighbour_boost` (the turns next to the best hits), `~entities=0.5`
+`entity_boost`, `~anchors=named|hits|both|any` `entity_anchors` and `~efacts=50`
+`entity_facts` (the entity expansion, on --turns extracted),
 `!joint=0.31` or `!cosine=0.49` abstains below that cutoff (`abstain_joint_below`,
 `abstain_below`; a refused question retrieves nothing), and `facts:RECIPE` searches the
 observation facts and maps them to their source turns. `--never-said` also asks questions
@@ -58,6 +60,7 @@ from kg import KG
 from kg.ingest.embeddings import local_minilm
 from kg.ingest.llm import Message, StructuredLLM
 from kg.retrieval import RECIPES, Method, SearchConfig
+from kg.retrieval.config import EntityAnchors
 
 KS = (5, 10, 25, 50)
 # Before this work: +words (question words kept) and RRF; now: question words dropped, scores.
@@ -70,6 +73,13 @@ DEFAULT_METHODS = [
     "facts:facts_hybrid_rrf+words",
     "facts:facts_hybrid",
 ]
+# Modifiers `~KEY=VALUE`: the SearchConfig field each sets, and how its value is read.
+TILDE: dict[str, tuple[str, Any]] = {
+    "neighbours": ("neighbour_boost", float),
+    "entities": ("entity_boost", float),
+    "anchors": ("entity_anchors", EntityAnchors),  # model_copy does not validate
+    "efacts": ("entity_facts", int),
+}
 PAPER = {
     "paper: DRAGON (10 convs)": (56.7, 66.2, 76.7, 82.7),
     "paper: BM25 (10 convs)": (48.6, 56.3, 65.2, 72.9),
@@ -87,7 +97,7 @@ def pct(values: list[float], q: int) -> float:
 def wide(method: str) -> SearchConfig:
     """The method's recipe with 50 results and a fused window wide enough to fill them."""
     recipe, _, abstain = method.removeprefix("facts:").partition("!")
-    recipe, _, near = recipe.partition("~neighbours=")
+    recipe, *tilde = recipe.split("~")
     recipe, words, _ = recipe.partition("+words")
     recipe, _, weight = recipe.partition("@bm25=")
     cfg = RECIPES[recipe]
@@ -96,8 +106,10 @@ def wide(method: str) -> SearchConfig:
         update["weights"] = {Method.bm25: float(weight)}
     if words:
         update["drop_question_words"] = False
-    if near:
-        update["neighbour_boost"] = float(near)
+    for mod in tilde:  # ~neighbours=0.5, ~entities=0.5, ~anchors=named, ~efacts=50
+        key, _, value = mod.partition("=")
+        field, kind = TILDE[key]
+        update[field] = kind(value)
     if abstain:  # !joint=0.31 or !cosine=0.49
         signal, _, cut = abstain.partition("=")
         update[{"joint": "abstain_joint_below", "cosine": "abstain_below"}[signal]] = float(cut)
@@ -338,7 +350,8 @@ def parser() -> argparse.ArgumentParser:
         "--methods",
         nargs="*",
         default=DEFAULT_METHODS,
-        help="recipes, with @bm25=W, +words, ~neighbours=B, or facts:RECIPE",
+        help="recipes, with @bm25=W, +words, ~neighbours=B, ~entities=B, ~anchors=A, "
+        "~efacts=N, or facts:RECIPE",
     )
     ap.add_argument("--cross-encoder", default=None, help="sentence-transformers model path")
     ap.add_argument(

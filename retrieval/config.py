@@ -71,6 +71,21 @@ DATED_BOOST = 1.0
 NEIGHBOUR_BOOST = 0.5
 
 
+# Chosen on LoCoMo's development conversations with their observation facts extracted
+# (benchmarks/locomo_recall.py --turns extracted), see docs/retrieval.md, "Entities named by
+# the question".
+ENTITY_BOOST = 0.5
+
+
+class EntityAnchors(StrEnum):
+    """Whose facts the entity expansion follows (kg.retrieval.entities)."""
+
+    named = "named"  # the entities the query names
+    hits = "hits"  # the entities of the first pass's best hits' facts
+    both = "both"
+    any = "any"  # every fact: the facts most like the query, whoever they are about
+
+
 class SearchConfig(BaseModel):
     """Scopes left as None are not searched."""
 
@@ -153,6 +168,23 @@ class SearchConfig(BaseModel):
     )
     neighbour_hits: int = Field(
         default=20, ge=1, le=1000, description="The best hits whose session neighbours are lifted."
+    )
+    entity_boost: float = Field(
+        default=ENTITY_BOOST,
+        ge=0.0,
+        description="Episodes, on groups with extracted facts: the episodes citing the facts "
+        "most like the query, among those of the entities it names, get this times the best "
+        "fused score, times the fact's share of the facts' score range, added (and join the "
+        "candidates), with score fusion (kg.retrieval.entities). 0 turns it off; a group "
+        "whose best hits have no facts (raw turns) reads nothing more.",
+    )
+    entity_facts: int = Field(
+        default=50, ge=1, le=1000, description="Facts the entity expansion ranks and follows."
+    )
+    entity_anchors: EntityAnchors = Field(
+        default=EntityAnchors.named,
+        description="Whose facts the entity expansion follows: the entities the query names, "
+        "those of the best hits' facts, both, or any fact.",
     )
     trust_weights: dict[TrustTier, float] = Field(
         default_factory=lambda: dict(TRUST_WEIGHTS),

@@ -19,8 +19,25 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from kg.retrieval.config import Fusion, Method, Reranker, ScopeConfig, SearchConfig
+from kg.retrieval.config import (
+    EntityAnchors,
+    Fusion,
+    Method,
+    Reranker,
+    ScopeConfig,
+    SearchConfig,
+)
 from kg.retrieval.dated import asks_when, says_when
+from kg.retrieval.entities import (
+    FIRST_HITS,
+    anchored,
+    cited,
+    has_facts,
+    hit_names,
+    in_view,
+    named,
+    shares,
+)
 from kg.retrieval.fusion import mmr, rrf, score_fusion
 from kg.retrieval.query import keyword_query
 from kg.retrieval.rerankers import CrossEncoder, by_key
@@ -129,7 +146,8 @@ class Search:
         for (scope, _), hits in zip(scopes, done, strict=True):
             setattr(results, scope.value, hits)
         order = {s: i for i, s in enumerate(Scope)} | {m.value: i for i, m in enumerate(Method)}
-        results.branches.sort(key=lambda b: (order[b.scope], order[b.method]))
+        # The entity expansion ("entities") reports after the branches.
+        results.branches.sort(key=lambda b: (order[b.scope], order.get(b.method, len(order))))
         results.latency_ms = round((time.perf_counter() - t0) * 1000, 2)
         return results
 
@@ -391,6 +409,79 @@ class Search:
         out += [(n, x) for n, x in lift.items() if n not in scores and x > 0]
         return _resorted(out, fused)
 
+    def _expands(self, scope: Scope) -> bool:
+        """Whether the entity expansion runs: episodes, score fusion (its lift is a share of
+        the best fused score), a boost above 0."""
+        c = self.config
+        return scope is Scope.episodes and c.entity_boost > 0 and c.fusion is Fusion.score
+
+    async def _entity_expanded(
+        self, fused: list[tuple[str, float]], found: _Scope, limit: int
+    ) -> list[tuple[str, float]]:
+        """The episodes citing the facts most like the query, among those of the anchor
+        entities, gain a share of the best fused score and join the candidates
+        (kg.retrieval.entities). The first pass's best `FIRST_HITS` (at least `limit`) are
+        read first, in the one read the final cut would make: when none has a fact (raw
+        turns), the order stands, nothing more is read and no branch is reported."""
+        if not fused:
+            return fused
+        t0 = time.perf_counter()
+        first = fused[: max(limit, FIRST_HITS)]
+        await self._hydrate(Scope.episodes, found, [u for u, _ in first])
+        hits = [i for u, _ in first if isinstance(i := found.items.get(u), EpisodicNode)]
+        if not any(has_facts(h) for h in hits):
+            return fused
+        anchors = await self._anchors(hits)
+        if anchors == set():
+            return fused
+        ranked = await self._fact_ranking()
+        facts = {
+            f.edge.uuid: f
+            for f in await self.store.items(self.group_id, Scope.facts, [u for u, _ in ranked])
+            if isinstance(f, Fact)
+        }
+        followed = anchored((facts[u] for u, _ in ranked if u in facts), anchors)
+        share = cited(followed, shares(ranked))
+        await self._hydrate(Scope.episodes, found, list(share))
+        best = fused[0][1] * self.config.entity_boost
+        lift = {
+            u: best * s
+            for u, s in share.items()
+            if isinstance(ep := found.items.get(u), EpisodicNode) and in_view(ep, self.view)
+        }
+        ms = round((time.perf_counter() - t0) * 1000, 2)
+        self.reports.append(
+            BranchReport(scope=Scope.episodes, method="entities", hits=len(lift), latency_ms=ms)
+        )
+        scores = dict(fused)
+        out = [(u, s + lift.get(u, 0.0)) for u, s in fused]
+        out += [(u, x) for u, x in lift.items() if u not in scores and x > 0]
+        return _resorted(out, fused)
+
+    async def _anchors(self, hits: list[EpisodicNode]) -> set[str] | None:
+        """Name keys of the entities whose facts are followed; None: every fact."""
+        mode = self.config.entity_anchors
+        if mode == EntityAnchors.any:
+            return None
+        out: set[str] = set()
+        if mode in (EntityAnchors.named, EntityAnchors.both):
+            words, view = self._full_text_query(), self.view
+            found = await self.store.search_text(self.group_id, Scope.entities, words, view, 20)
+            out |= named(self.query, (s.item for s in found if isinstance(s.item, EntityNode)))
+        if mode in (EntityAnchors.hits, EntityAnchors.both):
+            out |= hit_names(hits)
+        return out
+
+    async def _fact_ranking(self) -> list[tuple[str, float]]:
+        """The facts in view most like the query: by cosine, or BM25 without an embedder."""
+        n = self.config.entity_facts
+        if self._qvec is not None:
+            return await self.store.rank_vector(
+                self.group_id, Scope.facts, self._qvec, self.view, n
+            )
+        query = self._full_text_query()
+        return await self.store.rank_text(self.group_id, Scope.facts, query, self.view, n)
+
     # -- branches -------------------------------------------------------------------------
 
     async def _timed(
@@ -521,6 +612,8 @@ class Search:
             fused = self._dated(fused, found)
         if self._neighbours(scope):
             fused = await self._neighboured(fused)
+        if self._expands(scope):
+            fused = await self._entity_expanded(fused, found, c.limit)
         fused_score = dict(fused)
         ranked = await self._rerank(scope, c, fused, found)
         if self.config.min_score is not None:
