@@ -61,8 +61,9 @@ Resolved = tuple[
 
 
 # What a batch may carry into the next (entities, versions and timelines held,
-# `BatchTimelines.size`): past it, the next batch reads all it names again and starts afresh,
-# so what a long run holds stays bounded.
+# `BatchTimelines.size`): past it, closed versions and the least recently named entities are
+# let go (`BatchTimelines.keep_within`) and read again when named, so what a long run holds
+# stays bounded.
 HELD_MAX = 100_000
 
 
@@ -128,8 +129,10 @@ class Ahead:
     ) -> GroupVersion:
         """Write `plans` as one unit, reading ahead for `then` inside the write: with `held`
         (what the plans were made from, with them committed), only what it lacks."""
-        if held is not None and (then is None or held.size > HELD_MAX):
+        if held is not None and then is None:
             held = None
+        if held is not None and then is not None:
+            held.keep_within(HELD_MAX, then)
         asked = held.unknown(then) if held is not None and then is not None else then
         version, next_reads = await self.store.apply_many(plans, asked)
         if then is not None and asked is not None and next_reads is not None:
