@@ -63,8 +63,9 @@ Resolved = tuple[
 # What a batch may carry into the next (entities, versions and timelines held,
 # `BatchTimelines.size`): past it, closed versions and the least recently named entities are
 # let go (`BatchTimelines.keep_within`) and read again when named, so what a long run holds
-# stays bounded. 250,000: everything a 30,000-episode run of benchmarks/bulk_ingest.py holds
-# (no re-read there), a few hundred MB; larger groups read back what they name again.
+# stays bounded. 250,000: a few hundred MB; a 30,000-episode run of benchmarks/bulk_ingest.py
+# holds under 300,000 (a bound of 300,000 re-read nothing there); larger groups read back what
+# they name again.
 HELD_MAX = 250_000
 
 
