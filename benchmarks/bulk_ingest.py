@@ -20,7 +20,8 @@ fresh groups:
    adds on top of the store's own write cost is the gap between the two.
 
 Printed: wall seconds per path and repeat, median and spread, episodes and facts per second,
-kg's rate as a share of the floor's in each repeat, and both groups' counts (they must match).
+kg's rate as a share of the floor's in each repeat, peak memory (this process, the server), and
+both groups' counts (they must match).
 Several `--episodes` sizes run one after the other in one run, each on a fresh store (the
 people scale with the size: about ten facts each), and a last table puts them side by side
 (issue 30: kg's share must not fall as the group grows).
@@ -40,6 +41,7 @@ import argparse
 import math
 import os
 import random
+import resource
 import statistics
 import sys
 import time
@@ -181,15 +183,27 @@ async def counts(kg: KG, group: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def peak_memory(pid: int | None) -> str:
+    """Peak resident memory: this process's since it started (sizes run in the order given,
+    so a later, larger size's is its own), the server's (a fresh one per size)."""
+    mine = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    server = "not counted"
+    if pid is not None and (status := Path(f"/proc/{pid}/status")).exists():
+        hwm = [ln for ln in status.read_text().splitlines() if ln.startswith("VmHWM:")]
+        server = f"{int(hwm[0].split()[1]) / 1024:,.0f} MB" if hwm else server
+    return f"\npeak memory: this process {mine:,.0f} MB, the server {server}"
+
+
 def spread(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:.2f}"
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
-async def one_size(args: argparse.Namespace, size: int) -> list[float]:
+async def one_size(args: argparse.Namespace, size: int) -> tuple[list[float], list[float]]:
     """The benchmark at `size` episodes on a fresh store: kg's share of the floor's rate,
-    per repeat."""
+    and the floor's CPU time as a share of kg's (empty when the server is not counted), per
+    repeat."""
     per = args.facts_per_episode
     episodes = make_episodes(size * per, per, random.Random(args.seed))
     n = len(episodes)
@@ -234,6 +248,7 @@ async def one_size(args: argparse.Namespace, size: int) -> list[float]:
             f"{', '.join(f'{x:.0%}' for x in share)} (median {statistics.median(share):.0%};"
             f" target >= 33%)"
         )
+        by_cpu: list[float] = []
         if pid is not None:
             by_cpu = [sum(f) / sum(k) for k, f in zip(cpus["kg"], cpus["floor"], strict=True)]
             print(
@@ -241,21 +256,25 @@ async def one_size(args: argparse.Namespace, size: int) -> list[float]:
                 f"{', '.join(f'{x:.0%}' for x in by_cpu)} "
                 f"(median {statistics.median(by_cpu):.0%})"
             )
+        print(peak_memory(pid))
         print("\n| group | episodes | entities | mentions | edge versions | closed |")
         print("|---|---|---|---|---|---|")
         for g in ("kg0", "raw0"):
             print("| " + " | ".join(str(x) for x in (g, *await counts(kg, g))) + " |")
-    return share
+    return share, by_cpu
 
 
 async def main(args: argparse.Namespace) -> None:
     shares = {size: await one_size(args, size) for size in args.episodes}
     if len(shares) > 1:
         print("\n# kg's rate as a share of the floor's, by size (target >= 33% at each)\n")
-        print("| episodes | per repeat | median |\n|---|---|---|")
-        for size, share in shares.items():
+        print("| episodes | per repeat | median | by CPU, per repeat | median |")
+        print("|---|---|---|---|---|")
+        for size, (share, by_cpu) in shares.items():
+            cpu = ", ".join(f"{x:.0%}" for x in by_cpu) or "-"
+            mid = f"{statistics.median(by_cpu):.0%}" if by_cpu else "-"
             each = ", ".join(f"{x:.0%}" for x in share)
-            print(f"| {size:,} | {each} | {statistics.median(share):.0%} |")
+            print(f"| {size:,} | {each} | {statistics.median(share):.0%} | {cpu} | {mid} |")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -7,10 +7,15 @@ grew with the group, not with the batch).
 Carrying is only sound at the version the holder describes: kg.planners.Ahead hands a held
 `BatchTimelines` to a batch only when the batch plans at the version its own write made
 current, and the write is fenced at that version as every write is.
+
+What is held stays bounded (`keep_within`): closed versions are let go first (the timeline
+is then held only from their end on), then the least recently named entities with their
+timelines; anything let go is unknown again, so the next read asks for it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 
 from kg.schemas.graph import EntityNode, EpisodicNode, FactEdge
@@ -33,7 +38,8 @@ class BatchTimelines:
     With `names` (what `reads` was read for), it also knows what it holds: every name key
     read (found or not) or made by a plan, every timeline read from its `since` on, and
     every timeline whose subject a plan made (all its versions were made here since).
-    `unknown` tells the next batch's read what is left to fetch, `renew` takes its reply."""
+    `unknown` tells the next batch's read what is left to fetch, `renew` takes its reply,
+    `keep_within` bounds what is carried."""
 
     def __init__(self, reads: PlanningReads, names: PlanningNames | None = None) -> None:
         self._entities: dict[str, EntityNode] = {}
@@ -43,6 +49,11 @@ class BatchTimelines:
         self._named: set[str] = set()
         self._since: dict[_Named, datetime] = {}
         self._made: set[str] = set()
+        # A made subject's timelines are held from this time on (raised when a closed version
+        # of it is let go; absent: from the beginning).
+        self._made_since: dict[str, datetime] = {}
+        # Name keys by when a batch last named them, oldest first: the order they are let go.
+        self._recent: dict[str, None] = {}
         self.renew(reads, names)
 
     def renew(self, reads: PlanningReads, names: PlanningNames | None) -> None:
@@ -61,6 +72,7 @@ class BatchTimelines:
                 self._keep(e)
         if names is not None:
             self._named.update(names.name_keys)
+            self._touch(names.name_keys)
             for t in names.timelines:
                 k = (t.subject_key, t.predicate, t.object_key)
                 self._since[k] = min(self._since.get(k, t.since), t.since)
@@ -76,7 +88,7 @@ class BatchTimelines:
         )
 
     def _holds(self, t: NamedTimeline) -> bool:
-        if t.subject_key in self._made:
+        if t.subject_key in self._made and self._made_since.get(t.subject_key, t.since) <= t.since:
             return True
         since = self._since.get((t.subject_key, t.predicate, t.object_key))
         return since is not None and since <= t.since
@@ -128,6 +140,7 @@ class BatchTimelines:
             self._entities.setdefault(n.name_key, n)
             self._named.add(n.name_key)
             self._made.add(n.name_key)
+            self._touch((n.name_key,))
         for r in plan.retirements:
             if (at := self._at.pop(r.uuid, None)) is not None:
                 del self._edges[at][r.uuid]
@@ -143,6 +156,72 @@ class BatchTimelines:
                 )
         for e in plan.new_edges:
             self._keep(e)  # the plan's own: never changed here, and lent only as copies
+
+    def _touch(self, keys: tuple[str, ...]) -> None:
+        for k in keys:
+            self._recent.pop(k, None)
+            self._recent[k] = None
+
+    def keep_within(self, most: int, then: PlanningNames) -> None:
+        """Bound what is carried into the batch that names `then` (named last, so let go
+        last): past `most`, let go of closed versions, then of the least recently named
+        entities with their timelines, down to three quarters of `most` (a pass over what is
+        held is paid once per quarter, not per batch). What is let go is unknown again."""
+        self._touch(then.name_keys)
+        if self.size <= most:
+            return
+        self._let_go_closed()
+        self._let_go_least_recent(self.size - most * 3 // 4)
+
+    def _let_go_closed(self) -> None:
+        """Versions that ended, with their timeline held from their end on: a read from an
+        earlier `since` asks for it again (read from a later one, it returns no such version)."""
+        key_of = {n.uuid: k for k, n in self._entities.items()}
+        ends: dict[tuple[str, str], datetime] = {}  # (subject key, predicate): latest end let go
+        for uuid, at in list(self._at.items()):
+            e = self._edges[at][uuid]
+            if e.invalid_at is None or (k := key_of.get(at[0])) is None:
+                continue  # (a subject held under another of its name's entities: kept)
+            del self._at[uuid], self._edges[at][uuid]
+            end = max(e.valid_at, e.invalid_at)
+            ends[(k, at[1])] = max(ends.get((k, at[1]), end), end)
+        for at in [at for at in self._edges if not self._edges[at]]:
+            del self._edges[at]
+        for named, since in self._since.items():
+            if (raised := ends.get((named[0], named[1]))) is not None and raised > since:
+                self._since[named] = raised
+        for (k, _), end in ends.items():
+            if k in self._made:
+                self._made_since[k] = max(self._made_since.get(k, end), end)
+
+    def _let_go_least_recent(self, over: int) -> None:
+        """Entities by when they were last named, oldest first, with their timelines (the
+        versions whose subject they are), until `over` fewer things are held."""
+        if over <= 0:
+            return
+        versions: Counter[str] = Counter()
+        for (src, _), held in self._edges.items():
+            versions[src] += len(held)
+        timelines = Counter(named[0] for named in self._since)
+        gone: set[str] = set()
+        for k in self._recent:
+            if over <= 0:
+                break
+            gone.add(k)
+            n = self._entities.get(k)
+            over -= timelines[k] + (1 + versions[n.uuid] if n is not None else 0)
+        uuids: set[str] = set()
+        for k in gone:
+            del self._recent[k]
+            self._named.discard(k)
+            self._made.discard(k)
+            self._made_since.pop(k, None)
+            if (n := self._entities.pop(k, None)) is not None:
+                uuids.add(n.uuid)
+        self._since = {named: s for named, s in self._since.items() if named[0] not in gone}
+        for at in [at for at in self._edges if at[0] in uuids]:
+            for uuid in self._edges.pop(at):
+                del self._at[uuid]
 
 
 def _copy(e: FactEdge) -> FactEdge:

@@ -61,9 +61,12 @@ Resolved = tuple[
 
 
 # What a batch may carry into the next (entities, versions and timelines held,
-# `BatchTimelines.size`): past it, the next batch reads all it names again and starts afresh,
-# so what a long run holds stays bounded.
-HELD_MAX = 100_000
+# `BatchTimelines.size`): past it, closed versions and the least recently named entities are
+# let go (`BatchTimelines.keep_within`) and read again when named, so what a long run holds
+# stays bounded. 250,000: a few hundred MB; a 30,000-episode run of benchmarks/bulk_ingest.py
+# holds under 300,000 (a bound of 300,000 re-read nothing there); larger groups read back what
+# they name again.
+HELD_MAX = 250_000
 
 
 @dataclass
@@ -128,8 +131,10 @@ class Ahead:
     ) -> GroupVersion:
         """Write `plans` as one unit, reading ahead for `then` inside the write: with `held`
         (what the plans were made from, with them committed), only what it lacks."""
-        if held is not None and (then is None or held.size > HELD_MAX):
+        if held is not None and then is None:
             held = None
+        if held is not None and then is not None:
+            held.keep_within(HELD_MAX, then)
         asked = held.unknown(then) if held is not None and then is not None else then
         version, next_reads = await self.store.apply_many(plans, asked)
         if then is not None and asked is not None and next_reads is not None:
