@@ -245,7 +245,7 @@ class CypherSearch(CypherBase):
         params = {
             **self._view_params(group_id, view),
             "max_rows": limit,
-            "q": self.dialect.text_query([t for t, _ in pairs]),
+            "q": self.dialect.in_group(group_id, self.dialect.text_query([t for t, _ in pairs])),
         }
         return await self._read(group_id, cypher, params)
 
@@ -282,7 +282,9 @@ class CypherSearch(CypherBase):
             **self._view_params(group_id, view),
             "max_rows": max_rows,
             "over": OVER_FETCH * max_rows,
-            "q": self.dialect.text_query([t for t, _ in asked], optional),
+            "q": self.dialect.in_group(
+                group_id, self.dialect.text_query([t for t, _ in asked], optional)
+            ),
         }
         pool = await self._read(group_id, best_first, params)
         if len(pool) < max_rows and (not pool or pool[0]["seen"] >= params["over"]):
@@ -365,7 +367,7 @@ class CypherSearch(CypherBase):
                 count = await self._read(
                     group_id,
                     f"{self.dialect.fulltext_call(scope)} RETURN count(*) AS c",
-                    {"q": self.dialect.text_query([t])},
+                    {"q": self.dialect.in_group(group_id, self.dialect.text_query([t]))},
                 )
                 known[t] = int(count[0]["c"]) if count else 0
         cache[key] = (at, known)

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
+from pydantic import BaseModel
+
 from kg.errors import (
     InputError,
     LeaseLostError,
@@ -41,7 +43,7 @@ from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
 from kg.store.cypher.search import first_k
 from kg.store.cypher.store import CypherStore
-from kg.store.neo4j import cosine
+from kg.store.neo4j import cosine, fulltext
 from kg.store.neo4j.cosine import (
     SIZE_TTL_SECONDS,
     exact_pays,
@@ -123,18 +125,48 @@ class Neo4jStore(CypherStore):
         if self.embedding_dim:
             ddl += neo4j_vector_indexes(self.embedding_dim)
         for stmt in ddl:
-            try:
-                await self._run_write([Statement(stmt, {})])
-            except StoreError as exc:
-                # Another process created the same index or constraint at the same moment:
-                # `IF NOT EXISTS` does not cover two schema transactions racing to commit.
-                if "AlreadyExists" not in str(exc):
-                    raise
+            await self._ddl(stmt)
         if self.embedding_dim:
             await self._check_vector_dimension(self.embedding_dim)
         while keyless := await self._read(group_id, KEYLESS_PAGE, {}):
             await self._run_write(key_backfill(self.dialect, keyless))
+        await self._key_groups()
         self._schema_ready = True
+
+    async def _ddl(self, stmt: str) -> None:
+        try:
+            await self._run_write([Statement(stmt, {})])
+        except StoreError as exc:
+            # Another process created the same index or constraint at the same moment:
+            # `IF NOT EXISTS` does not cover two schema transactions racing to commit.
+            if "AlreadyExists" not in str(exc):
+                raise
+
+    async def _key_groups(self) -> None:
+        """Items written without a group key (before keys, or by another tool) get theirs,
+        then a full-text index made without the key is made again with it (see
+        kg.store.neo4j.fulltext): the items are keyed while the old index still answers, and
+        the new one is built once, keys and all. A store keyed already reads and writes
+        nothing more than a scan for unkeyed items."""
+        for name in fulltext.FULLTEXT_INDEXES:
+            for row in await self._query(fulltext.unkeyed_groups(name), {}, write=False):
+                params = {"g": row["g"], "key": fulltext.group_key(row["g"])}
+                while (await self._query(fulltext.key_page(name), params, write=True))[0]["n"]:
+                    pass
+        stale = [r["name"] for r in await self._query(fulltext.STALE_INDEXES, {}, write=False)]
+        for name in stale:
+            log.warning("rebuilding Neo4j full-text index %s with group keys", name)
+            await self._ddl(f"DROP INDEX {name} IF EXISTS")
+        for stmt in NEO4J_SCHEMA:
+            if any(f"INDEX {name} " in stmt for name in stale):
+                await self._ddl(stmt)
+        if stale:
+            self._indexes_online = False  # search waits for the new ones
+
+    def _encode(self, model: BaseModel, *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Every indexed item carries its group's full-text key (kg.store.neo4j.fulltext)."""
+        row = super()._encode(model, drop=drop)
+        return fulltext.keyed(row) if isinstance(model, fulltext.KEYED_MODELS) else row
 
     async def _check_vector_dimension(self, dim: int) -> None:
         """One database has one vector index per label, of one dimension, for all its groups
@@ -453,15 +485,18 @@ class Neo4jStore(CypherStore):
             raise WriteConflictError(
                 f"group {group_id!r} was created while the import ran; nothing was imported"
             )
-        params = {"staging": staging, "group_id": group_id}
+        params = {"staging": staging, "group_id": group_id, "key": fulltext.group_key(group_id)}
         try:
             await self._run_write(
                 [
                     Statement(
-                        "MATCH (n) WHERE n.group_id = $staging SET n.group_id = $group_id", params
+                        "MATCH (n) WHERE n.group_id = $staging SET n.group_id = $group_id, "
+                        f"{_REKEY.format(x='n')}",
+                        params,
                     ),
                     Statement(
-                        "MATCH ()-[r]->() WHERE r.group_id = $staging SET r.group_id = $group_id",
+                        "MATCH ()-[r]->() WHERE r.group_id = $staging SET r.group_id = $group_id, "
+                        f"{_REKEY.format(x='r')}",
                         params,
                     ),
                 ]
@@ -510,6 +545,10 @@ class Neo4jStore(CypherStore):
 
     async def close(self) -> None:
         await self._driver.close()
+
+
+# A published item's full-text key is its new group's (items without one stay without).
+_REKEY = "{x}.group_key = CASE WHEN {x}.group_key IS NULL THEN null ELSE $key END"
 
 
 class _Refused(Exception):
