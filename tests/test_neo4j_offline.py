@@ -41,6 +41,7 @@ from kg.store.cypher.base import Fence
 from kg.store.cypher.dialect import Statement
 from kg.store.neo4j import Neo4jDialect, Neo4jStore
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
+from kg.store.neo4j.fulltext import group_key
 from kg.store.neo4j.store import QUEUE_LOCK
 from kg.transfer import MODELS, Mention
 from tests.conftest import t
@@ -255,8 +256,8 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
         await store.dump_page("g", kind, "", 10)
     texts = [p["q"] for _, p in driver.reads if "q" in p]
     # Lucene OR of plain lower-case terms, stop words dropped: the user's "AND" and quotes
-    # are not syntax.
-    assert texts[0] == "minji OR 부산에 OR lives OR 부산 OR 산에"
+    # are not syntax; the group's key required, adding nothing to the score.
+    assert texts[0] == f"+group_key:{group_key('g')}^0 +(minji OR 부산에 OR lives OR 부산 OR 산에)"
     waits = [q for q, _ in driver.reads if "awaitIndexes" in q]
     assert waits == ["CALL db.awaitIndexes(300)"]  # once, before the first search
     rewrite = RewritePlan(
