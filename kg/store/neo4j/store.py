@@ -41,7 +41,6 @@ from kg.schemas.store import (
 )
 from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
-from kg.store.cypher.search import first_k
 from kg.store.cypher.store import CypherStore
 from kg.store.neo4j import cosine, fulltext
 from kg.store.neo4j.cosine import (
@@ -49,7 +48,9 @@ from kg.store.neo4j.cosine import (
     exact_pays,
     exact_query,
     index_answer_complete,
+    index_k,
     size_query,
+    total_query,
 )
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.store.neo4j.dialect import Neo4jDialect
@@ -84,7 +85,7 @@ class Neo4jStore(CypherStore):
         self._schema_ready = False
         self._indexes_online = False
         # (group, scope) -> (the group's items, when counted)
-        self._sizes: dict[tuple[str, Scope], tuple[int, float]] = {}
+        self._sizes: dict[tuple[str | None, Scope], tuple[int, float]] = {}
 
     @classmethod
     async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> Neo4jStore:
@@ -387,10 +388,12 @@ class Neo4jStore(CypherStore):
         """A small group's items: the shared index's first answer when it is complete, else
         exact cosine over the group's own; a large group's through the widening index (see
         kg.store.neo4j.cosine)."""
-        if not await self._small(group_id, scope):
+        items = await self._counted(group_id, scope)
+        if not exact_pays(items):
             return await super()._vector_rows(group_id, scope, vector, view, limit, full=full)
         await self._search_ready(group_id, scope)
-        params = {**self._view_params(group_id, view), "v": vector, "k": first_k(limit)}
+        k = index_k(limit, items, await self._counted(None, scope))
+        params = {**self._view_params(group_id, view), "v": vector, "k": k}
         cypher = self._vector_query(scope, view, self.dialect.vector_call(scope), full=full)
         rows = await self._read(group_id, cypher, params)
         hits = [r for r in rows if r["ok"]]
@@ -402,18 +405,22 @@ class Neo4jStore(CypherStore):
         out.sort(key=lambda sr: -sr[0])
         return out[:limit]
 
-    async def _small(self, group_id: str, scope: Scope) -> bool:
-        """Whether the group's items of `scope` may be scored exactly (`exact_pays`):
-        counted once a minute at most (a group grows by writes, and either answer is right,
-        only slower)."""
+    async def _counted(self, group_id: str | None, scope: Scope) -> int:
+        """The group's items of `scope` (up to just past EXACT_COSINE_MAX), or with None the
+        database's: counted once a minute at most (a group grows by writes, and any answer
+        is right, only slower)."""
         now = time.monotonic()
         known = self._sizes.get((group_id, scope))
         if known is None or now - known[1] > SIZE_TTL_SECONDS:
-            cap = cosine.EXACT_COSINE_MAX + 1
-            rows = await self._read(group_id, size_query(scope), {"group_id": group_id, "cap": cap})
+            if group_id is None:
+                rows = await self._read("", total_query(scope), {})
+            else:
+                cap = cosine.EXACT_COSINE_MAX + 1
+                params = {"group_id": group_id, "cap": cap}
+                rows = await self._read(group_id, size_query(scope), params)
             known = (int(rows[0]["n"]) if rows else 0, now)
             self._sizes[(group_id, scope)] = known
-        return exact_pays(known[0])
+        return known[0]
 
     async def _search_ready(self, group_id: str, scope: Scope | None = None) -> None:
         """Neo4j populates new indexes in the background; wait once per store."""
