@@ -367,5 +367,5 @@ async def test_a_small_group_beside_a_large_one_is_answered_by_one_widened_index
         found = await store.rank_vector("small", Scope.facts, query, view, 10)
         assert [u for u, _ in found] == [r["row"] for r in exact]
         asked = [p["k"] for q, p in sent if "db.index.vector" in q]
-        assert asked == [200]  # 2 x 10 over a share of 60 / 600
+        assert asked == [30, 200]  # its first k, then 2 x 10 over a share of 60 / 600
         assert not any("vector.similarity.cosine" in q for q, _ in sent)

@@ -5,9 +5,11 @@ no filter: the nearest items of a small group sit among a large group's, so the 
 until enough pass the group filter, reading about k = wanted x (index size / group size)
 candidates. A group's own items, found through its group index and scored with
 `vector.similarity.cosine`, cost what the group holds, whatever lies beside it. So a group of
-up to `EXACT_COSINE_MAX` items of a kind asks the index once (its first k, as a large group
-does) and keeps that answer when it is complete (`index_answer_complete`: enough of the
-group's items in view, or the whole index read); otherwise it is scored exactly (the true top
+up to `EXACT_COSINE_MAX` items of a kind asks the index for its first k, and when that
+answer falls short once more with k over its share of the kind's items (`index_k`: beside a
+group ten times its size, a first k of 3 x the limit held about three of its items, and every
+search paid the scan), and keeps an answer that is complete (`index_answer_complete`: enough
+of the group's items in view, or the whole index read); otherwise it is scored exactly (the true top
 k, where the index gives its approximation). A group that is most of the index, or alone in it
 beside groups stored without embeddings, so pays one index query, not a scan of its vectors.
 A larger group widens the index's k. The bound is the measured crossover (docs/production.md,

@@ -41,6 +41,7 @@ from kg.schemas.store import (
 )
 from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
+from kg.store.cypher.search import first_k
 from kg.store.cypher.store import CypherStore
 from kg.store.neo4j import cosine, fulltext
 from kg.store.neo4j.cosine import (
@@ -385,18 +386,25 @@ class Neo4jStore(CypherStore):
         *,
         full: bool,
     ) -> list[tuple[float, Any]]:
-        """A small group's items: the shared index's first answer when it is complete, else
-        exact cosine over the group's own; a large group's through the widening index (see
-        kg.store.neo4j.cosine)."""
+        """A small group's items: the shared index's first answer when it is complete (a group
+        alone or most of the index), else its answer to a k widened by the group's share,
+        else exact cosine over the group's own; a large group's through the widening index
+        (see kg.store.neo4j.cosine)."""
         items = await self._counted(group_id, scope)
         if not exact_pays(items):
             return await super()._vector_rows(group_id, scope, vector, view, limit, full=full)
         await self._search_ready(group_id, scope)
-        k = index_k(limit, items, await self._counted(None, scope))
-        params = {**self._view_params(group_id, view), "v": vector, "k": k}
+        params = {**self._view_params(group_id, view), "v": vector, "k": first_k(limit)}
         cypher = self._vector_query(scope, view, self.dialect.vector_call(scope), full=full)
         rows = await self._read(group_id, cypher, params)
         hits = [r for r in rows if r["ok"]]
+        wider = index_k(limit, items, await self._counted(None, scope))
+        if not index_answer_complete(len(hits), len(rows), limit, params["k"]) and (
+            wider > params["k"]
+        ):  # beside larger groups: once more, with k over the group's share
+            params = {**params, "k": wider}
+            rows = await self._read(group_id, cypher, params)
+            hits = [r for r in rows if r["ok"]]
         if not index_answer_complete(len(hits), len(rows), limit, params["k"]):
             cypher = exact_query(scope, view, self._vector_row(scope, full=full))
             rows = await self._read(group_id, cypher, {**params, "k": limit})
