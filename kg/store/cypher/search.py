@@ -1,8 +1,10 @@
 """The read side of search, in the Cypher both backends share: full-text, vector, neighbourhood.
 
 Every query applies the group and the bi-temporal view *before* it ranks or cuts to k:
-- full-text: the procedure yields every match; the view filter runs on the engine's best
-  matches (on every match when too few of those pass), then ORDER BY ... LIMIT;
+- full-text: the procedure yields every match (on Neo4j, whose one index holds every group,
+  the group's only: the query requires its key, `Dialect.in_group`); the view filter runs on
+  the engine's best matches (on every match when too few of those pass), then ORDER BY ...
+  LIMIT;
 - vector: the indexes rank first (FalkorDB's and Neo4j's procedures take k and no filter), so
   kg over-fetches, filters, and widens k until it has enough hits that pass the view or a
   wider k brings nothing new. The result is the top k among the items in view, as if the
