@@ -78,6 +78,7 @@ from kg.store.cypher.dialect import Dialect
 from kg.store.falkordb import FalkorDBStore
 from kg.store.falkordb.ddl import falkordb_vector_indexes
 from kg.store.neo4j.ddl import neo4j_vector_indexes
+from kg.store.neo4j.fulltext import group_key
 
 HERE = Path(__file__).resolve().parent  # on sys.path as the script's directory; kg is not
 
@@ -373,6 +374,7 @@ class Bulk:
         texts = list(vectors)
         vector = self.dialect.vector("[x IN b.v | x + (rand() - 0.5) * 0.02]")
         batch = 2000
+        key = group_key(self.group) if self.neo4j else None  # FalkorDB: a graph per group
         for lo in range(start, stop, batch):
             rows = []
             for i in range(lo, min(stop, lo + batch)):
@@ -398,6 +400,8 @@ class Bulk:
                     "extractor": "bench",
                     "status": "active",
                 }
+                if self.neo4j:  # the full-text key kg writes (kg.store.neo4j.fulltext)
+                    props["group_key"] = group_key(self.group)
                 if rng.random() < 0.2:  # a closed version: out of the default view
                     props["invalid_at"] = enc(valid + timedelta(days=200))
                 rows.append(
@@ -406,11 +410,13 @@ class Bulk:
             await self.q(
                 "UNWIND $rows AS r MATCH (b:BenchBase {text: r.b, group_id: $g}) "
                 "MERGE (s:Entity {group_id: $g, name_key: r.s}) ON CREATE SET "
-                "s.uuid = 'e:' + r.s, s.name = r.sn, s.created_at = $t, s.labels = [] "
+                "s.uuid = 'e:' + r.s, s.name = r.sn, s.created_at = $t, s.labels = [], "
+                "s.group_key = $k "
                 "MERGE (o:Entity {group_id: $g, name_key: r.o}) ON CREATE SET "
-                "o.uuid = 'e:' + r.o, o.name = r.on, o.created_at = $t, o.labels = [] "
+                "o.uuid = 'e:' + r.o, o.name = r.on, o.created_at = $t, o.labels = [], "
+                "o.group_key = $k "
                 f"CREATE (s)-[e:RELATES_TO]->(o) SET e = r.p, e.fact_embedding = {vector}",
-                {"rows": rows, "g": self.group, "t": enc(t0)},
+                {"rows": rows, "g": self.group, "t": enc(t0), "k": key},
             )
 
 

@@ -20,10 +20,10 @@ CREATE INDEX kg_episodic_hash IF NOT EXISTS FOR (n:Episodic) ON (n.group_id, n.c
 CREATE INDEX kg_relates_uuid IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.uuid);
 CREATE INDEX kg_relates_fact_uuid IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.fact_uuid);
 CREATE INDEX kg_relates_group_name IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.group_id, e.name);
-CREATE FULLTEXT INDEX kg_entity_text IF NOT EXISTS FOR (n:Entity) ON EACH [n.name, n.summary, n.text_grams];
-CREATE FULLTEXT INDEX kg_episode_search_text IF NOT EXISTS FOR (n:Episodic) ON EACH [n.search_key, n.content, n.text_grams];
-CREATE FULLTEXT INDEX kg_community_text IF NOT EXISTS FOR (n:Community) ON EACH [n.name, n.summary, n.text_grams];
-CREATE FULLTEXT INDEX kg_fact_text IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON EACH [e.fact, e.text_grams];
+CREATE FULLTEXT INDEX kg_entity_text IF NOT EXISTS FOR (n:Entity) ON EACH [n.name, n.summary, n.text_grams, n.group_key];
+CREATE FULLTEXT INDEX kg_episode_search_text IF NOT EXISTS FOR (n:Episodic) ON EACH [n.search_key, n.content, n.text_grams, n.group_key];
+CREATE FULLTEXT INDEX kg_community_text IF NOT EXISTS FOR (n:Community) ON EACH [n.name, n.summary, n.text_grams, n.group_key];
+CREATE FULLTEXT INDEX kg_fact_text IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON EACH [e.fact, e.text_grams, e.group_key];
 CREATE VECTOR INDEX kg_entity_embedding IF NOT EXISTS FOR (n:Entity) ON (n.name_embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine', `vector.quantization.enabled`: false}};
 CREATE VECTOR INDEX kg_community_embedding IF NOT EXISTS FOR (n:Community) ON (n.name_embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine', `vector.quantization.enabled`: false}};
 CREATE VECTOR INDEX kg_episode_key_embedding IF NOT EXISTS FOR (n:Episodic) ON (n.key_embedding) OPTIONS {indexConfig: {`vector.dimensions`: 384, `vector.similarity_function`: 'cosine', `vector.quantization.enabled`: false}};

@@ -311,3 +311,61 @@ async def test_no_write_statement_scans_a_label(neo4j_backend: Backend, home: Pa
                 if "LabelScan" in op or "AllNodesScan" in op
             ]
         assert scans == []
+
+
+class HashEmbedder:
+    """Vectors spread at random by each text's hash: one group's items share every region
+    of the index with another's, in proportion to their numbers."""
+
+    model, dim = "hash-test", 8
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import hashlib
+
+        def one(text: str) -> list[float]:
+            digest = hashlib.sha256(text.encode()).digest()
+            return [b / 255 - 0.5 for b in digest[: self.dim]]
+
+        return [one(t) for t in texts]
+
+
+async def test_a_small_group_beside_a_large_one_is_answered_by_one_widened_index_query(
+    neo4j_backend: Backend, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group with a tenth of the index: the first k (3 x the limit) held about three of
+    its items, so every search scanned the group's vectors exactly (beside a 100,000-fact
+    group, 305 ms against 185 for the index). k over its share (kg.store.neo4j.cosine.index_k)
+    holds enough of them: one index query, and the exact top 10."""
+    from kg.schemas.search import Scope, SearchView
+    from kg.store.neo4j import cosine
+
+    monkeypatch.setattr(cosine, "INDEX_K_PER_ITEM", 10.0)  # tiny groups: not capped
+    async with await open_test_kg(neo4j_backend, home, embedder=HashEmbedder()) as graph:
+        for group, n in (("large", 540), ("small", 60)):
+            for i in range(0, n, 60):
+                facts = [(f"{group} {j}", "LIVES_IN", f"Place {j}") for j in range(i, i + 60)]
+                await add(graph, t(2000 + i // 60), *facts, group_id=group)
+        store = graph.store
+        assert isinstance(store, Neo4jStore)
+        now = datetime.now(UTC)
+        view = SearchView(valid_at=now, known_at=now)
+        query = (await HashEmbedder().embed(["where"]))[0]
+        row = store._vector_row(Scope.facts, full=False)
+        exact = await store.raw_query(
+            "small",
+            cosine.exact_query(Scope.facts, view, row),
+            {**store._view_params("small", view), "v": query, "k": 10},
+        )
+        sent: list[tuple[str, dict[str, Any]]] = []
+        real = store._read
+
+        async def spy(group_id: str, q: str, params: dict[str, Any]) -> Any:
+            sent.append((q, params))
+            return await real(group_id, q, params)
+
+        monkeypatch.setattr(store, "_read", spy)
+        found = await store.rank_vector("small", Scope.facts, query, view, 10)
+        assert [u for u, _ in found] == [r["row"] for r in exact]
+        asked = [p["k"] for q, p in sent if "db.index.vector" in q]
+        assert asked == [30, 200]  # its first k, then 2 x 10 over a share of 60 / 600
+        assert not any("vector.similarity.cosine" in q for q, _ in sent)

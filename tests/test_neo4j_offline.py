@@ -41,6 +41,7 @@ from kg.store.cypher.base import Fence
 from kg.store.cypher.dialect import Statement
 from kg.store.neo4j import Neo4jDialect, Neo4jStore
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
+from kg.store.neo4j.fulltext import group_key
 from kg.store.neo4j.store import QUEUE_LOCK
 from kg.transfer import MODELS, Mention
 from tests.conftest import t
@@ -255,8 +256,8 @@ async def test_every_statement_the_neo4j_backend_sends_parses() -> None:
         await store.dump_page("g", kind, "", 10)
     texts = [p["q"] for _, p in driver.reads if "q" in p]
     # Lucene OR of plain lower-case terms, stop words dropped: the user's "AND" and quotes
-    # are not syntax.
-    assert texts[0] == "minji OR 부산에 OR lives OR 부산 OR 산에"
+    # are not syntax; the group's key required, adding nothing to the score.
+    assert texts[0] == f"+group_key:{group_key('g')}^0 +(minji OR 부산에 OR lives OR 부산 OR 산에)"
     waits = [q for q, _ in driver.reads if "awaitIndexes" in q]
     assert waits == ["CALL db.awaitIndexes(300)"]  # once, before the first search
     rewrite = RewritePlan(
@@ -516,3 +517,16 @@ def test_exact_cosine_is_for_small_groups_the_index_answered_short() -> None:
     assert index_answer_complete(hits=10, rows=30, limit=10, k=30)  # most of the index
     assert index_answer_complete(hits=3, rows=20, limit=10, k=30)  # alone: the whole index
     assert not index_answer_complete(hits=3, rows=30, limit=10, k=30)  # beside a larger one
+
+
+def test_a_small_groups_index_query_is_widened_by_its_share_up_to_the_scans_cost() -> None:
+    """Beside a large group, the first k (3 x the limit) held a few of a small group's items
+    and sent it to the exact scan; k over the group's share holds enough of them, and past
+    what an exact scan of the group costs the index is not asked for more."""
+    from kg.store.cypher.search import first_k
+    from kg.store.neo4j.cosine import index_k
+
+    assert index_k(50, 10_000, 110_000) == 1_100  # 2 x 50 over a share of 1/11
+    assert index_k(10, 10_000, 10_000) == first_k(10)  # alone in the index
+    assert index_k(50, 10_000, 1_000_000) == 1_200  # capped: the scan is cheaper past it
+    assert index_k(10, 5, 65) == first_k(10)  # a tiny group: never below the first k

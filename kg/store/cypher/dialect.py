@@ -64,6 +64,11 @@ class Dialect(abc.ABC):
         """Plain terms, OR-ed, in the engine's query syntax; a match needs one of `terms`,
         and each `optional` term it also holds only raises its score."""
 
+    def in_group(self, group_id: str, query: str) -> str:
+        """A full-text `query` (from `text_query`) that matches the group's items only, scored
+        as before; as it is where an index holds one group (FalkorDB: a graph per group)."""
+        return query
+
     def index_hint(self, var: str, label: str, properties: tuple[str, ...]) -> str:
         """A clause that makes the planner find `var` through the index on `label`'s
         `properties` (appended to a MATCH pattern); empty where the engine takes no hints."""

@@ -1,8 +1,10 @@
 """The read side of search, in the Cypher both backends share: full-text, vector, neighbourhood.
 
 Every query applies the group and the bi-temporal view *before* it ranks or cuts to k:
-- full-text: the procedure yields every match; the view filter runs on the engine's best
-  matches (on every match when too few of those pass), then ORDER BY ... LIMIT;
+- full-text: the procedure yields every match (on Neo4j, whose one index holds every group,
+  the group's only: the query requires its key, `Dialect.in_group`); the view filter runs on
+  the engine's best matches (on every match when too few of those pass), then ORDER BY ...
+  LIMIT;
 - vector: the indexes rank first (FalkorDB's and Neo4j's procedures take k and no filter), so
   kg over-fetches, filters, and widens k until it has enough hits that pass the view or a
   wider k brings nothing new. The result is the top k among the items in view, as if the
@@ -245,7 +247,7 @@ class CypherSearch(CypherBase):
         params = {
             **self._view_params(group_id, view),
             "max_rows": limit,
-            "q": self.dialect.text_query([t for t, _ in pairs]),
+            "q": self.dialect.in_group(group_id, self.dialect.text_query([t for t, _ in pairs])),
         }
         return await self._read(group_id, cypher, params)
 
@@ -282,7 +284,9 @@ class CypherSearch(CypherBase):
             **self._view_params(group_id, view),
             "max_rows": max_rows,
             "over": OVER_FETCH * max_rows,
-            "q": self.dialect.text_query([t for t, _ in asked], optional),
+            "q": self.dialect.in_group(
+                group_id, self.dialect.text_query([t for t, _ in asked], optional)
+            ),
         }
         pool = await self._read(group_id, best_first, params)
         if len(pool) < max_rows and (not pool or pool[0]["seen"] >= params["over"]):
@@ -365,7 +369,7 @@ class CypherSearch(CypherBase):
                 count = await self._read(
                     group_id,
                     f"{self.dialect.fulltext_call(scope)} RETURN count(*) AS c",
-                    {"q": self.dialect.text_query([t])},
+                    {"q": self.dialect.in_group(group_id, self.dialect.text_query([t]))},
                 )
                 known[t] = int(count[0]["c"]) if count else 0
         cache[key] = (at, known)

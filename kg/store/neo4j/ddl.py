@@ -37,17 +37,19 @@ NEO4J_SCHEMA: tuple[str, ...] = (
     "CREATE INDEX kg_relates_fact_uuid IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.fact_uuid)",
     "CREATE INDEX kg_relates_group_name IF NOT EXISTS "
     "FOR ()-[e:RELATES_TO]-() ON (e.group_id, e.name)",
+    # Each full-text index covers its items' group key too (kg.store.neo4j.fulltext): a
+    # query names it, and Lucene collects that group's matches only.
     "CREATE FULLTEXT INDEX kg_entity_text IF NOT EXISTS FOR (n:Entity) "
-    "ON EACH [n.name, n.summary, n.text_grams]",
+    "ON EACH [n.name, n.summary, n.text_grams, n.group_key]",
     # An episode is found by its search key (kg.search_keys). Its content is indexed too, so
     # that a Graphiti graph is searchable as written, before adoption keys its episodes;
     # Lucene sums the fields, so on Neo4j a keyed turn's own words count twice.
     "CREATE FULLTEXT INDEX kg_episode_search_text IF NOT EXISTS FOR (n:Episodic) "
-    "ON EACH [n.search_key, n.content, n.text_grams]",
+    "ON EACH [n.search_key, n.content, n.text_grams, n.group_key]",
     "CREATE FULLTEXT INDEX kg_community_text IF NOT EXISTS FOR (n:Community) "
-    "ON EACH [n.name, n.summary, n.text_grams]",
+    "ON EACH [n.name, n.summary, n.text_grams, n.group_key]",
     "CREATE FULLTEXT INDEX kg_fact_text IF NOT EXISTS FOR ()-[e:RELATES_TO]-() "
-    "ON EACH [e.fact, e.text_grams]",
+    "ON EACH [e.fact, e.text_grams, e.group_key]",
 )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from kg.errors import StoreError
 from kg.schemas.search import Scope
 from kg.store.cypher.dialect import Dialect
+from kg.store.neo4j import fulltext
 
 
 class Neo4jDialect(Dialect):
@@ -50,6 +51,9 @@ class Neo4jDialect(Dialect):
 
     def index_hint(self, var: str, label: str, properties: tuple[str, ...]) -> str:
         return f" USING INDEX {var}:{label}({', '.join(properties)})"
+
+    def in_group(self, group_id: str, query: str) -> str:
+        return fulltext.in_group(group_id, query)  # one index for all groups: its key
 
     def text_query(self, terms: list[str], optional: Sequence[str] = ()) -> str:
         # Lucene; terms are plain lower-case words (analyzer). Clauses without '+' are

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
+from pydantic import BaseModel
+
 from kg.errors import (
     InputError,
     LeaseLostError,
@@ -41,13 +43,15 @@ from kg.store.cypher.base import GROUP_LABEL, KEYLESS_PAGE, Fence, key_backfill
 from kg.store.cypher.dialect import Guard, Statement
 from kg.store.cypher.search import first_k
 from kg.store.cypher.store import CypherStore
-from kg.store.neo4j import cosine
+from kg.store.neo4j import cosine, fulltext
 from kg.store.neo4j.cosine import (
     SIZE_TTL_SECONDS,
     exact_pays,
     exact_query,
     index_answer_complete,
+    index_k,
     size_query,
+    total_query,
 )
 from kg.store.neo4j.ddl import NEO4J_SCHEMA, neo4j_vector_indexes
 from kg.store.neo4j.dialect import Neo4jDialect
@@ -82,7 +86,7 @@ class Neo4jStore(CypherStore):
         self._schema_ready = False
         self._indexes_online = False
         # (group, scope) -> (the group's items, when counted)
-        self._sizes: dict[tuple[str, Scope], tuple[int, float]] = {}
+        self._sizes: dict[tuple[str | None, Scope], tuple[int, float]] = {}
 
     @classmethod
     async def connect(cls, uri: str, *, embedding_dim: int | None = None) -> Neo4jStore:
@@ -123,18 +127,48 @@ class Neo4jStore(CypherStore):
         if self.embedding_dim:
             ddl += neo4j_vector_indexes(self.embedding_dim)
         for stmt in ddl:
-            try:
-                await self._run_write([Statement(stmt, {})])
-            except StoreError as exc:
-                # Another process created the same index or constraint at the same moment:
-                # `IF NOT EXISTS` does not cover two schema transactions racing to commit.
-                if "AlreadyExists" not in str(exc):
-                    raise
+            await self._ddl(stmt)
         if self.embedding_dim:
             await self._check_vector_dimension(self.embedding_dim)
         while keyless := await self._read(group_id, KEYLESS_PAGE, {}):
             await self._run_write(key_backfill(self.dialect, keyless))
+        await self._key_groups()
         self._schema_ready = True
+
+    async def _ddl(self, stmt: str) -> None:
+        try:
+            await self._run_write([Statement(stmt, {})])
+        except StoreError as exc:
+            # Another process created the same index or constraint at the same moment:
+            # `IF NOT EXISTS` does not cover two schema transactions racing to commit.
+            if "AlreadyExists" not in str(exc):
+                raise
+
+    async def _key_groups(self) -> None:
+        """Items written without a group key (before keys, or by another tool) get theirs,
+        then a full-text index made without the key is made again with it (see
+        kg.store.neo4j.fulltext): the items are keyed while the old index still answers, and
+        the new one is built once, keys and all. A store keyed already reads and writes
+        nothing more than a scan for unkeyed items."""
+        for name in fulltext.FULLTEXT_INDEXES:
+            for row in await self._query(fulltext.unkeyed_groups(name), {}, write=False):
+                params = {"g": row["g"], "key": fulltext.group_key(row["g"])}
+                while (await self._query(fulltext.key_page(name), params, write=True))[0]["n"]:
+                    pass
+        stale = [r["name"] for r in await self._query(fulltext.STALE_INDEXES, {}, write=False)]
+        for name in stale:
+            log.warning("rebuilding Neo4j full-text index %s with group keys", name)
+            await self._ddl(f"DROP INDEX {name} IF EXISTS")
+        for stmt in NEO4J_SCHEMA:
+            if any(f"INDEX {name} " in stmt for name in stale):
+                await self._ddl(stmt)
+        if stale:
+            self._indexes_online = False  # search waits for the new ones
+
+    def _encode(self, model: BaseModel, *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Every indexed item carries its group's full-text key (kg.store.neo4j.fulltext)."""
+        row = super()._encode(model, drop=drop)
+        return fulltext.keyed(row) if isinstance(model, fulltext.KEYED_MODELS) else row
 
     async def _check_vector_dimension(self, dim: int) -> None:
         """One database has one vector index per label, of one dimension, for all its groups
@@ -352,16 +386,25 @@ class Neo4jStore(CypherStore):
         *,
         full: bool,
     ) -> list[tuple[float, Any]]:
-        """A small group's items: the shared index's first answer when it is complete, else
-        exact cosine over the group's own; a large group's through the widening index (see
-        kg.store.neo4j.cosine)."""
-        if not await self._small(group_id, scope):
+        """A small group's items: the shared index's first answer when it is complete (a group
+        alone or most of the index), else its answer to a k widened by the group's share,
+        else exact cosine over the group's own; a large group's through the widening index
+        (see kg.store.neo4j.cosine)."""
+        items = await self._counted(group_id, scope)
+        if not exact_pays(items):
             return await super()._vector_rows(group_id, scope, vector, view, limit, full=full)
         await self._search_ready(group_id, scope)
         params = {**self._view_params(group_id, view), "v": vector, "k": first_k(limit)}
         cypher = self._vector_query(scope, view, self.dialect.vector_call(scope), full=full)
         rows = await self._read(group_id, cypher, params)
         hits = [r for r in rows if r["ok"]]
+        wider = index_k(limit, items, await self._counted(None, scope))
+        if not index_answer_complete(len(hits), len(rows), limit, params["k"]) and (
+            wider > params["k"]
+        ):  # beside larger groups: once more, with k over the group's share
+            params = {**params, "k": wider}
+            rows = await self._read(group_id, cypher, params)
+            hits = [r for r in rows if r["ok"]]
         if not index_answer_complete(len(hits), len(rows), limit, params["k"]):
             cypher = exact_query(scope, view, self._vector_row(scope, full=full))
             rows = await self._read(group_id, cypher, {**params, "k": limit})
@@ -370,18 +413,22 @@ class Neo4jStore(CypherStore):
         out.sort(key=lambda sr: -sr[0])
         return out[:limit]
 
-    async def _small(self, group_id: str, scope: Scope) -> bool:
-        """Whether the group's items of `scope` may be scored exactly (`exact_pays`):
-        counted once a minute at most (a group grows by writes, and either answer is right,
-        only slower)."""
+    async def _counted(self, group_id: str | None, scope: Scope) -> int:
+        """The group's items of `scope` (up to just past EXACT_COSINE_MAX), or with None the
+        database's: counted once a minute at most (a group grows by writes, and any answer
+        is right, only slower)."""
         now = time.monotonic()
         known = self._sizes.get((group_id, scope))
         if known is None or now - known[1] > SIZE_TTL_SECONDS:
-            cap = cosine.EXACT_COSINE_MAX + 1
-            rows = await self._read(group_id, size_query(scope), {"group_id": group_id, "cap": cap})
+            if group_id is None:
+                rows = await self._read("", total_query(scope), {})
+            else:
+                cap = cosine.EXACT_COSINE_MAX + 1
+                params = {"group_id": group_id, "cap": cap}
+                rows = await self._read(group_id, size_query(scope), params)
             known = (int(rows[0]["n"]) if rows else 0, now)
             self._sizes[(group_id, scope)] = known
-        return exact_pays(known[0])
+        return known[0]
 
     async def _search_ready(self, group_id: str, scope: Scope | None = None) -> None:
         """Neo4j populates new indexes in the background; wait once per store."""
@@ -453,15 +500,18 @@ class Neo4jStore(CypherStore):
             raise WriteConflictError(
                 f"group {group_id!r} was created while the import ran; nothing was imported"
             )
-        params = {"staging": staging, "group_id": group_id}
+        params = {"staging": staging, "group_id": group_id, "key": fulltext.group_key(group_id)}
         try:
             await self._run_write(
                 [
                     Statement(
-                        "MATCH (n) WHERE n.group_id = $staging SET n.group_id = $group_id", params
+                        "MATCH (n) WHERE n.group_id = $staging SET n.group_id = $group_id, "
+                        f"{_REKEY.format(x='n')}",
+                        params,
                     ),
                     Statement(
-                        "MATCH ()-[r]->() WHERE r.group_id = $staging SET r.group_id = $group_id",
+                        "MATCH ()-[r]->() WHERE r.group_id = $staging SET r.group_id = $group_id, "
+                        f"{_REKEY.format(x='r')}",
                         params,
                     ),
                 ]
@@ -510,6 +560,10 @@ class Neo4jStore(CypherStore):
 
     async def close(self) -> None:
         await self._driver.close()
+
+
+# A published item's full-text key is its new group's (items without one stay without).
+_REKEY = "{x}.group_key = CASE WHEN {x}.group_key IS NULL THEN null ELSE $key END"
 
 
 class _Refused(Exception):
