@@ -26,7 +26,7 @@ from kg.ingest.embeddings import local_minilm
 from kg.schemas.embedder import Embedder
 from kg.schemas.store import is_staging
 from kg.store.falkordb import FalkorDBStore
-from kg.store.neo4j import Neo4jStore
+from kg.store.neo4j import Neo4jStore, fulltext
 from kg.transfer import import_lines
 from tests.conftest import ROUTES, Backend, add, open_test_kg, t
 from tests.test_neo4j_offline import FakeDriver, parse
@@ -361,7 +361,8 @@ async def test_a_neo4j_import_writes_nothing_under_another_groups_id(falkor_kg: 
     assert len(staging) == 1 and is_staging(staging.pop(), "team8")
     assert "other-tenant" not in sent
     renames = [p for _, p in publish]
-    assert renames == [{"staging": renames[0]["staging"], "group_id": "team8"}] * 2
+    key = fulltext.group_key("team8")  # published under the target's full-text key too
+    assert renames == [{"staging": renames[0]["staging"], "group_id": "team8", "key": key}] * 2
     await store.staged("team8")
     for query, _ in [*(st for tx in [*loads, publish] for st in tx), *driver.reads]:
         # Not the schema check's admin command (not openCypher), nor a write's one query of
@@ -387,6 +388,8 @@ def _dumped_row(store: FalkorDBStore | Neo4jStore, model: Any, drop: tuple[str, 
         elif hasattr(value, "value"):
             value = value.value
         row[key] = value
+    if isinstance(store, Neo4jStore) and isinstance(model, fulltext.KEYED_MODELS):
+        row = fulltext.keyed(row)  # Neo4j's full-text group key (kg.store.neo4j.fulltext)
     return row
 
 
